@@ -1,0 +1,4 @@
+"""`python -m report_builder` runs the CLI."""
+from report_builder.cli import main
+
+raise SystemExit(main())
