@@ -1,0 +1,40 @@
+"""Locate the text files shipped in the ``gensim`` wheel's test data, without importing gensim.
+
+Pitfall: ``gensim.test.utils.datapath`` imports the whole of gensim (slow); this finds the folder
+through the import system instead and fails with a :class:`DataError` naming the install command.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from .errors import DataError
+
+WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+SENTIMENT_FILE = "pang_lee_polarity.cor"
+NEWS_FILE = "lee_background.cor"
+
+
+def gensim_test_file(name: str) -> str:
+    """Absolute path of a file in ``gensim/test/test_data``.
+
+    Args:
+        name: File name inside the test-data folder.
+
+    Returns:
+        The path.
+
+    Raises:
+        DataError: If gensim is not installed or the file is missing.
+    """
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(
+            "the offline evaluation sets need gensim's test data: `pip install gensim` "
+            f"(looked for gensim/test/test_data/{name})"
+        )
+    path = os.path.join(list(spec.submodule_search_locations)[0], "test", "test_data", name)
+    if not os.path.isfile(path):
+        raise DataError(f"gensim test-data file not found: {path} (reinstall gensim>=4.3)")
+    return path
