@@ -21,7 +21,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 # ---------------------------------------------------------------------------------------------
 # Scopes and components
@@ -63,12 +62,24 @@ def valid_pairs_mask(n: int, causal: bool) -> np.ndarray:
     return np.ones((n, n), dtype=bool)
 
 
+def _rank(x: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based, ties share their mean rank), as ``scipy.stats.rankdata``."""
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    first = np.r_[True, xs[1:] != xs[:-1]]
+    dense = np.cumsum(first)
+    bounds = np.r_[np.nonzero(first)[0], x.size]
+    ranks = np.empty(x.size, dtype=np.float64)
+    ranks[order] = 0.5 * (bounds[dense] + bounds[dense - 1] + 1)
+    return ranks
+
+
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman ρ with average ranks for ties; ``nan`` if either side is constant or has < 2 values."""
     if x.size < 2:
         return float("nan")
-    rx = rankdata(x)
-    ry = rankdata(y)
+    rx = _rank(x)
+    ry = _rank(y)
     rx = rx - rx.mean()
     ry = ry - ry.mean()
     den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
