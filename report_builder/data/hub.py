@@ -1,0 +1,45 @@
+"""Optional loading through the ``datasets`` library (imported lazily).
+
+Pitfall: ``datasets`` is not a dependency and the hub is often unreachable; every failure becomes
+a :class:`DataError` that names both fixes (``pip install datasets`` with hub access, or a local
+file passed as ``path``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import DataError
+
+
+def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local_hint: str) -> Any:
+    """Load one split of a hub dataset.
+
+    Args:
+        set_id: Our dataset id (for messages).
+        repo: Hub dataset id, e.g. ``"nyu-mll/glue"``.
+        config: Dataset configuration, e.g. ``"sst2"``.
+        split: Split name, e.g. ``"validation"``.
+        local_hint: What to pass as ``path`` instead (format description).
+
+    Returns:
+        The ``datasets.Dataset``.
+
+    Raises:
+        DataError: If ``datasets`` is missing or the split cannot be loaded.
+    """
+    try:
+        import datasets  # noqa: PLC0415 - optional, heavy
+    except ImportError as exc:
+        raise DataError(
+            f"dataset {set_id!r} needs either the `datasets` library with hub access "
+            f"(`pip install datasets`) or a local file: pass path=<{local_hint}>"
+        ) from exc
+    try:
+        return datasets.load_dataset(repo, config, split=split)
+    except Exception as exc:  # noqa: BLE001 - offline hub, missing config, ...
+        raise DataError(
+            f"could not load {repo}{'/' + config if config else ''} split {split!r} for "
+            f"{set_id!r} through `datasets` ({type(exc).__name__}: {exc}); without hub access "
+            f"pass path=<{local_hint}>"
+        ) from exc
