@@ -155,7 +155,7 @@ def test_context_snippet_marks_tokens():
     s = ks.context_snippet(WP_TEXT, WP_OFFSETS, 4, 2, width=4, tokens=WP_TOKENS)
     assert s == "the ⟦New⟧ York ⟦Times⟧ pla…"
     s = ks.context_snippet(WP_TEXT, WP_OFFSETS, 8, 9, width=3, tokens=WP_TOKENS)
-    assert s == "…he⟦.⟧⟦[SEP]⟧"
+    assert s == "…the⟦.⟧⟦[SEP]⟧"
     s = ks.context_snippet(BPE_TEXT, BPE_OFFSETS, 3, 2, width=0)
     assert s == "…⟦New⟧ ⟦York⟧…"
 
