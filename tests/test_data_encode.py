@@ -73,6 +73,8 @@ def _check_offsets(e):
         assert (off is None) == sp
         if off is not None:
             assert 0 <= off[0] <= off[1] <= len(e.text)
+            span = e.text[off[0]:off[1]]
+            assert span == span.strip()  # offsets never include the BPE leading space
 
 
 def test_wiki_lengths_minilm(minilm, wiki_set):

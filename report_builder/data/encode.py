@@ -40,7 +40,8 @@ class EncodedSeq:
         category: ``Normal``, ``[MASK]``, ``[CLS]`` or ``[SEP]`` per token.
         word_ids: Index of the source word of each token (pieces of one word share it; words of
             ``text_b`` continue after those of ``text_a``); ``None`` for special tokens.
-        offsets: ``(start, end)`` character span in :attr:`text`, ``None`` for special tokens.
+        offsets: ``(start, end)`` character span in :attr:`text` without surrounding whitespace,
+            ``None`` for special tokens.
         text: The text the offsets refer to (pairs: ``text_a + "\\n" + text_b``; causal:
             ``text_a + " " + text_b``).
         item_id: Id of the source :class:`TextItem`.
@@ -77,6 +78,16 @@ def _special_categories(tokenizer: Any, causal: bool) -> dict[int, str]:
     if tokenizer.mask_token_id is not None:
         cats[tokenizer.mask_token_id] = "[MASK]"
     return cats
+
+
+def _trim(off: tuple[int, int], text: str) -> tuple[int, int]:
+    """Drop leading/trailing whitespace from a span (byte-level BPE may include the space)."""
+    start, end = off
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
 
 def _words_from_offsets(offsets: list[tuple[int, int] | None], text: str) -> list[int | None]:
@@ -129,6 +140,8 @@ def _encode_one(tokenizer: Any, item: TextItem, causal: bool, max_length: int,
             offsets.append((int(off[0]) + shift_b, int(off[1]) + shift_b))
         else:
             offsets.append((int(off[0]), int(off[1])))
+
+    offsets = [None if o is None else _trim(o, text) for o in offsets]
 
     # word ids: the tokenizer's pre-token words when complete, else offsets-based words
     if all(w is not None for w, sp, s in zip(tok_words, special, seq_ids) if not sp and s is not None):
