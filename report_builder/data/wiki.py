@@ -30,10 +30,10 @@ N_PAIRS = 992
 """Number of pairs drawn (K21/Clark et al. used 992 Wikipedia sequences)."""
 SEED = 0
 
-_SKIP_SECTIONS = frozenset(
-    "references see also external links further reading notes bibliography sources footnotes "
-    "citations works cited notes and references".split(" ")
-) | {"see also", "external links", "further reading", "works cited", "notes and references"}
+_SKIP_SECTIONS = frozenset({
+    "references", "see also", "external links", "further reading", "notes", "bibliography",
+    "sources", "footnotes", "citations", "works cited", "notes and references",
+})
 
 _HEADING = re.compile(r"^\s*(=+)\s*(.*?)\s*\1\s*$")
 _BOLD_ITALIC = re.compile(r"'{2,}")
