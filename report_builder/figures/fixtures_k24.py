@@ -1,7 +1,7 @@
 """Synthetic, schema-exact K24 result tables for tests and for previewing the figures.
 
-Two toy models — ``tiny-bert`` (post-LN encoder, 4 layers) and ``tiny-llama`` (pre-LN causal,
-RMSNorm, gated FF, 4 layers) — on two datasets, ``wiki`` and ``sentiment-sample`` (the same names
+Two toy models — ``tiny-bert`` (post-LN encoder, 6 layers) and ``tiny-llama`` (pre-LN causal,
+RMSNorm, gated FF, 8 layers) — on two datasets, ``wiki`` and ``sentiment-sample`` (the same names
 as the K21 fixtures in ``figures/fixtures.py``). The FF-amp tables are produced by the real
 `report_builder.analyses.k24_stats` helpers from synthetic maps over real-looking token sequences,
 so categories and context snippets are genuine. Numbers are shaped like the paper's findings
@@ -17,11 +17,10 @@ import numpy as np
 import pandas as pd
 
 from report_builder.analyses import k24_stats as ks
+from report_builder.figures.spec import Roles
 
 MODELS = ("tiny-bert", "tiny-llama")
 DATASETS = ("wiki", "sentiment-sample")
-N_LAYERS = 4
-D_MODEL = 32
 
 TEXTS = {
     "wiki": [
@@ -40,16 +39,23 @@ TEXTS = {
     ],
 }
 
+# Same rows as the K21 fixtures' ``models`` table (figures/fixtures.py), so the two can be combined.
 _MODEL_ROWS = [
-    dict(model="tiny-bert", source="fixtures/tiny-bert", family="bert", class_name="BertModel",
-         ln_position="post", norm="LayerNorm", activation="gelu", gated=False, d_model=D_MODEL,
-         layers=N_LAYERS, heads=4, kv_heads=4, ff_size=64, params=52_000,
-         fingerprint="sha256:0f1e2d3c4b5a6978", dtype="float32", device="cpu"),
-    dict(model="tiny-llama", source="fixtures/tiny-llama", family="llama", class_name="LlamaForCausalLM",
-         ln_position="pre", norm="RMSNorm", activation="silu", gated=True, d_model=D_MODEL,
-         layers=N_LAYERS, heads=4, kv_heads=2, ff_size=64, params=61_000,
-         fingerprint="sha256:8a7b6c5d4e3f2011", dtype="float32", device="cpu"),
+    dict(model="tiny-bert", source="fixture/tiny-bert", family="bert", class_name="BertModel",
+         ln_position="post", norm="LayerNorm", activation="gelu", gated=False, d_model=128,
+         layers=6, heads=4, kv_heads=4, ff_size=512, params=1_200_000,
+         fingerprint="fixture-tiny-bert", dtype="float32", device="cpu"),
+    dict(model="tiny-llama", source="fixture/tiny-llama", family="llama", class_name="LlamaForCausalLM",
+         ln_position="pre", norm="RMSNorm", activation="silu", gated=True, d_model=96,
+         layers=8, heads=6, kv_heads=2, ff_size=256, params=900_000,
+         fingerprint="fixture-tiny-llama", dtype="float32", device="cpu"),
 ]
+
+
+def k24_fixture_roles(preset: str = "default") -> Roles:
+    """The `Roles` matching `k24_fixture_tables`."""
+    return Roles(primary_encoder="tiny-bert", primary_causal="tiny-llama", encoders=MODELS, variants=(),
+                 seed_group=(), datasets=DATASETS, preset=preset)
 
 
 def _tokenize(text: str, style: str) -> ks.SeqInfo:
@@ -127,8 +133,9 @@ def k24_fixture_tables(seed: int = 0, k: int = 10) -> dict[str, pd.DataFrame]:
         style = "wordpiece" if lnp == "post" else "bpe"
         for dataset in DATASETS:
             infos = [_tokenize(t, style) for t in TEXTS[dataset]]
-            for layer in range(N_LAYERS):
-                strength = 0.35 + 0.12 * layer
+            n_layers, d_model = mrow["layers"], mrow["d_model"]
+            for layer in range(n_layers):
+                strength = 0.35 + 0.6 * layer / n_layers
                 before_s, after_s = ks.FF_SCOPES[lnp]
                 tp = ks.TopPairs(k=k, causal=causal)
                 for seq, info in enumerate(infos):
@@ -149,18 +156,18 @@ def k24_fixture_tables(seed: int = 0, k: int = 10) -> dict[str, pd.DataFrame]:
                 pair_frames.append(tp.top_frame().assign(**grp))
                 base_frames.append(tp.base_frame().assign(**grp))
                 ntok = sum(len(x.tokens) for x in infos)
-                res_norm = rng.gamma(20, 0.5 * (1 + 0.3 * layer), size=ntok)
-                ff_norm = res_norm * rng.lognormal(np.log(0.25 + 0.05 * layer), 0.35, size=ntok)
+                res_norm = rng.gamma(20, 0.5 * (1 + 1.5 * layer / n_layers), size=ntok)
+                ff_norm = res_norm * rng.lognormal(np.log(0.25 + 0.3 * layer / n_layers), 0.35, size=ntok)
                 res_rows.append(dict(model=model, dataset=dataset, layer=layer,
                                      **ks.norm_ratio_summary(ff_norm, res_norm)))
-                gamma = rng.lognormal(0, 0.3, size=D_MODEL)
-                gamma[rng.choice(D_MODEL, 3, replace=False)] = rng.uniform(0.02, 0.1, size=3)
-                ff_change = rng.gamma(2.0, 0.2, size=D_MODEL)
-                hot = rng.choice(D_MODEL, 3, replace=False)
+                gamma = rng.lognormal(0, 0.3, size=d_model)
+                gamma[rng.choice(d_model, 3, replace=False)] = rng.uniform(0.02, 0.1, size=3)
+                ff_change = rng.gamma(2.0, 0.2, size=d_model)
+                hot = rng.choice(d_model, 3, replace=False)
                 ff_change[hot] *= 6
                 gamma[hot] *= 0.15  # LN scales down the dimensions where FF's change concentrates
                 ln_out = ff_change * gamma / np.sqrt(1 + ff_change) * 0.8
-                for dim in range(D_MODEL):
+                for dim in range(d_model):
                     ln_rows.append(dict(model=model, dataset=dataset, layer=layer, dim=dim,
                                         ff_change=float(ff_change[dim]), ln_weight=float(gamma[dim]),
                                         ln_out_change=float(ln_out[dim]),

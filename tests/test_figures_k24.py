@@ -1,0 +1,135 @@
+"""Every K24 figure builds from the synthetic fixture tables and yields a valid Vega-Lite spec."""
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+
+import altair as alt
+import pandas as pd
+import pytest
+
+from report_builder.figures import k24
+from report_builder.figures.fixtures_k24 import k24_fixture_roles, k24_fixture_tables
+from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+
+IDS = ["k24-fig1", "k24-maps", "k24-ctx-ff", "k24-ctx-components", "k24-ctx-cumulative", "k24-ffamp-top",
+       "k24-ffamp-categories", "k24-res-norms", "k24-ln-dims", "k24-models"]
+
+SCHEMA = {  # ARCHITECTURE.md
+    "models": ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated",
+               "d_model", "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"],
+    "k24_ctx": ["model", "dataset", "layer", "kind", "component", "from_scope", "to_scope", "change",
+                "change_sd", "n_seqs"],
+    "k24_ffamp_pairs": ["model", "dataset", "layer", "rank", "seq", "i", "j", "token_i", "token_j", "amp",
+                        "before", "after", "category", "context"],
+    "k24_ffamp_base": ["model", "dataset", "layer", "category", "top_count", "top_share", "base_count",
+                       "base_share"],
+    "k24_res_norms": ["model", "dataset", "layer", "ff_norm_mean", "res_norm_mean", "ratio_mean", "ratio_q10",
+                      "ratio_q50", "ratio_q90"],
+    "k24_ln_dims": ["model", "dataset", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"],
+    "k24_maps": ["model", "example", "layer", "scope", "i", "j", "token_i", "token_j", "value"],
+}
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return k24_fixture_tables()
+
+
+@pytest.fixture(scope="module")
+def ctx(tables):
+    return FigureContext(tables=tables, roles=k24_fixture_roles())
+
+
+@pytest.fixture(scope="module")
+def results(ctx):
+    return {s.id: s.build(ctx) for s in k24.FIGURES}
+
+
+def test_fixture_schema_and_speed():
+    t0 = time.perf_counter()
+    t = k24_fixture_tables(seed=1)
+    assert time.perf_counter() - t0 < 2.0
+    for name, cols in SCHEMA.items():
+        assert list(t[name].columns) == cols, name
+        assert len(t[name]) > 0
+    assert set(t["models"].model) == {"tiny-bert", "tiny-llama"}
+    assert set(t["k24_ctx"].dataset) == {"wiki", "sentiment-sample"}
+    assert t["k24_ctx"].change.between(0, 2).all()
+    assert t["k24_maps"].value.between(0, 1).all()
+    causal = t["k24_maps"][t["k24_maps"].model == "tiny-llama"]
+    assert (causal.j <= causal.i).all()
+
+
+def test_ids_in_order():
+    assert [s.id for s in k24.FIGURES] == IDS
+    for s in k24.FIGURES:
+        assert s.paper == "K24" and s.caption and s.title and s.analysis
+
+
+def test_analysis_tables_exist(tables):
+    for s in k24.FIGURES:
+        assert set(s.analysis) <= set(tables), s.id
+
+
+@pytest.mark.parametrize("fid", IDS)
+def test_builds_and_validates(results, ctx, fid):
+    r = results[fid]
+    assert isinstance(r, FigureResult)
+    assert isinstance(r.data, pd.DataFrame) and len(r.data)
+    assert r.reading and r.models
+    assert r.chart is not None
+    with alt.data_transformers.enable("default", max_rows=None):
+        spec = r.chart.to_dict(validate=True)
+    assert "$schema" in spec
+
+
+def test_ffamp_top_table(results):
+    t = results["k24-ffamp-top"].table
+    assert t is not None and {"pair", "category", "amp", "context"} <= set(t.columns)
+    assert t.groupby(["model", "dataset", "layer"]).size().max() <= 5
+
+
+def test_cumulative_reading_reports_cancellation(results):
+    assert "largely cancel" in results["k24-ctx-cumulative"].reading
+
+
+def test_maps_explorer_has_widgets(results):
+    with alt.data_transformers.enable("default", max_rows=None):
+        spec = results["k24-maps"].chart.to_dict()
+    params = [p for p in spec.get("params", [])] + [p for v in spec.get("vconcat", []) for p in v.get("params", [])]
+    inputs = {p["bind"].get("input") for p in params if "bind" in p}
+    assert {"range", "select"} <= inputs
+
+
+@pytest.mark.parametrize("fid", ["k24-ctx-cumulative", "k24-ffamp-categories", "k24-res-norms"])
+def test_compiles_to_svg(results, fid):
+    vlc = pytest.importorskip("vl_convert")
+    with alt.data_transformers.enable("default", max_rows=None):
+        svg = vlc.vegalite_to_svg(results[fid].chart.to_dict())
+    assert svg.lstrip().startswith("<svg")
+
+
+def test_not_configured_when_tables_missing():
+    ctx = FigureContext(tables={}, roles=k24_fixture_roles())
+    for s in k24.FIGURES:
+        with pytest.raises(NotConfigured) as e:
+            s.build(ctx)
+        assert "models:" in e.value.config_entry and "datasets:" in e.value.config_entry
+
+
+def test_fig1_with_encoder_only(tables):
+    only = {k: (v[v.model == "tiny-bert"] if "model" in v.columns else v) for k, v in tables.items()}
+    roles = dataclasses.replace(k24_fixture_roles(), primary_causal=None)
+    r = k24.build_fig1(FigureContext(tables=only, roles=roles))
+    assert r.models == ("tiny-bert",) and "pre-LN" in r.reading
+    with pytest.raises(NotConfigured):
+        k24.build_fig1(FigureContext(tables=only, roles=dataclasses.replace(roles, primary_encoder=None)))
+
+
+def test_figures_do_not_import_torch():
+    code = ("import sys, report_builder.figures.k24, report_builder.figures.fixtures_k24; "
+            "assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
