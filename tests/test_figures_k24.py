@@ -133,3 +133,9 @@ def test_figures_do_not_import_torch():
     code = ("import sys, report_builder.figures.k24, report_builder.figures.fixtures_k24; "
             "assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_maps_explorer_cuts_long_examples(tables, ctx):
+    r = k24.build_maps(ctx, max_tokens=8)
+    assert r.data.i.max() < 8 and r.data.j.max() < 8
+    assert "first 8 tokens" in r.reading

@@ -125,7 +125,7 @@ def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: i
 
 
 def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str = "m0",
-                 cell: int = 14) -> alt.Chart:
+                 cell: int | None = None) -> alt.Chart:
     """Heatmap of one (example, layer, scope) map at a time, chosen by widgets.
 
     Args:
@@ -133,7 +133,7 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
         scopes: this model's scopes in order (options of the scope selector).
         title: chart title (model name).
         key: suffix that makes the parameter names unique when several explorers are concatenated.
-        cell: pixel size of one cell for the longest example.
+        cell: pixel size of one cell (default: 14 px, shrunk so the longest example fits ~600 px).
 
     The main data keeps only numbers (example, layer, scope, i, j, value); token labels come from a
     small lookup table keyed by ``example*10000 + pos``.
@@ -150,6 +150,7 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
     main["example"] = main["example"].map(examples.index)
     main["value"] = main["value"].round(4)
     n_max = int(maps["i"].max()) + 1
+    cell = cell or max(4, min(14, 600 // n_max))
     layer = alt.param(name=f"layer_{key}", value=n_layers // 2,
                       bind=alt.binding_range(min=0, max=n_layers - 1, step=1, name=f"{title} layer "))
     scope = alt.param(name=f"scope_{key}", value=scopes[0],
@@ -160,9 +161,9 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
     lk = alt.LookupData(data=toks, key="key", fields=["label", "token"])
     return alt.Chart(main).mark_rect().encode(
         x=alt.X("label_j:N", sort=alt.EncodingSortField("j", op="min"), title="j (source token)",
-                axis=alt.Axis(labelFontSize=9, labelLimit=80)),
+                axis=alt.Axis(labelFontSize=min(9, cell), labelLimit=80)),
         y=alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"), title="i (query token)",
-                axis=alt.Axis(labelFontSize=9, labelLimit=80)),
+                axis=alt.Axis(labelFontSize=min(9, cell), labelLimit=80)),
         color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title="row-normalised value"),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("scope:N"), alt.Tooltip("token_i:N", title="i (query)"),
                  alt.Tooltip("token_j:N", title="j (source)"), alt.Tooltip("value:Q", format=".3f")],

