@@ -94,6 +94,7 @@ def annotated_heatmap(
     value_title: str | None = None,
     tooltip_extra: Sequence[str] = (),
     font_size: int = 9,
+    legend_orient: str = "right",
 ) -> alt.Chart:
     """Heatmap with the value printed in each cell on a fixed colour scale.
 
@@ -106,6 +107,7 @@ def annotated_heatmap(
         domain: fixed colour domain (values outside are clamped); text turns white above 60 % of it.
         fmt: d3 format of the printed value. cell_width / cell_height: px per cell.
         tooltip_extra: more columns to show in the tooltip.
+        legend_orient: where the colour legend goes (``"bottom"`` saves width for many panels).
 
     Returns:
         A layered (rect + text) chart, faceted when ``facet`` is given.
@@ -125,7 +127,8 @@ def annotated_heatmap(
     rect = alt.Chart().mark_rect().encode(
         x=enc_x, y=enc_y,
         color=alt.Color(f"{_field(value)}:Q", title=vt,
-                        scale=alt.Scale(domain=[lo, hi], scheme=scheme, clamp=True)),
+                        scale=alt.Scale(domain=[lo, hi], scheme=scheme, clamp=True),
+                        legend=alt.Legend(orient=legend_orient)),
         tooltip=tooltip,
     )
     text = alt.Chart().mark_text(fontSize=font_size).encode(

@@ -162,7 +162,7 @@ FIG1_METHODS = ("ATTN-N", "ATTNRESLN-N")
 
 
 def build_fig1(ctx: FigureContext) -> FigureResult:
-    model, _ = _primary(ctx) if ctx.roles.datasets else (ctx.roles.primary_encoder, None)
+    model = ctx.roles.primary_encoder
     if not model:
         raise NotConfigured("no primary encoder configured", _primary_entry())
     maps = _rows(ctx, "k21_maps", model, None)
@@ -260,8 +260,7 @@ def build_tab1(ctx: FigureContext) -> FigureResult:
 
 def build_tab2(ctx: FigureContext) -> FigureResult:
     primary, ds = _primary(ctx)
-    tokens = _rows(ctx, "k21_tokens", primary, ds)  # raises if the primary encoder has no rows
-    del tokens
+    _rows(ctx, "k21_tokens", primary, ds)  # raises NotConfigured if the primary encoder has no rows
     all_tok = ctx.tables["k21_tokens"]
     all_tok = all_tok[all_tok["dataset"] == ds]
     models = [m for m in (ctx.roles.encoders or (primary,)) if (all_tok["model"] == m).any()]
@@ -292,6 +291,7 @@ def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: 
         x_order=cats, y_order=sorted(plot["Layer"].unique()), domain=(0, 100), fmt=".1f",
         cell_width=26, cell_height=18 if plot["Layer"].max() <= 16 else 13, columns=5,
         x_title="token category", y_title="layer", value_title="mixing ratio (%)", tooltip_extra=("n_seqs",),
+        legend_orient="bottom",
     )
     ov = means[(means["category"] == "Overall") & (means["method"] == "ATTNRESLN-N")].sort_values("layer")
     reading = ""
