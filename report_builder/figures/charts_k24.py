@@ -4,9 +4,11 @@ General builders (annotated heatmaps, scatter, …) live in ``charts.py``; these
 ones: the layer diagrams with scope markers, the scope-map explorer, per-layer change lines, the
 category lift heatmap, the norm-ratio band and the LN-dimension scatter.
 
-Pitfall: the map explorer can carry many rows (examples × layers × scopes × n²); it keeps only
-numeric columns in the main data and looks the token labels up from a small second table, and it
-never inlines more than the frame it is given (the site decides whether data goes to a file).
+Data is inlined with `charts.inline_data` (one JSON string per dataset: small specs, fast
+validation, independent of Altair's row limit), so every encoding names its type explicitly.
+Layers are shown 1-based. Pitfall: the map explorer can carry many rows (examples × layers ×
+scopes × n²); it keeps only numeric columns in the main data and looks the token labels up from a
+small second table.
 """
 from __future__ import annotations
 
@@ -17,6 +19,14 @@ import numpy as np
 import pandas as pd
 
 from report_builder.figures import theme
+from report_builder.figures.charts import inline_data
+
+LAYER_TITLE = "layer (1 = first)"
+
+
+def _shown(df: pd.DataFrame) -> pd.DataFrame:
+    """Layers are 0-based in the tables and shown 1-based, as in the papers (and the K21 charts)."""
+    return df.assign(layer=df["layer"] + 1) if "layer" in df.columns else df
 
 SCOPE_STEP_LABELS = {
     "ATB": "ATB (attention block)",
@@ -75,18 +85,18 @@ def layer_diagram(ln_position: str, title: str, width: int = 620, height: int = 
     X = lambda f: alt.X(f, scale=alt.Scale(domain=xdom), axis=None)  # noqa: E731
     Y = lambda f: alt.Y(f, scale=alt.Scale(domain=[-0.55, 1.35]), axis=None)  # noqa: E731
     base_props = dict(width=width, height=height)
-    rect = alt.Chart(boxes).mark_rect(stroke="#555", strokeWidth=1, cornerRadius=3).encode(
+    rect = alt.Chart(inline_data(boxes)).mark_rect(stroke="#555", strokeWidth=1, cornerRadius=3).encode(
         x=X("x0:Q"), x2="x1:Q", y=Y("y0:Q"), y2="y1:Q",
         color=alt.Color("kind:N", scale=alt.Scale(domain=["box", "add"], range=["#eef3f8", "#ffffff"]),
                         legend=None))
-    text = alt.Chart(nodes.assign(y=0.5)).mark_text(fontSize=13).encode(x=X("xc:Q"), y=Y("y:Q"), text="label:N")
-    lines = alt.Chart(edges).mark_line(color="#555", strokeWidth=1.2).encode(
+    text = alt.Chart(inline_data(nodes.assign(y=0.5))).mark_text(fontSize=13).encode(x=X("xc:Q"), y=Y("y:Q"), text="label:N")
+    lines = alt.Chart(inline_data(edges)).mark_line(color="#555", strokeWidth=1.2).encode(
         x=X("x:Q"), y=Y("y:Q"), detail="edge:N", order="order:Q")
-    heads = alt.Chart(edges[edges.order == edges.groupby("edge").order.transform("max")]).mark_point(
+    heads = alt.Chart(inline_data(edges[edges.order == edges.groupby("edge").order.transform("max")])).mark_point(
         shape="triangle-right", size=40, filled=True, color="#555").encode(x=X("x:Q"), y=Y("y:Q"))
-    rules = alt.Chart(scopes).mark_rule(strokeDash=[4, 3], color=theme.CATEGORICAL[3]).encode(
+    rules = alt.Chart(inline_data(scopes)).mark_rule(strokeDash=[4, 3], color=theme.CATEGORICAL[3]).encode(
         x=X("x:Q"), y=Y("y0:Q"), y2="y1:Q")
-    labels = alt.Chart(scopes).mark_text(fontSize=11, color=theme.CATEGORICAL[3], dy=8, baseline="top").encode(
+    labels = alt.Chart(inline_data(scopes)).mark_text(fontSize=11, color=theme.CATEGORICAL[3], dy=8, baseline="top").encode(
         x=X("x:Q"), y=Y("y0:Q"), text="label:N")
     return alt.layer(lines, heads, rect, text, rules, labels).properties(title=title, **base_props)
 
@@ -96,11 +106,51 @@ def layer_diagram(ln_position: str, title: str, width: int = 620, height: int = 
 # ---------------------------------------------------------------------------------------------
 
 
-def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
-    out = df.copy()
-    out["label_i"] = out["i"].astype(str) + ":" + out["token_i"].astype(str)
-    out["label_j"] = out["j"].astype(str) + ":" + out["token_j"].astype(str)
+def _compact(maps: pd.DataFrame, keys: list[str], digits: int = 3) -> list[dict]:
+    """One record per (keys…, i) holding the arrays ``j`` and ``v`` (values rounded), expanded in the
+    spec by a Vega-Lite ``flatten`` — about 4× smaller than one record per cell."""
+    d = maps.sort_values(keys + ["i", "j"])
+    out = []
+    for key, g in d.groupby(keys + ["i"], sort=False):
+        rec = dict(zip(keys + ["i"], [k.item() if hasattr(k, "item") else k for k in key]))
+        rec["j"] = g["j"].astype(int).tolist()
+        rec["v"] = g["value"].round(digits).tolist()
+        out.append(rec)
     return out
+
+
+def _token_lookup(maps: pd.DataFrame, example_index: dict | None = None) -> pd.DataFrame:
+    """``key`` (= example index × 10000 + position) → ``label`` ("pos:token") and ``token``."""
+    ex = maps["example"] if "example" in maps.columns else pd.Series(0, index=maps.index)
+    a = pd.DataFrame({"example": ex, "pos": maps["i"], "token": maps["token_i"]})
+    b = pd.DataFrame({"example": ex, "pos": maps["j"], "token": maps["token_j"]})
+    t = pd.concat([a, b]).drop_duplicates(["example", "pos"])
+    e = t["example"].map(example_index) if example_index else t["example"]
+    return pd.DataFrame({"key": (e * 10000 + t["pos"]).astype(int),
+                         "label": t["pos"].astype(str) + ":" + t["token"].astype(str),
+                         "token": t["token"].astype(str)})
+
+
+def _expand(chart: alt.Chart, toks: pd.DataFrame, example_field: str | None) -> alt.Chart:
+    """flatten (j, v) → one row per cell, then look the token labels of i and j up."""
+    e = alt.datum[example_field] * 10000 if example_field else 0
+    lk = alt.LookupData(data=inline_data(toks), key="key", fields=["label", "token"])
+    return chart.transform_flatten(["j", "v"], ["j", "value"]).transform_calculate(
+        ki=e + alt.datum.i, kj=e + alt.datum.j
+    ).transform_lookup(lookup="ki", from_=lk, **{"as": ["label_i", "token_i"]}).transform_lookup(
+        lookup="kj", from_=lk, **{"as": ["label_j", "token_j"]})
+
+
+def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True) -> dict:
+    axis = (alt.Axis(labelFontSize=min(9, max(cell - 1, 5)), labelLimit=80,
+                     title=None if not title_axes else alt.Undefined) if show_labels else None)
+    return dict(
+        x=alt.X("label_j:N", sort=alt.EncodingSortField("j", op="min"),
+                title="j (source token)" if title_axes else None, axis=axis),
+        y=alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"),
+                title="i (query token)" if title_axes else None, axis=axis),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title="row-normalised value"),
+    )
 
 
 def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: int = 11,
@@ -109,16 +159,12 @@ def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: i
 
     ``df`` has scope, i, j, token_i, token_j, value (one example, one layer).
     """
-    d = _with_labels(df[["scope", "i", "j", "token_i", "token_j", "value"]])
-    d["value"] = d["value"].round(4)
-    n = int(max(d["i"].max(), d["j"].max())) + 1
-    axis = alt.Axis(labelFontSize=8, labelLimit=60, title=None) if show_labels else None
-    return alt.Chart(d).mark_rect().encode(
-        x=alt.X("label_j:N", sort=alt.EncodingSortField("j", op="min"), axis=axis),
-        y=alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"), axis=axis),
-        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title="row-normalised value"),
-        tooltip=[alt.Tooltip("scope:N"), alt.Tooltip("token_i:N", title="i (query)"),
-                 alt.Tooltip("token_j:N", title="j (source)"), alt.Tooltip("value:Q", format=".3f")],
+    n = int(max(df["i"].max(), df["j"].max())) + 1
+    base = alt.Chart(inline_data(_compact(df, ["scope"]))).mark_rect()
+    return _expand(base, _token_lookup(df.drop(columns=["example"], errors="ignore")), None).encode(
+        **_map_encoding(cell, False, show_labels),
+        tooltip=[alt.Tooltip("scope:N"), alt.Tooltip("label_i:N", title="i (query)"),
+                 alt.Tooltip("label_j:N", title="j (source)"), alt.Tooltip("value:Q", format=".3f")],
     ).properties(width=cell * n, height=cell * n).facet(
         column=alt.Column("scope:N", sort=list(scopes), title=None)
     ).properties(title=title)
@@ -135,44 +181,31 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
         key: suffix that makes the parameter names unique when several explorers are concatenated.
         cell: pixel size of one cell (default: 14 px, shrunk so the longest example fits ~600 px).
 
-    The main data keeps only numbers (example, layer, scope, i, j, value); token labels come from a
-    small lookup table keyed by ``example*10000 + pos``.
+    Data: one record per (example, layer, scope, i) with arrays over ``j`` (see `_compact`); token
+    labels come from a small lookup table keyed by ``example_index*10000 + pos``.
     """
     examples = sorted(maps["example"].unique().tolist())
+    ex_index = {e: k for k, e in enumerate(examples)}
     n_layers = int(maps["layer"].max()) + 1
-    toks_i = maps[["example", "i", "token_i"]].drop_duplicates().rename(columns={"i": "pos", "token_i": "token"})
-    toks_j = maps[["example", "j", "token_j"]].drop_duplicates().rename(columns={"j": "pos", "token_j": "token"})
-    toks = pd.concat([toks_i, toks_j]).drop_duplicates(["example", "pos"])
-    toks = pd.DataFrame({"key": toks["example"].map(examples.index) * 10000 + toks["pos"],
-                         "label": toks["pos"].astype(str) + ":" + toks["token"].astype(str),
-                         "token": toks["token"].astype(str)})
-    main = maps[["example", "layer", "scope", "i", "j", "value"]].copy()
-    main["example"] = main["example"].map(examples.index)
-    main["value"] = main["value"].round(4)
     n_max = int(maps["i"].max()) + 1
     cell = cell or max(4, min(14, 600 // n_max))
-    layer = alt.param(name=f"layer_{key}", value=n_layers // 2,
-                      bind=alt.binding_range(min=0, max=n_layers - 1, step=1, name=f"{title} layer "))
+    main = _shown(maps[["example", "layer", "scope", "i", "j", "value"]])
+    main["example"] = main["example"].map(ex_index)
+    layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
+                      bind=alt.binding_range(min=1, max=n_layers, step=1, name=f"{title} layer (1 = first) "))
     scope = alt.param(name=f"scope_{key}", value=scopes[0],
                       bind=alt.binding_select(options=list(scopes), name=f"{title} scope "))
     example = alt.param(name=f"example_{key}", value=0,
                         bind=alt.binding_select(options=list(range(len(examples))),
                                                 labels=[str(e) for e in examples], name=f"{title} example "))
-    lk = alt.LookupData(data=toks, key="key", fields=["label", "token"])
-    return alt.Chart(main).mark_rect().encode(
-        x=alt.X("label_j:N", sort=alt.EncodingSortField("j", op="min"), title="j (source token)",
-                axis=alt.Axis(labelFontSize=min(9, cell), labelLimit=80)),
-        y=alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"), title="i (query token)",
-                axis=alt.Axis(labelFontSize=min(9, cell), labelLimit=80)),
-        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title="row-normalised value"),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("scope:N"), alt.Tooltip("token_i:N", title="i (query)"),
-                 alt.Tooltip("token_j:N", title="j (source)"), alt.Tooltip("value:Q", format=".3f")],
-    ).add_params(layer, scope, example).transform_filter(
-        (alt.datum.layer == layer) & (alt.datum.scope == scope) & (alt.datum.example == example)
-    ).transform_calculate(
-        ki=alt.datum.example * 10000 + alt.datum.i, kj=alt.datum.example * 10000 + alt.datum.j
-    ).transform_lookup(lookup="ki", from_=lk, **{"as": ["label_i", "token_i"]}).transform_lookup(
-        lookup="kj", from_=lk, **{"as": ["label_j", "token_j"]}
+    base = alt.Chart(inline_data(_compact(main, ["example", "layer", "scope"]))).mark_rect().add_params(
+        layer, scope, example).transform_filter(
+        (alt.datum.layer == layer) & (alt.datum.scope == scope) & (alt.datum.example == example))
+    return _expand(base, _token_lookup(maps, ex_index), "example").encode(
+        **_map_encoding(cell, True),
+        tooltip=[alt.Tooltip("layer:O", title=LAYER_TITLE), alt.Tooltip("scope:N"),
+                 alt.Tooltip("label_i:N", title="i (query)"), alt.Tooltip("label_j:N", title="j (source)"),
+                 alt.Tooltip("value:Q", format=".3f")],
     ).properties(width=cell * n_max, height=cell * n_max, title=title)
 
 
@@ -191,8 +224,9 @@ def per_layer_lines(df: pd.DataFrame, y: str, color: str, *, y_title: str, color
     scale = alt.Scale(domain=list(color_sort), range=list(color_range)) if color_range else (
         alt.Scale(domain=list(color_sort)) if color_sort else alt.Undefined)
     c = alt.Color(f"{color}:N", sort=list(color_sort) if color_sort else alt.Undefined, scale=scale)
-    x = alt.X("layer:Q", title="layer", axis=alt.Axis(tickMinStep=1, format="d"))
-    base = alt.Chart(df).encode(x=x, color=c)
+    df = _shown(df)
+    x = alt.X("layer:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d"))
+    base = alt.Chart(inline_data(df)).encode(x=x, color=c)
     tt = list(tooltip) if tooltip else ["layer:Q", f"{color}:N", alt.Tooltip(f"{y}:Q", format=".3f")]
     layers = []
     if band:
@@ -201,7 +235,7 @@ def per_layer_lines(df: pd.DataFrame, y: str, color: str, *, y_title: str, color
         y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(zero=y_zero))))
     layers.append(base.mark_point(filled=True, size=28).encode(y=f"{y}:Q", tooltip=tt))
     if rule_at is not None:
-        layers.append(alt.Chart(df).mark_rule(color="#999", strokeDash=[3, 3]).encode(
+        layers.append(alt.Chart(inline_data(df)).mark_rule(color="#999", strokeDash=[3, 3]).encode(
             y=alt.datum(rule_at)))
     ch = alt.layer(*layers).properties(width=width, height=height)
     if row or column:
@@ -229,15 +263,15 @@ def category_lift_heatmap(df: pd.DataFrame, categories: Sequence[str], clip: flo
     ``df``: ``k24_ffamp_base`` rows (model, dataset, layer, category, top_count, top_share, base_count,
     base_share). Cells with no top pair or no base pair are clipped to ±``clip``.
     """
-    d = df.copy()
+    d = _shown(df)
     with np.errstate(divide="ignore", invalid="ignore"):
         lift = np.log2(d["top_share"] / d["base_share"])
     d["log2_lift"] = np.clip(lift.replace([np.inf, -np.inf], np.nan).fillna(-clip).where(
         d["base_share"] > 0, clip), -clip, clip)
     d.loc[(d["top_share"] == 0) & (d["base_share"] == 0), "log2_lift"] = 0.0
-    base = alt.Chart(d).encode(
+    base = alt.Chart(inline_data(d)).encode(
         x=alt.X("category:N", sort=list(categories), title=None, axis=alt.Axis(labelAngle=-35)),
-        y=alt.Y("layer:O", title="layer"))
+        y=alt.Y("layer:O", title=LAYER_TITLE))
     heat = base.mark_rect().encode(
         color=alt.Color("log2_lift:Q", title="log₂(top / base)",
                         scale=alt.Scale(scheme=theme.DIVERGING, domain=[-clip, clip], reverse=True)),
@@ -261,7 +295,7 @@ def pooled_share_bars(df: pd.DataFrame, categories: Sequence[str], title: str = 
     g["base"] = g["base_count"] / g.groupby("model")["base_count"].transform("sum").replace(0, np.nan)
     long = g.melt(id_vars=["model", "category"], value_vars=["top", "base"], var_name="set", value_name="share")
     long["set"] = long["set"].map({"top": "top-amplified pairs", "base": "all pairs (base rate)"})
-    ch = alt.Chart(long.fillna(0.0)).mark_bar().encode(
+    ch = alt.Chart(inline_data(long.fillna(0.0))).mark_bar().encode(
         x=alt.X("category:N", sort=list(categories), title=None, axis=alt.Axis(labelAngle=-35)),
         xOffset=alt.XOffset("set:N", sort=["top-amplified pairs", "all pairs (base rate)"]),
         y=alt.Y("share:Q", axis=alt.Axis(format="%"), title="share of pairs"),
@@ -275,8 +309,8 @@ def pooled_share_bars(df: pd.DataFrame, categories: Sequence[str], title: str = 
 def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = "",
                     models: Sequence[str] | None = None, datasets: Sequence[str] | None = None):
     """Each top pair as a point: layer × amp, coloured by category; facets model × dataset."""
-    ch = alt.Chart(df).mark_point(filled=True, size=36, opacity=0.8).encode(
-        x=alt.X("layer:Q", axis=alt.Axis(tickMinStep=1, format="d")),
+    ch = alt.Chart(inline_data(_shown(df))).mark_point(filled=True, size=36, opacity=0.8).encode(
+        x=alt.X("layer:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d")),
         y=alt.Y("amp:Q", title="FF-amp"),
         color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories))),
         tooltip=["layer:Q", "rank:Q", "token_i:N", "token_j:N", "category:N", alt.Tooltip("amp:Q", format=".3f"),
@@ -302,13 +336,15 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
     is then concatenated breaks Vega-Lite), so nest the result with `alt.vconcat` only via
     `with_layer_slider`-style top-level params, as done here.
     """
-    layer = alt.param(name=f"layer_{key}", value=n_layers // 2,
-                      bind=alt.binding_range(min=0, max=n_layers - 1, step=1, name="layer "))
-    d = df[["model", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"]].copy()
+    layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
+                      bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer (1 = first) "))
+    d = _shown(df[["model", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"]])
+    d[["ff_change", "ln_weight", "ln_out_change", "kept_ratio"]] = d[
+        ["ff_change", "ln_weight", "ln_out_change", "kept_ratio"]].round(4)
     models = list(models) if models else list(dict.fromkeys(d["model"]))
     panels = []
     for m in models:
-        panels.append(alt.Chart(d[d["model"] == m]).mark_point(filled=True, size=26, opacity=0.75).encode(
+        panels.append(alt.Chart(inline_data(d[d["model"] == m])).mark_point(filled=True, size=26, opacity=0.75).encode(
             x=alt.X("ff_change:Q", title="FF change (mean |FF output| in dim)"),
             y=alt.Y("ln_weight:Q", title="LN weight γ"),
             color=alt.Color("kept_ratio:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1], clamp=True),

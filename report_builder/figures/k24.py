@@ -4,6 +4,7 @@ One `FigureSpec` per permanent id, in the order of SPEC §3: k24-fig1, k24-maps,
 k24-ctx-components, k24-ctx-cumulative, k24-ffamp-top, k24-ffamp-categories, k24-res-norms,
 k24-ln-dims, k24-models. Each builder reads the result tables named in ``analysis`` (see
 ARCHITECTURE.md), draws with `charts_k24`, and computes a one-sentence ``reading`` from the data.
+Layers are 0-based in the tables and shown (charts and readings) 1-based, as in the papers.
 
 Pitfall: scope names differ between post-LN (ATB, ATBFF, ATBFFRES, ATBFFRESLN) and pre-LN models
 (ATB, ATBLN, ATBLNFF, ATBLNFFRES); always look a model's LN position up (``models`` table, or the
@@ -141,16 +142,16 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
         kind = "post-LN" if p == "post" else "pre-LN"
         panels.append(ck.layer_diagram(p, f"{kind} layer ({m}): where each scope is read"))
         n_tok = int(sel["i"].max()) + 1
-        panels.append(ck.scope_map_strip(sel, scopes, f"{m}, example {example}, layer {layer}",
+        panels.append(ck.scope_map_strip(sel, scopes, f"{m}, example {example}, layer {layer + 1} of {n_layers}",
                                          cell=max(6, min(14, 240 // max(n_tok, 1))), show_labels=n_tok <= 30))
         diag = sel[sel["i"] == sel["j"]].groupby("scope")["value"].mean()
-        parts.append(f"{m} (layer {layer}): self-attribution (mean diagonal of the row-normalised map) "
+        parts.append(f"{m} (layer {layer + 1}): self-attribution (mean diagonal of the row-normalised map) "
                      + ", ".join(f"{s} {diag.get(s, np.nan):.0%}" for s in scopes))
         used.append(m)
         data.append(sel)
     missing = [k for k, p in (("pre-LN", "pre"), ("post-LN", "post")) if p not in {q for _, q in have}]
     reading = "; ".join(parts) + "."
-    params = {"layer": "middle layer (n_layers // 2)", "example": "first example",
+    params = {"layer": "middle layer (0-based n_layers // 2, shown 1-based)", "example": "first example",
               "diagram": "altair (rect/text/line marks)"}
     if missing:
         reading += (f" No {missing[0]} model is configured, so only the {have[0][1]}-LN diagram is shown "
@@ -221,7 +222,7 @@ def build_ctx_ff(ctx: FigureContext) -> FigureResult:
     top = d.loc[d["change"].idxmax()]
     reading = ("Mean change of the maps through FF alone (1 − ρ, mean over layers and datasets): "
                + ", ".join(f"{m} {by[m]:.3f}" for m in models if m in by.index)
-               + f". Largest: {top['model']} layer {int(top['layer'])} on {top['dataset']} ({top['change']:.3f}).")
+               + f". Largest: {top['model']} layer {int(top['layer']) + 1} on {top['dataset']} ({top['change']:.3f}).")
     return FigureResult(data=d.drop(columns=["lo", "hi"]), chart=chart, reading=reading, models=tuple(models),
                         datasets=tuple(_dataset_order(ctx, d["dataset"].unique())),
                         params={"band": "± 1 SD over sequences"})
@@ -315,7 +316,7 @@ def build_ffamp_top(ctx: FigureContext, per_layer: int = 5) -> FigureResult:
     reading = (f"Among all top pairs (every layer, model and dataset), the commonest categories are "
                + ", ".join(f"{c} {s:.0%}" for c, s in shares.head(3).items())
                + f". The most amplified pair is {best['token_i']} ← {best['token_j']} ({best['category']}, "
-               f"{best['model']} layer {int(best['layer'])}, amp {best['amp']:.3f}): “{best['context']}”.")
+               f"{best['model']} layer {int(best['layer']) + 1}, amp {best['amp']:.3f}): “{best['context']}”.")
     return FigureResult(data=p, chart=chart, table=table, reading=reading, models=tuple(models),
                         datasets=tuple(datasets), params={"rows_per_layer_in_table": per_layer,
                                                          "k": int(p.groupby(["model", "dataset", "layer"]).size().max())})
@@ -442,7 +443,7 @@ FIGURES = [
                  "decomposition z_i = Σ_j z_{i←j} + z_{i←bias} is read (post-LN: ATB, ATBFF, ATBFFRES, "
                  "ATBFFRESLN; pre-LN: ATB, ATBLN, ATBLNFF, ATBLNFFRES). Under each diagram, the real map "
                  "A[i, j] = ‖z_{i←j}‖ at every scope for the first example sequence at the middle layer "
-                 "(n_layers // 2) of the primary encoder and the primary causal model, each row normalised "
+                 "(⌊L/2⌋ + 1 of L, counting from 1) of the primary encoder and the primary causal model, each row normalised "
                  "to sum to 1 (bias excluded; causal models only j ≤ i). " + IG_NOTE),
         analysis=("k24_maps", "models"), build=build_fig1,
     )),
