@@ -1,0 +1,5 @@
+"""The report site: pages, figure assets, provenance, citations and the mkdocs build.
+
+Entry points: `build.render_site` (tables + roles + provenance -> ``site/``) and `serve.serve`.
+Pitfall: this package must never import torch — the site is rebuilt from cached tables alone.
+"""

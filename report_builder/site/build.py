@@ -1,0 +1,262 @@
+"""Render the report site: figures -> files + Markdown pages -> ``mkdocs build --strict`` -> ``site/``.
+
+Atomic: pages and assets are rendered into a temporary docs folder and built into a temporary site
+folder next to the targets; only after mkdocs succeeded are ``site/`` and the generated docs folder
+replaced by renames. An error or KeyboardInterrupt leaves the previous site untouched and removes the
+temporary folders. Pitfall: a builder that raises anything but `NotConfigured` fails the render
+loudly — a figure is never skipped silently.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
+from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
+from report_builder.site.figure_files import DEFAULT_INLINE_LIMIT, FigureFiles, write_figure_files
+from report_builder.site.paths import MKDOCS_YML
+
+PAGES = {"K21": "k21.md", "K24": "k24.md"}
+PAPER_TITLES = {
+    "K21": "Incorporating Residual and Normalization Layers into Analysis of Masked Language Models",
+    "K24": "Analyzing Feed-Forward Blocks in Transformers through the Lens of Attention Maps",
+}
+
+
+@dataclass
+class RenderReport:
+    """What `render_site` did.
+
+    Attributes:
+        figures_built: ids whose figure files were written, in paper order.
+        not_configured: id -> the YAML config entry that would produce it.
+        changed: ids new or changed relative to the previous build's manifest.
+        site_dir: the final site folder.
+        hashes: id -> content hash of every built figure.
+    """
+
+    figures_built: list[str]
+    not_configured: dict[str, str]
+    changed: list[str]
+    site_dir: Path
+    hashes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _NotConfigured:
+    message: str
+    config_entry: str
+
+
+@dataclass
+class Section:
+    """Everything the figure template needs for one figure."""
+
+    result: FigureResult | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    content_hash: str | None = None
+    page_spec: dict[str, Any] | None = None
+    spec_attr: str = ""
+    table_html: str = ""
+    paper_html: str = ""
+    paper_name: str = ""
+    show_paper: bool = False
+    provenance_html: str = ""
+    cite_html: str = ""
+    not_configured: _NotConfigured | None = None
+
+
+def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
+                out_dir: Path = Path("site"), docs_dir: Path = Path("docs/generated"),
+                log: Callable[[str], Any] = print, figures: Iterable[FigureSpec] | None = None,
+                inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None) -> RenderReport:
+    """Build the whole site from result tables.
+
+    Args:
+        tables: result tables by name (see ARCHITECTURE.md), concatenated over models and datasets.
+        roles: which model/dataset plays which part.
+        provenance: build-wide provenance (versions, commit, device, dtype, date, preset, config,
+            models {name: {source, fingerprint, class_name}}, datasets {id: {hash, n}}, params).
+        out_dir: the final site folder (replaced atomically).
+        docs_dir: the generated Markdown folder (git-ignored; replaced after a successful build).
+        log: progress messages.
+        figures: the figure declarations (default: every registered figure).
+        inline_limit: datasets with more JSON bytes than this are loaded from files, not inlined.
+        reported: the papers' reported numbers, passed to the builders (default: ``provenance["reported"]``).
+    """
+    out_dir, docs_dir = Path(out_dir).resolve(), Path(docs_dir).resolve()
+    if figures is None:
+        from report_builder.figures.spec import all_figures
+
+        figures = all_figures()
+    specs = list(figures)
+    ids = [s.id for s in specs]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate figure ids: {sorted({i for i in ids if ids.count(i) > 1})}")
+
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp_docs = docs_dir.parent / f".{docs_dir.name}.tmp-{tag}"
+    tmp_site = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
+    cache_manifest = out_dir.parent / ".cache" / "site-manifest.json"
+    try:
+        tmp_docs.mkdir(parents=True)
+        previous = manifest.read_manifest(out_dir / "figures" / "manifest.json", cache_manifest)
+        assets.write_assets(tmp_docs)
+        ctx = FigureContext(tables=tables, roles=roles,
+                            reported=reported if reported is not None else provenance.get("reported", {}) or {})
+        sections: dict[str, Section] = {}
+        for spec in specs:
+            sections[spec.id] = _render_figure(spec, ctx, provenance, tmp_docs / "figures", inline_limit, log)
+        current = {
+            "date": provenance.get("date"), "git_commit": provenance.get("git_commit"),
+            "report_builder_version": provenance.get("report_builder_version"), "preset": provenance.get("preset"),
+            "figures": {s.id: {"hash": sections[s.id].content_hash, "title": s.title, "paper": s.paper}
+                        for s in specs},
+        }
+        changes = manifest.compare(current, previous)
+        (tmp_docs / "figures").mkdir(parents=True, exist_ok=True)
+        (tmp_docs / "figures" / "manifest.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
+        _write_pages(tmp_docs, specs, sections, tables, roles, provenance, changes, inline_limit)
+        log(f"site: mkdocs build --strict ({len(specs)} figures)")
+        _mkdocs_build(tmp_docs, tmp_site)
+        _replace_dir(tmp_site, out_dir)
+        _replace_dir(tmp_docs, docs_dir)
+        cache_manifest.parent.mkdir(parents=True, exist_ok=True)
+        cache_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
+    finally:
+        for tmp in (tmp_docs, tmp_site):
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    built = [s.id for s in specs if sections[s.id].not_configured is None]
+    nc = {s.id: sections[s.id].not_configured.config_entry for s in specs if sections[s.id].not_configured}
+    log(f"site: {len(built)} figures built, {len(nc)} not configured, "
+        f"{len(changes.changed) + len(changes.new)} new or changed -> {out_dir}")
+    return RenderReport(figures_built=built, not_configured=nc, changed=changes.new + changes.changed,
+                        site_dir=out_dir, hashes={i: sections[i].content_hash for i in built})
+
+
+def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], figures_dir: Path,
+                   inline_limit: int, log: Callable[[str], Any]) -> Section:
+    try:
+        result = spec.build(ctx)
+    except NotConfigured as exc:
+        log(f"site: {spec.id} not configured")
+        return Section(not_configured=_NotConfigured(str(exc), exc.config_entry))
+    except Exception as exc:
+        raise RuntimeError(f"figure {spec.id}: builder failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(result, FigureResult):
+        raise TypeError(f"figure {spec.id}: builder returned {type(result).__name__}, not FigureResult")
+    table = result.table if result.table is not None else (result.data if result.chart is None else None)
+    try:
+        ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart, table, figures_dir, inline_limit)
+    except Exception as exc:
+        raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
+    rec = prov_mod.figure_provenance(prov, ctx.tables, tuple(result.models), tuple(result.datasets),
+                                     {**spec.params, **result.params}, ff.content_hash)
+    fig_dir = figures_dir / spec.id
+    (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
+    bib = prov_mod.figure_bibtex(spec.id, spec.title, spec.paper, ff.content_hash, prov)
+    paper_bib = prov_mod.PAPER_BIBTEX.get(spec.paper)
+    (fig_dir / "cite.bib").write_text(bib + ("\n\n" + paper_bib if paper_bib else "") + "\n", encoding="utf-8")
+    files = {**ff.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib"}
+    show_paper = (ctx.roles.preset == "paper" and result.paper is not None and not result.paper.empty)
+    log(f"site: {spec.id} built ({ff.content_hash})")
+    return Section(
+        result=result, files=files, content_hash=ff.content_hash, page_spec=ff.page_spec,
+        spec_attr=pages.spec_attr(ff.page_spec) if ff.page_spec is not None else "",
+        table_html=htmltable.to_html(result.table) if result.table is not None else
+        (htmltable.to_html(result.data) if result.chart is None else ""),
+        paper_html=htmltable.to_html(result.paper) if show_paper else "",
+        paper_name=prov_mod.PAPER_NAMES.get(spec.paper, spec.paper), show_paper=show_paper,
+        provenance_html=prov_mod.provenance_html(rec), cite_html=prov_mod.cite_html(bib, paper_bib),
+    )
+
+
+def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Section],
+                 tables: dict[str, pd.DataFrame], roles: Roles, prov: dict[str, Any],
+                 changes: manifest.Changes, inline_limit: int) -> None:
+    env = pages.environment()
+    env.globals["slug"] = pages._slug
+    by_paper: dict[str, list[FigureSpec]] = {p: [] for p in PAGES}
+    for s in specs:
+        if s.paper not in PAGES:
+            raise ValueError(f"figure {s.id}: unknown paper {s.paper!r} (expected one of {list(PAGES)})")
+        by_paper[s.paper].append(s)
+
+    def write(name: str, text: str) -> None:
+        (docs / name).write_text(text, encoding="utf-8")
+
+    for paper, page in PAGES.items():
+        groups: list[dict[str, Any]] = []
+        for s in by_paper[paper]:
+            if not groups or groups[-1]["section"] != s.section:
+                groups.append({"section": s.section, "items": []})
+            tmpl_name = s.template if (Path(env.loader.searchpath[0]) / s.template).is_file() else "figure.md.j2"
+            groups[-1]["items"].append(env.get_template(tmpl_name).render(
+                fig=s, s=sections[s.id], h="###" if s.section else "##", roles=roles))
+        write(page, env.get_template("pages/paper.md.j2").render(
+            paper=paper, paper_name=prov_mod.PAPER_NAMES[paper], paper_title=PAPER_TITLES[paper],
+            intro=f"{paper.lower()}_intro.md", groups=groups))
+
+    figure_index = {p: [{"id": s.id, "title": s.title, "page": PAGES[p],
+                         "built": sections[s.id].not_configured is None} for s in by_paper[p]]
+                    for p in PAGES if by_paper[p]}
+    n_nc = sum(1 for s in specs if sections[s.id].not_configured is not None)
+    write("index.md", env.get_template("pages/index.md.j2").render(
+        prov=prov, mixing=pages.headline_mixing(tables, roles), cancellation=pages.headline_cancellation(tables),
+        figure_index=figure_index, n_built=len(specs) - n_nc, n_not_configured=n_nc, changes=changes))
+    write("methods.md", env.get_template("pages/methods.md.j2").render(
+        prov=prov, recon_table=pages.recon_table(tables), recon_summary=pages.recon_summary(tables),
+        js=assets.versions(), inline_kb=inline_limit // 1000))
+    write("models.md", env.get_template("pages/models.md.j2").render(
+        model_cards=pages.model_cards(tables, prov), dataset_cards=pages.dataset_cards(tables, prov)))
+
+    status = {**{i: "new" for i in changes.new}, **{i: "changed" for i in changes.changed},
+              **{i: "unchanged" for i in changes.unchanged}}
+    prev_figs = (changes.previous or {}).get("figures", {})
+    rows = [{"id": s.id, "page": PAGES[s.paper], "title": s.title,
+             "status": status.get(s.id, "not configured"),
+             "hash": sections[s.id].content_hash or "–",
+             "previous": prev_figs.get(s.id, {}).get("hash") or "–"} for s in specs]
+    write("changes.md", env.get_template("pages/changes.md.j2").render(changes=changes, rows=rows))
+    write("cite.md", env.get_template("pages/cite.md.j2").render(
+        report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
+        rows=[r for r in rows if r["hash"] != "–"]))
+
+
+def _mkdocs_build(docs: Path, site: Path) -> None:
+    """``mkdocs build --strict`` of the root mkdocs.yml with docs and site folders redirected."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    cfg = load_config(config_file=str(MKDOCS_YML), docs_dir=str(docs), site_dir=str(site), strict=True)
+    cfg.plugins.on_startup(command="build", dirty=False)
+    try:
+        build(cfg)
+    finally:
+        cfg.plugins.on_shutdown()
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+    had_old = target.exists()
+    if had_old:
+        os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        if had_old:
+            os.rename(old, target)
+        raise
+    if had_old:
+        shutil.rmtree(old, ignore_errors=True)

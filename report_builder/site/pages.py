@@ -1,0 +1,172 @@
+"""Jinja rendering of the Markdown pages (Home, K21, K24, Methods, Models & data, Changes, Cite).
+
+Templates live in ``templates/``; hand-written prose in ``docs/`` is pulled in with
+``{{ handwritten("methods.md") }}`` (LaTeX converted to MathML on the way). Pitfall: every raw HTML
+block is emitted on its own lines with blank lines around it, or Markdown would wrap or mangle it.
+"""
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from report_builder.site import htmltable, mathml
+from report_builder.site.paths import HANDWRITTEN_DOCS, TEMPLATES_DIR
+
+K21_METHOD = "ATTNRESLN-N"
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["handwritten"] = handwritten
+    env.filters["table"] = htmltable.to_html
+    env.filters["fmt"] = htmltable.fmt
+    env.filters["e"] = html.escape
+    return env
+
+
+def handwritten(name: str) -> str:
+    """A hand-written Markdown fragment from ``docs/`` with its formulas as MathML ('' if absent)."""
+    path = HANDWRITTEN_DOCS / name
+    if not path.is_file():
+        return ""
+    return mathml.convert_markdown(path.read_text(encoding="utf-8"))
+
+
+def spec_attr(spec: dict[str, Any]) -> str:
+    """A Vega-Lite spec as an escaped HTML attribute value."""
+    return html.escape(json.dumps(spec, separators=(",", ":")), quote=True)
+
+
+# ---------------------------------------------------------------- headline numbers (Home page)
+
+
+def headline_mixing(tables: dict[str, pd.DataFrame], roles) -> list[dict[str, Any]]:
+    """Mean mixing ratio per method for the primary encoder on the primary dataset."""
+    tok = tables.get("k21_tokens")
+    model = roles.primary_encoder or (roles.encoders[0] if roles.encoders else None)
+    if tok is None or tok.empty or model is None:
+        return []
+    sel = tok[tok["model"] == model]
+    if roles.datasets and "dataset" in sel and (sel["dataset"] == roles.datasets[0]).any():
+        sel = sel[sel["dataset"] == roles.datasets[0]]
+    out = []
+    for method in ("ATTN-N", "ATTNRES-N", K21_METHOD):
+        if method in sel and len(sel):
+            out.append({"model": model, "dataset": sel["dataset"].iloc[0] if "dataset" in sel else "",
+                        "method": method, "mean": float(sel[method].mean())})
+    return out
+
+
+def headline_cancellation(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """Per model and dataset: mean change through FF alone vs cumulative change over the whole layer."""
+    ctx = tables.get("k24_ctx")
+    if ctx is None or ctx.empty:
+        return []
+    out = []
+    for (model, dataset), g in ctx.groupby(["model", "dataset"], sort=False):
+        ff = g[(g["kind"] == "component") & (g["component"] == "FF")]
+        cum = g[g["kind"] == "cumulative"]
+        if ff.empty or cum.empty:
+            continue
+        last = cum["to_scope"].map(len).max()  # the whole-layer scope has the longest name
+        whole = cum[cum["to_scope"].map(len) == last]
+        out.append({"model": model, "dataset": dataset, "ff": float(ff["change"].mean()),
+                    "whole": float(whole["change"].mean()), "whole_scope": str(whole["to_scope"].iloc[0])})
+    return out
+
+
+# ---------------------------------------------------------------- Methods and Models & data
+
+
+def recon_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
+    """Max relative reconstruction error per (model, layer) with one column per scope."""
+    rec = tables.get("recon_errors")
+    if rec is None or rec.empty:
+        return None
+    g = rec.groupby(["model", "layer", "scope"], sort=False)["max_rel_error"].max().reset_index()
+    scopes = list(dict.fromkeys(g["scope"]))
+    wide = g.pivot_table(index=["model", "layer"], columns="scope", values="max_rel_error", aggfunc="max")
+    wide = wide[[s for s in scopes if s in wide.columns]].reset_index()
+    wide.columns.name = None
+    return wide
+
+
+def recon_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
+    rec = tables.get("recon_errors")
+    if rec is None or rec.empty:
+        return None
+    s = rec.groupby("model", sort=False).agg(
+        layers=("layer", "nunique"), scopes=("scope", "nunique"), max_rel_error=("max_rel_error", "max"))
+    return s.reset_index()
+
+
+MODEL_FIELDS = [
+    ("source", "Source"), ("class_name", "Class"), ("family", "Family"), ("ln_position", "LN position"),
+    ("norm", "Norm"), ("activation", "Activation"), ("gated", "Gated FF"), ("d_model", "d"),
+    ("layers", "Layers"), ("heads", "Heads"), ("kv_heads", "KV heads"), ("ff_size", "FF size"),
+    ("params", "Parameters"), ("fingerprint", "Fingerprint"), ("dtype", "dtype"), ("device", "Device"),
+]
+DATA_FIELDS = [
+    ("name", "Name"), ("domain", "Domain"), ("source", "Source"), ("licence", "Licence"),
+    ("n_samples", "Samples"), ("hash", "Hash"), ("built", "Built"),
+]
+
+
+def _card(title: str, rows: list[tuple[str, str]], anchor: str) -> str:
+    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in rows)
+    return (f'<div class="rb-card" id="{html.escape(anchor)}"><h3>{html.escape(title)}</h3>'
+            f"<table><tbody>{body}</tbody></table></div>")
+
+
+def _val(key: str, value: Any) -> str:
+    if key == "params" and isinstance(value, (int, float)) and value == value:
+        return f"{value / 1e6:.1f} M"
+    text = html.escape(htmltable.fmt(value))
+    return f"<code>{text}</code>" if key in ("fingerprint", "hash", "source") else text
+
+
+def model_cards(tables: dict[str, pd.DataFrame], prov: dict[str, Any]) -> str:
+    models = tables.get("models")
+    recs: dict[str, dict[str, Any]] = {}
+    if models is not None and not models.empty:
+        for rec in models.drop_duplicates("model").to_dict("records"):
+            recs[rec["model"]] = rec
+    for name, m in (prov.get("models") or {}).items():
+        recs.setdefault(name, {"model": name, **m})
+    cards = []
+    for name, rec in recs.items():
+        rows = [(label, _val(key, rec[key])) for key, label in MODEL_FIELDS if key in rec and rec[key] is not None]
+        cards.append(_card(str(name), rows, f"model-{_slug(name)}"))
+    return '<div class="rb-cards">' + "".join(cards) + "</div>" if cards else ""
+
+
+def dataset_cards(tables: dict[str, pd.DataFrame], prov: dict[str, Any]) -> str:
+    ds = tables.get("datasets")
+    cards = []
+    if ds is not None and not ds.empty:
+        for dataset, g in ds.groupby("dataset", sort=False):
+            first = g.iloc[0].to_dict()
+            rows = [(label, _val(key, first[key])) for key, label in DATA_FIELDS if key in first]
+            for rec in g.to_dict("records"):
+                if "mean_tokens" in rec:
+                    rows.append((f"Mean length ({rec['model']})", f"{htmltable.fmt(rec['mean_tokens'])} tokens"))
+            cards.append(_card(str(dataset), rows, f"data-{_slug(dataset)}"))
+    else:
+        for name, d in (prov.get("datasets") or {}).items():
+            rows = [("Hash", _val("hash", d.get("hash"))), ("Sequences", htmltable.fmt(d.get("n")))]
+            cards.append(_card(str(name), rows, f"data-{_slug(name)}"))
+    return '<div class="rb-cards">' + "".join(cards) + "</div>" if cards else ""
+
+
+def _slug(text: Any) -> str:
+    return "".join(c if c.isalnum() else "-" for c in str(text).lower()).strip("-")

@@ -1,0 +1,166 @@
+"""Per-figure provenance (models, data, parameters, software, error bound) and citations (BibTeX).
+
+The build-wide ``provenance`` dict is filtered to the models and datasets a figure used; its max
+reconstruction error is read from ``recon_errors`` for those models (and datasets, when given).
+Pitfall: a figure that names no models gets the build's full lists, not empty ones.
+"""
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import pandas as pd
+
+PAPER_BIBTEX = {
+    "K21": """@inproceedings{kobayashi-etal-2021-incorporating,
+  title     = {Incorporating Residual and Normalization Layers into Analysis of Masked Language Models},
+  author    = {Kobayashi, Goro and Kuribayashi, Tatsuki and Yokoi, Sho and Inui, Kentaro},
+  booktitle = {Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing (EMNLP)},
+  year      = {2021},
+  publisher = {Association for Computational Linguistics},
+  eprint    = {2109.07152},
+  archivePrefix = {arXiv},
+}""",
+    "K24": """@inproceedings{kobayashi2024analyzing,
+  title     = {Analyzing Feed-Forward Blocks in Transformers through the Lens of Attention Maps},
+  author    = {Kobayashi, Goro and Kuribayashi, Tatsuki and Yokoi, Sho and Inui, Kentaro},
+  booktitle = {The Twelfth International Conference on Learning Representations (ICLR)},
+  year      = {2024},
+  eprint    = {2302.00456},
+  archivePrefix = {arXiv},
+}""",
+}
+PAPER_NAMES = {
+    "K21": "Kobayashi et al. (EMNLP 2021)",
+    "K24": "Kobayashi et al. (ICLR 2024)",
+}
+
+
+def max_recon_error(tables: dict[str, pd.DataFrame], models: tuple[str, ...] | list[str],
+                    datasets: tuple[str, ...] | list[str] = ()) -> float | None:
+    """Largest ``max_rel_error`` over the given models (and datasets, if any match); None if unknown."""
+    rec = tables.get("recon_errors")
+    if rec is None or rec.empty or "max_rel_error" not in rec:
+        return None
+    sel = rec
+    if models:
+        sel = sel[sel["model"].isin(list(models))]
+    if datasets and "dataset" in sel and sel["dataset"].isin(list(datasets)).any():
+        sel = sel[sel["dataset"].isin(list(datasets))]
+    if sel.empty:
+        return None
+    value = float(sel["max_rel_error"].max())
+    return None if math.isnan(value) else value
+
+
+def figure_provenance(prov: dict[str, Any], tables: dict[str, pd.DataFrame], models: tuple[str, ...],
+                      datasets: tuple[str, ...], params: dict[str, Any], content_hash: str) -> dict[str, Any]:
+    """The provenance record of one figure (also written as ``figures/<id>/provenance.json``)."""
+    all_models = prov.get("models", {}) or {}
+    all_data = prov.get("datasets", {}) or {}
+    used_m = {m: all_models.get(m, {}) for m in (models or tuple(all_models))}
+    used_d = {d: all_data.get(d, {}) for d in (datasets or tuple(all_data))}
+    merged = {**(prov.get("params") or {}), **params}
+    return {
+        "models": used_m,
+        "datasets": used_d,
+        "params": merged,
+        "report_builder_version": prov.get("report_builder_version"),
+        "git_commit": prov.get("git_commit"),
+        "torch_version": prov.get("torch_version"),
+        "transformers_version": prov.get("transformers_version"),
+        "device": prov.get("device"),
+        "dtype": prov.get("dtype"),
+        "max_reconstruction_error": max_recon_error(tables, tuple(used_m), tuple(used_d)),
+        "date": prov.get("date"),
+        "preset": prov.get("preset"),
+        "content_hash": content_hash,
+    }
+
+
+def _code(value: Any) -> str:
+    return f"<code>{html.escape(str(value))}</code>"
+
+
+def provenance_html(rec: dict[str, Any]) -> str:
+    """A collapsible ``<details class="rb-provenance">`` block (raw HTML, one table)."""
+    rows: list[tuple[str, str]] = []
+    for name, m in rec["models"].items():
+        bits = [html.escape(str(name))]
+        if m.get("class_name"):
+            bits.append(html.escape(str(m["class_name"])))
+        if m.get("source"):
+            bits.append("from " + _code(m["source"]))
+        if m.get("fingerprint"):
+            bits.append("fingerprint " + _code(m["fingerprint"]))
+        rows.append(("Model", ", ".join(bits)))
+    for name, d in rec["datasets"].items():
+        bits = [html.escape(str(name))]
+        if d.get("hash"):
+            bits.append("hash " + _code(d["hash"]))
+        if d.get("n") is not None:
+            bits.append(f"{d['n']} sequences")
+        rows.append(("Dataset", ", ".join(bits)))
+    if rec["params"]:
+        rows.append(("Parameters", "; ".join(f"{html.escape(str(k))} = {_code(v)}" for k, v in rec["params"].items())))
+    err = rec["max_reconstruction_error"]
+    rows.append(("Max reconstruction error", "not recorded" if err is None else f"{err:.2e} (relative, bound 1e-4)"))
+    rows.append(("report_builder", f"{html.escape(str(rec['report_builder_version']))}, commit {_code(rec['git_commit'])}"))
+    rows.append(("torch / transformers", f"{html.escape(str(rec['torch_version']))} / {html.escape(str(rec['transformers_version']))}"))
+    rows.append(("Device, dtype", f"{html.escape(str(rec['device']))}, {html.escape(str(rec['dtype']))}"))
+    rows.append(("Preset, date", f"{html.escape(str(rec['preset']))}, {html.escape(str(rec['date']))}"))
+    rows.append(("Content hash", _code(rec["content_hash"])))
+    body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows)
+    return (f'<details class="info rb-provenance"><summary>Provenance</summary>'
+            f'<div class="rb-table-wrap"><table><tbody>{body}</tbody></table></div></details>')
+
+
+def _bib_escape(text: str) -> str:
+    return text.replace("{", "").replace("}", "").replace("&", r"\&").replace("%", r"\%")
+
+
+def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: dict[str, Any]) -> str:
+    """BibTeX for one figure of this build: names the id, the content hash and the report version."""
+    date = str(prov.get("date") or "")
+    year = date[:4] if date[:4].isdigit() else "n.d."
+    commit = str(prov.get("git_commit") or "unknown")[:12]
+    return (
+        f"@misc{{report_builder:{fig_id},\n"
+        f"  title        = {{{{report\\_builder}}: {_bib_escape(title)} ({fig_id})}},\n"
+        f"  author       = {{{{report\\_builder contributors}}}},\n"
+        f"  year         = {{{year}}},\n"
+        f"  howpublished = {{report\\_builder report, figure {fig_id}}},\n"
+        f"  note         = {{Figure {fig_id}, content hash {content_hash}, report\\_builder "
+        f"{prov.get('report_builder_version')} (commit {commit}, preset {prov.get('preset')}); "
+        f"reproduces {PAPER_NAMES.get(paper, paper)}}},\n"
+        f"}}"
+    )
+
+
+def report_bibtex(prov: dict[str, Any]) -> str:
+    """BibTeX for the report as a whole."""
+    date = str(prov.get("date") or "")
+    year = date[:4] if date[:4].isdigit() else "n.d."
+    return (
+        "@misc{report_builder,\n"
+        "  title        = {{report\\_builder}: Exact Token-to-Token Decomposition of Transformer Layers, "
+        "a Reproduction of Kobayashi et al. (EMNLP 2021, ICLR 2024)},\n"
+        "  author       = {{report\\_builder contributors}},\n"
+        f"  year         = {{{year}}},\n"
+        f"  note         = {{report\\_builder {prov.get('report_builder_version')}, commit "
+        f"{str(prov.get('git_commit') or 'unknown')[:12]}, preset {prov.get('preset')}, built {date}}},\n"
+        "}"
+    )
+
+
+def cite_html(bibtex: str, paper_bibtex: str | None) -> str:
+    """The "Cite this figure" box: this figure's BibTeX and the paper's, each with a copy button."""
+    parts = ['<details class="quote rb-cite"><summary>Cite this figure</summary>',
+             "<p>This figure (the id and content hash pin the exact numbers):</p>",
+             f'<pre class="rb-bibtex"><code>{html.escape(bibtex)}</code></pre>']
+    if paper_bibtex:
+        parts += ["<p>The paper it reproduces:</p>",
+                  f'<pre class="rb-bibtex"><code>{html.escape(paper_bibtex)}</code></pre>']
+    parts.append("</details>")
+    return "".join(parts)

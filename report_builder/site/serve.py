@@ -1,0 +1,38 @@
+"""Preview the built site over HTTP (stdlib only): ``report-builder serve``.
+
+Pitfall: binds 127.0.0.1 by default; the site is static, so no rebuild happens on change.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+from pathlib import Path
+
+
+def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> http.server.ThreadingHTTPServer:
+    """An HTTP server for ``site_dir`` (not started; ``port=0`` picks a free port)."""
+    site_dir = Path(site_dir)
+    if not (site_dir / "index.html").is_file():
+        raise FileNotFoundError(f"no built site in {site_dir} (run `report-builder build` first)")
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                          ".js": "text/javascript", ".json": "application/json", ".svg": "image/svg+xml"}
+
+        def log_message(self, format, *args):  # noqa: A002 - quiet by default
+            pass
+
+    handler = functools.partial(Handler, directory=str(site_dir))
+    return http.server.ThreadingHTTPServer((host, port), handler)
+
+
+def serve(site_dir: Path, port: int = 8000) -> None:
+    """Serve ``site_dir`` on http://127.0.0.1:<port>/ until interrupted (blocking)."""
+    server = make_server(site_dir, port)
+    print(f"Serving {Path(site_dir).resolve()} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl+C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

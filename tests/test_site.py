@@ -1,0 +1,157 @@
+"""Site rendering: every figure has its anchor, files, provenance and citation; strict mkdocs; atomicity."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests import site_helpers as h
+from report_builder.figures.spec import FigureResult, FigureSpec
+from report_builder.site import build as build_mod
+from report_builder.site import mathml
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    return h.full_fixture_site(tmp_path_factory)
+
+
+def test_every_figure_has_anchor_files_provenance_and_citation(rendered):
+    root, report, figures = rendered
+    site = root / "site"
+    pages = {p: (site / f"{p.lower()}.html").read_text(encoding="utf-8") for p in ("K21", "K24")}
+    assert set(report.figures_built) | set(report.not_configured) == {f.id for f in figures}
+    for fig in figures:
+        page = pages[fig.paper]
+        assert f'id="{fig.id}"' in page, f"{fig.id}: no anchor"
+        section = page.split(f'id="{fig.id}"', 1)[1]
+        nxt = re.search(r'<h[23] id="', section)
+        section = section[: nxt.start()] if nxt else section
+        if fig.id in report.not_configured:
+            assert "Not configured in this build" in section
+            assert "rb-chart" not in section
+            continue
+        d = site / "figures" / fig.id
+        for name in ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib"):
+            assert (d / name).is_file() and (d / name).stat().st_size > 0, f"{fig.id}: {name} missing"
+        assert (d / "chart.svg").read_text().lstrip().startswith("<svg")
+        assert (d / "chart.png").read_bytes()[:4] == b"\x89PNG"
+        json.loads((d / "spec.json").read_text())
+        pd.read_csv(d / "data.csv")
+        assert "rb-provenance" in section and "Max reconstruction error" in section
+        assert "rb-cite" in section and f"report_builder:{fig.id}" in section
+        assert report.hashes[fig.id] in section
+        prov = json.loads((d / "provenance.json").read_text())
+        assert prov["content_hash"] == report.hashes[fig.id]
+
+
+def test_pages_nav_and_offline(rendered):
+    root, report, _ = rendered
+    site = root / "site"
+    for name in ("index", "k21", "k24", "methods", "models", "changes", "cite"):
+        assert (site / f"{name}.html").is_file()
+    for js in ("vega-bundle.js", "charts.js", "report.css", "iframe-worker-shim.js"):
+        assert (site / "assets" / "rb" / js).is_file()
+    assert (site / "search" / "search_index.js").is_file()  # offline search
+    remote = re.compile(r'(?:src|href)="(?:https?:)?//', re.I)
+    for page in site.glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert not remote.search(text), f"{page.name} loads from another host"
+        assert "fonts.googleapis" not in text
+    methods = (site / "methods.html").read_text(encoding="utf-8")
+    assert "<math" in methods and "$$" not in methods
+    assert "Reconstruction error of this build" in methods
+    assert (site / "figures" / "manifest.json").is_file()
+
+
+def test_large_data_goes_to_hashed_files(tmp_path):
+    report, _ = h.render_dummy_site(tmp_path, inline_limit=100)
+    site = tmp_path / "site"
+    data_files = list(site.glob("figures/*/data-*.json"))
+    assert data_files, "no content-hashed data file written"
+    k = data_files[0]
+    assert k.name[5:-5] in k.read_text() or len(k.name) == len("data-") + 12 + len(".json")
+    html = (site / f"{k.parent.name.split('-')[0]}.html").read_text(encoding="utf-8")
+    assert f"figures/{k.parent.name}/{k.name}" in html
+
+
+def test_changes_against_previous_build(tmp_path):
+    r1, _ = h.render_dummy_site(tmp_path)
+    r2, _ = h.render_dummy_site(tmp_path)
+    assert r2.changed == [] and r2.hashes == r1.hashes
+    assert "unchanged" in (tmp_path / "site" / "changes.html").read_text(encoding="utf-8")
+
+
+def test_interrupted_render_leaves_previous_site(tmp_path, monkeypatch):
+    h.render_dummy_site(tmp_path)
+    site = tmp_path / "site"
+    before = {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_mod, "_mkdocs_build", boom)
+    with pytest.raises(KeyboardInterrupt):
+        h.render_dummy_site(tmp_path)
+    after = {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    assert after == before
+    leftovers = [p.name for p in tmp_path.rglob(".*") if ".tmp-" in p.name or ".old-" in p.name]
+    assert leftovers == []
+
+
+def test_failing_builder_fails_loudly(tmp_path):
+    def bad(ctx):
+        raise ValueError("broken table")
+
+    figs = [FigureSpec("k21-bad", "K21", "Bad", "Breaks.", (), bad)]
+    with pytest.raises(RuntimeError, match="k21-bad"):
+        build_mod.render_site({}, h.DUMMY_ROLES, h.provenance(), out_dir=tmp_path / "site",
+                              docs_dir=tmp_path / "gen", log=lambda *_: None, figures=figs)
+    assert not (tmp_path / "site").exists()
+
+
+def test_paper_numbers_only_under_paper_preset(tmp_path):
+    from dataclasses import replace
+
+    def b(ctx):
+        df = pd.DataFrame({"stat": ["mean"], "ours": [17.0]})
+        return FigureResult(data=df, table=df, paper=pd.DataFrame({"stat": ["mean"], "paper": [18.75]}))
+
+    figs = [FigureSpec("k21-p", "K21", "P", "Paper numbers.", (), b, kind="table")]
+    for preset, shown in (("smoke", False), ("paper", True)):
+        roles = replace(h.DUMMY_ROLES, preset=preset)
+        build_mod.render_site({}, roles, h.provenance(preset), out_dir=tmp_path / preset,
+                              docs_dir=tmp_path / f"gen-{preset}", log=lambda *_: None, figures=figs)
+        assert ("18.75" in (tmp_path / preset / "k21.html").read_text()) is shown
+
+
+def test_mathml_conversion_leaves_code_alone():
+    out = mathml.convert_markdown("a $x_1$ b `$y$` and $$\\sum_j z$$ costs \\$5")
+    assert "<math" in out and "`$y$`" in out and "costs $5" in out
+
+
+def test_site_package_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, report_builder.site.build, report_builder.site.serve; "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_root_mkdocs_yml_builds_strict_after_render(tmp_path):
+    """The repository's mkdocs.yml is valid (docs_dir redirected to a rendered docs folder)."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    h.render_dummy_site(tmp_path)
+    cfg = load_config(config_file=str(Path(build_mod.MKDOCS_YML)), docs_dir=str(tmp_path / "docs" / "generated"),
+                      site_dir=str(tmp_path / "again"), strict=True)
+    cfg.plugins.on_startup(command="build", dirty=False)
+    build(cfg)
+    assert (tmp_path / "again" / "index.html").is_file()
