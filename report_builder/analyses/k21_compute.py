@@ -1,0 +1,113 @@
+"""K21 analyses on a loaded model: per-token mixing ratios, frequency table, expansion rates, example maps.
+
+Each function is pure in its inputs (model, encoded sequences, parameters) and returns tidy tables
+(see ARCHITECTURE.md). Pitfall: the frequency analysis must get **unmasked** inputs; the mixing
+analysis gets the K21-masked ones (encoders) — the caller decides, these functions never mask.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from report_builder.data.encode import EncodedSeq
+from report_builder.decompose.attention import value_vectors
+from report_builder.decompose.layer import K21_METHODS
+from report_builder.engine import Tokens, decompose_sequences
+from report_builder.models.loading import LoadedModel
+
+
+def _tokens(encoded: list[EncodedSeq]) -> list[Tokens]:
+    return [Tokens(e.input_ids, e.token_type_ids) for e in encoded]
+
+
+def errors_frame(model: str, dataset: str, rows: dict[tuple[int, str], float]) -> pd.DataFrame:
+    """``recon_errors`` rows from a {(layer, scope): max error} dict."""
+    return pd.DataFrame([dict(model=model, dataset=dataset, layer=l, scope=s, max_rel_error=e)
+                         for (l, s), e in sorted(rows.items())],
+                        columns=["model", "dataset", "layer", "scope", "max_rel_error"])
+
+
+def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str,
+                  batch_size: int = 8, budget_bytes: int = 512 << 20,
+                  on_batch: Callable[[int], None] | None = None) -> dict[str, pd.DataFrame]:
+    """Per-token context-mixing ratios of the five K21 methods at every layer.
+
+    Returns:
+        ``k21_tokens``: model, dataset, seq, layer, pos, token, category, and one column per method
+        (percent); ``recon_errors``: max relative error per layer and checked scope.
+    """
+    n_layers = lm.n_layers
+    cols: dict[str, list] = {k: [] for k in ("seq", "layer", "pos", "token", "category", *K21_METHODS)}
+    errs: dict[tuple[int, str], float] = {}
+    for k, layer, r in decompose_sequences(lm, _tokens(encoded), ratios=True, batch_size=batch_size,
+                                           budget_bytes=budget_bytes, on_batch=on_batch):
+        e = encoded[k]
+        n = len(e)
+        cols["seq"].extend([e.seq] * n)
+        cols["layer"].extend([layer] * n)
+        cols["pos"].extend(range(n))
+        cols["token"].extend(e.tokens)
+        cols["category"].extend(e.category)
+        for m in K21_METHODS:
+            cols[m].extend((100.0 * r.ratios[m].float().cpu().numpy()).tolist())
+        for s, v in r.errors.items():
+            errs[(layer, s)] = max(errs.get((layer, s), 0.0), v)
+    df = pd.DataFrame(cols)
+    df.insert(0, "dataset", dataset)
+    df.insert(0, "model", model)
+    df = df.sort_values(["seq", "layer", "pos"], kind="mergesort").reset_index(drop=True)
+    df[list(K21_METHODS)] = df[list(K21_METHODS)].astype("float32")
+    assert df["layer"].nunique() in (0, n_layers)
+    return {"k21_tokens": df, "recon_errors": errors_frame(model, dataset, errs)}
+
+
+def frequency_table(tokens_df: pd.DataFrame, encoded: list[EncodedSeq], ranks: dict[int, int]) -> pd.DataFrame:
+    """``k21_freq``: layer-averaged ratios per token occurrence with its frequency rank (unmasked inputs)."""
+    keys = ["model", "dataset", "seq", "pos", "token", "category"]
+    df = tokens_df.groupby(keys, sort=False)[list(K21_METHODS)].mean().reset_index()
+    worst = max(ranks.values()) if ranks else 1
+    id_of = {(e.seq, p): tid for e in encoded for p, tid in enumerate(e.input_ids)}
+    df.insert(6, "freq_rank", [int(ranks.get(id_of[(s, p)], worst)) for s, p in zip(df["seq"], df["pos"])])
+    return df
+
+
+def expansion_rates(lm: LoadedModel, *, model: str) -> pd.DataFrame:
+    """``k21_expansion``: per layer, ``||T||_F / sqrt(d+1)`` of the augmented value->output affine map.
+
+    ``f(x) = x W_V W_O + b_V W_O`` summed over heads (grouped-query heads read their group's W_V).
+    """
+    rows = []
+    for layer in range(lm.n_layers):
+        aw = lm.layer_weights(layer).attn
+        d = aw.d_model
+        with torch.no_grad():
+            eye = torch.eye(d, dtype=aw.w_o.dtype, device=aw.w_o.device)
+            lin = value_vectors(aw.__class__(aw.w_v, None, aw.w_o, None, aw.n_heads, aw.n_kv_heads, aw.head_dim), eye).sum(1)
+            bias = value_vectors(aw, torch.zeros(1, d, dtype=eye.dtype, device=eye.device)).sum(1)[0]
+            t = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+            t[:d, :d] = lin.double().cpu()
+            t[d, :d] = bias.double().cpu()
+            t[d, d] = 1.0
+            rate = float(torch.linalg.matrix_norm(t) / np.sqrt(d + 1))
+        rows.append(dict(model=model, layer=layer, expansion_rate=rate))
+    return pd.DataFrame(rows)
+
+
+def example_maps(lm: LoadedModel, enc: EncodedSeq, *, model: str, example: str = "k21-example") -> dict[str, pd.DataFrame]:
+    """``k21_maps``: the five K21 maps at every layer for one example (rows i = output, cols j = input)."""
+    rows = []
+    errs: dict[tuple[int, str], float] = {}
+    for _, layer, r in decompose_sequences(lm, [Tokens(enc.input_ids, enc.token_type_ids)], maps=K21_METHODS):
+        for m in K21_METHODS:
+            a = r.maps[m].float().cpu().numpy()
+            n = a.shape[0]
+            ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+            rows.append(pd.DataFrame(dict(model=model, example=example, layer=layer, method=m, i=ii.ravel(), j=jj.ravel(),
+                                          token_i=[enc.tokens[t] for t in ii.ravel()],
+                                          token_j=[enc.tokens[t] for t in jj.ravel()], value=a.ravel())))
+        for s, v in r.errors.items():
+            errs[(layer, s)] = max(errs.get((layer, s), 0.0), v)
+    return {"k21_maps": pd.concat(rows, ignore_index=True)}

@@ -1,0 +1,403 @@
+"""The public surface: build(), analyze(), render(), check(), bench(), list_*() and clean().
+
+``analyze`` runs the analyses (loading a model only when one of its results is not cached);
+``render`` turns result tables into the site and needs no torch; ``build`` does both. Each build
+records what it used in ``<cache>/last_build.json`` so ``render`` can rebuild the site from the
+cache alone. Pitfall: torch-using modules are imported inside functions, never at module level.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from report_builder import __version__
+from report_builder.cache import Cache, frame_hash
+from report_builder.config import Config
+
+ANALYSIS_VERSIONS = {"k21_mixing": 1, "k21_frequency": 1, "k21_expansion": 1, "k21_example": 1,
+                     "k24_scopes": 1, "k24_examples": 1, "architecture": 1}
+
+
+@dataclass
+class AnalyzeReport:
+    """What `analyze` produced: tables, provenance, which entries were reused or computed."""
+
+    tables: dict[str, pd.DataFrame]
+    provenance: dict[str, Any]
+    reused: list[str] = field(default_factory=list)
+    computed: list[str] = field(default_factory=list)
+    entries: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parents[1]
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def roles_of(cfg: Config):
+    """`Roles` for the figures from the configured model roles and dataset order."""
+    from report_builder.figures.spec import Roles
+
+    by = lambda r: tuple(m.name for m in cfg.models if m.role == r)  # noqa: E731
+    pe, pc = by("primary_encoder"), by("primary_causal")
+    return Roles(primary_encoder=pe[0] if pe else None, primary_causal=pc[0] if pc else None,
+                 encoders=tuple(m.name for m in cfg.models if m.role != "seed_group") + by("seed_group"),
+                 variants=tuple(m.name for m in cfg.models if m.role == "variant" or m.role == "primary_causal"),
+                 seed_group=by("seed_group"), datasets=tuple(d.id for d in cfg.datasets), preset=cfg.preset)
+
+
+class _Progress:
+    """tqdm bar per (model, dataset, analysis) with an estimate of the time left."""
+
+    def __init__(self, desc: str, total: int, enabled: bool = True):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="seq", disable=not enabled, leave=True,
+                        dynamic_ncols=True, file=sys.stderr)
+
+    def __call__(self, k: int) -> None:
+        self.bar.update(k)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True) -> AnalyzeReport:
+    """Run (or reuse from the cache) every analysis the configuration needs.
+
+    Returns the concatenated result tables and the build provenance.
+    """
+    import torch
+    import transformers
+
+    from report_builder.analyses import k21_compute, k24_compute
+    from report_builder.data import encode, load_eval_set, mean_tokens
+    from report_builder.decompose.feedforward import IGOptions
+    from report_builder.models import loading
+
+    t_start = time.perf_counter()
+    cache = Cache(cfg.cache_dir)
+    rep = AnalyzeReport(tables={}, provenance={})
+    parts: dict[str, list[pd.DataFrame]] = {}
+    ig = IGOptions(method=cfg.ig.method, steps=cfg.ig.steps)
+    budget = cfg.budget_bytes()
+    sets = {}
+    for d in cfg.datasets:
+        es = load_eval_set(d.id, n=d.n, path=d.path)
+        sets[d.id] = es
+    models_prov, data_prov = {}, {}
+    dataset_rows = []
+
+    def run(analysis: str, params: dict, compute, label: str):
+        entry = cache.get_or_compute(analysis, ANALYSIS_VERSIONS[analysis], params, compute)
+        (rep.reused if entry.reused else rep.computed).append(f"{label} [{analysis}]")
+        rep.entries.append((analysis, entry.meta["key"]))
+        log(f"  {'reused  ' if entry.reused else 'computed'} {label} [{analysis}]"
+            + ("" if entry.reused else f" in {entry.meta.get('seconds', 0):.1f}s"))
+        for name, df in entry.tables.items():
+            parts.setdefault(name, []).append(df)
+        return entry
+
+    for mc in cfg.models:
+        log(f"model {mc.name} ({mc.source})")
+        fp = loading.fingerprint(mc.source)
+        holder: dict[str, Any] = {}
+
+        def lm(mc=mc, holder=holder):
+            if "lm" not in holder:
+                t0 = time.perf_counter()
+                holder["lm"] = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype)
+                log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s")
+            return holder["lm"]
+
+        base = {"model": mc.name, "fingerprint": fp, "dtype": cfg.dtype}
+        arch = run("architecture", {**base, "device": cfg.device},
+                   lambda: ({"models": pd.DataFrame([lm().facts()])}, {}), f"{mc.name}")
+        facts = arch.tables["models"].iloc[0].to_dict()
+        causal = facts["ln_position"] == "pre"
+        models_prov[mc.name] = {"source": mc.source, "fingerprint": fp, "class_name": facts["class_name"],
+                                "role": mc.role}
+        run("k21_expansion", base, lambda: ({"k21_expansion": k21_compute.expansion_rates(lm(), model=mc.name)}, {}),
+            f"{mc.name}")
+
+        def ex_pair():
+            from report_builder.data import EvalSet, TextItem
+
+            a, b = cfg.k21.example
+            es = EvalSet("k21-example", "K21 example pair", (TextItem("k21-example", a, b),), {})
+            return encode(es, lm().tokenizer, causal=causal, max_length=128)
+
+        run("k21_example", {**base, "example": list(cfg.k21.example)},
+            lambda: (k21_compute.example_maps(lm(), ex_pair()[0], model=mc.name), {}), f"{mc.name}")
+
+        for di, dc in enumerate(cfg.datasets):
+            es = sets[dc.id]
+            data_prov[dc.id] = {"hash": es.hash, "n": len(es.items)}
+            dp = {**base, "dataset": dc.id, "dataset_hash": es.hash, "max_length": dc.max_length}
+            mask_rate = 0.0 if causal else cfg.k21.mask_rate
+
+            def mixing(dc=dc, es=es, mask_rate=mask_rate):
+                enc = encode(es, lm().tokenizer, causal=causal, max_length=dc.max_length,
+                             mask_rate=mask_rate, mask_seed=cfg.k21.seed)
+                if not enc:
+                    from report_builder.data import DataError
+                    raise DataError(f"dataset {dc.id!r} is empty after encoding")
+                bar = _Progress(f"{mc.name} · {dc.id} · K21 ratios", len(enc), progress)
+                try:
+                    out = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
+                                                    batch_size=cfg.batch_size, budget_bytes=budget, on_batch=bar)
+                finally:
+                    bar.close()
+                out["dataset_stats"] = pd.DataFrame([dict(dataset=dc.id, model=mc.name, n_samples=len(enc),
+                                                          mean_tokens=mean_tokens(enc))])
+                return out, {}
+
+            run("k21_mixing", {**dp, "mask_rate": mask_rate, "seed": cfg.k21.seed}, mixing, f"{mc.name} · {dc.id}")
+
+            def frequency(dc=dc, es=es):
+                from report_builder.data.frequency import frequency_ranks
+
+                enc = encode(es, lm().tokenizer, causal=causal, max_length=dc.max_length)
+                bar = _Progress(f"{mc.name} · {dc.id} · K21 frequency", len(enc), progress)
+                try:
+                    toks = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
+                                                     batch_size=cfg.batch_size, budget_bytes=budget, on_batch=bar)
+                finally:
+                    bar.close()
+                ranks = frequency_ranks(lm().tokenizer)
+                return {"k21_freq": k21_compute.frequency_table(toks["k21_tokens"], enc, ranks)}, {}
+
+            run("k21_frequency", dp, frequency, f"{mc.name} · {dc.id}")
+
+            k24n = dc.k24_n if dc.k24_n is not None else len(es.items)
+
+            def scopes(dc=dc, es=es, k24n=k24n):
+                enc = encode(es.head(k24n) if hasattr(es, "head") else es, lm().tokenizer, causal=causal,
+                             max_length=dc.max_length)
+                bar = _Progress(f"{mc.name} · {dc.id} · K24 full layers", len(enc), progress)
+                try:
+                    out = k24_compute.scope_analyses(lm(), enc, model=mc.name, dataset=dc.id, top_k=cfg.k24.top_k,
+                                                     include_special=cfg.k24.include_special, ig=ig,
+                                                     batch_size=max(1, cfg.batch_size // 2), budget_bytes=budget,
+                                                     on_batch=bar)
+                finally:
+                    bar.close()
+                return out, {}
+
+            run("k24_scopes", {**dp, "k24_n": k24n, "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
+                               "ig": ig.describe(), "ffamp": cfg.k24.ffamp_normalise}, scopes, f"{mc.name} · {dc.id}")
+
+            if di == 0:
+                def examples(dc=dc, es=es):
+                    from report_builder.data import EvalSet, TextItem
+
+                    a, b = cfg.k21.example
+                    items = (TextItem("k21-example", a, b),) + tuple(es.items[: max(0, cfg.k24.examples - 1)])
+                    ex = EvalSet("k24-examples", "K24 examples", items, {})
+                    enc = encode(ex, lm().tokenizer, causal=causal, max_length=min(dc.max_length, 64))
+                    names = [f"{k + 1}: {' '.join(e.text.split()[:6])}…" for k, e in enumerate(enc)]
+                    return {"k24_maps": k24_compute.example_maps(lm(), enc, names, model=mc.name)}, {}
+
+                run("k24_examples", {**dp, "examples": cfg.k24.examples, "example": list(cfg.k21.example)},
+                    examples, f"{mc.name} · {dc.id}")
+
+    tables = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
+    stats = tables.pop("dataset_stats", pd.DataFrame())
+    for dc in cfg.datasets:
+        es = sets[dc.id]
+        sheet = es.datasheet
+        sub = stats[stats["dataset"] == dc.id] if len(stats) else stats
+        for _, r in sub.iterrows():
+            dataset_rows.append(dict(dataset=dc.id, model=r["model"], name=es.name, n_samples=int(r["n_samples"]),
+                                     mean_tokens=float(r["mean_tokens"]), domain=sheet.get("domain", ""),
+                                     source=sheet.get("source", ""), licence=sheet.get("licence", ""),
+                                     hash=es.hash, built=sheet.get("built", "")))
+    tables["datasets"] = pd.DataFrame(dataset_rows)
+    rep.tables = tables
+    rep.seconds = time.perf_counter() - t_start
+    rep.provenance = {
+        "report_builder_version": __version__, "git_commit": _git_commit(),
+        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
+        "config": cfg.to_dict(), "models": models_prov, "datasets": data_prov,
+        "params": {"ig": ig.describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
+                   "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
+                   "ffamp_normalise": cfg.k24.ffamp_normalise, "max_memory": cfg.max_memory},
+    }
+    for line in cache.log:
+        log(line)
+    _save_last_build(cfg, rep)
+    return rep
+
+
+def _save_last_build(cfg: Config, rep: AnalyzeReport) -> None:
+    p = Path(cfg.cache_dir) / "last_build.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"entries": rep.entries, "provenance": rep.provenance,
+                               "table_hashes": {k: frame_hash(v) for k, v in rep.tables.items()}}, default=str))
+    os.replace(tmp, p)
+
+
+def tables_from_cache(cfg: Config) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """The tables and provenance of the last build, read from the cache only (no torch needed)."""
+    p = Path(cfg.cache_dir) / "last_build.json"
+    if not p.exists():
+        raise FileNotFoundError(f"no previous build recorded in {p}; run `report-builder build` first")
+    meta = json.loads(p.read_text())
+    cache = Cache(cfg.cache_dir)
+    parts: dict[str, list[pd.DataFrame]] = {}
+    for analysis, key in meta["entries"]:
+        e = cache.get(analysis, key)
+        if e is None:
+            raise FileNotFoundError(f"cache entry {analysis}/{key} is missing; run `report-builder build`")
+        for name, df in e.tables.items():
+            parts.setdefault(name, []).append(df)
+    tables = {n: pd.concat(d, ignore_index=True) for n, d in parts.items()}
+    stats = tables.pop("dataset_stats", None)
+    if stats is not None:
+        tables["datasets"] = _datasets_table(cfg, stats)
+    return tables, meta["provenance"]
+
+
+def _datasets_table(cfg: Config, stats: pd.DataFrame) -> pd.DataFrame:
+    from report_builder.data import load_eval_set
+
+    rows = []
+    for dc in cfg.datasets:
+        es = load_eval_set(dc.id, n=dc.n, path=dc.path)
+        for _, r in stats[stats["dataset"] == dc.id].iterrows():
+            rows.append(dict(dataset=dc.id, model=r["model"], name=es.name, n_samples=int(r["n_samples"]),
+                             mean_tokens=float(r["mean_tokens"]), domain=es.datasheet.get("domain", ""),
+                             source=es.datasheet.get("source", ""), licence=es.datasheet.get("licence", ""),
+                             hash=es.hash, built=es.datasheet.get("built", "")))
+    return pd.DataFrame(rows)
+
+
+def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenance: dict | None = None, *,
+           log: Callable[[str], Any] = print):
+    """Render the site from tables (default: the last build's, read from the cache)."""
+    from report_builder.figures.reported import load_reported
+    from report_builder.site.build import render_site
+
+    if tables is None:
+        tables, provenance = tables_from_cache(cfg)
+    reported = load_reported()
+    report = render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
+                         log=log, reported=reported)
+    import yaml
+
+    (Path(cfg.out_dir) / "config.resolved.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    return report
+
+
+def summary_lines(tables: dict[str, pd.DataFrame], cfg: Config) -> list[str]:
+    """The K21 and K24 headline numbers of a build, one line per model (printed in the build log)."""
+    from report_builder.analyses import k21_stats
+
+    lines = []
+    prim = cfg.datasets[0].id
+    tok, freq, exp = tables.get("k21_tokens"), tables.get("k21_freq"), tables.get("k21_expansion")
+    lines.append(f"K21 summary on {prim}:")
+    lines.append(f"  {'model':<16} {'ATTNRESLN-N mean %':>18} {'ATTN-N mean %':>14} {'rho(freq) ATTNRESLN-N':>22} {'expansion mean':>15}")
+    for mc in cfg.models:
+        t = tok[(tok.model == mc.name) & (tok.dataset == prim)]
+        f = freq[(freq.model == mc.name) & (freq.dataset == prim)]
+        rho = k21_stats.frequency_spearman(f).set_index("method").loc["ATTNRESLN-N", "rho_all"] if len(f) else float("nan")
+        e = exp[exp.model == mc.name]["expansion_rate"].mean()
+        lines.append(f"  {mc.name:<16} {t['ATTNRESLN-N'].mean():>18.2f} {t['ATTN-N'].mean():>14.2f} {rho:>22.3f} {e:>15.3f}")
+    ctx = tables.get("k24_ctx")
+    if ctx is not None and len(ctx):
+        lines.append("K24 summary (layer-mean contextualization change 1-rho, over datasets):")
+        for mc in cfg.models:
+            c = ctx[ctx.model == mc.name]
+            ff = c[(c.kind == "component") & (c.component == "FF")]["change"].mean()
+            last = c[c.kind == "cumulative"]
+            whole = last[last.to_scope == last.to_scope.iloc[-1]]["change"].mean() if len(last) else float("nan")
+            lines.append(f"  {mc.name:<16} through FF {ff:.3f}   through FF+RES+LN (whole layer from ATB) {whole:.3f}")
+    return lines
+
+
+def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True):
+    """analyze + render; prints what was reused/computed and the headline numbers."""
+    t0 = time.perf_counter()
+    rep = analyze(cfg, log=log, progress=progress)
+    log(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
+    for line in summary_lines(rep.tables, cfg):
+        log(line)
+    site = render(cfg, rep.tables, rep.provenance, log=log)
+    log(f"build finished in {time.perf_counter() - t0:.1f}s -> {cfg.out_dir}/")
+    return rep, site
+
+
+def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", dtype: str = "float32") -> list[dict]:
+    """Decompose a few sentences and return the max relative error per layer and check point."""
+    from report_builder.engine import Tokens, decompose_sequences
+    from report_builder.models import loading
+
+    lm = loading.load(source, device=device, dtype=dtype)
+    texts = texts or ["The man went to the store. He bought a gallon of milk.",
+                      "Residual connections and layer normalisation shrink the mixing of tokens."]
+    tok = lm.tokenizer
+    seqs = []
+    for t in texts:
+        enc = tok(t)
+        seqs.append(Tokens(enc["input_ids"], enc.get("token_type_ids")))
+    rows: dict[tuple[int, str], float] = {}
+    scopes = lm.layer_weights(0).scopes
+    for _, layer, r in decompose_sequences(lm, seqs, maps=scopes, ratios=True, enforce=False):
+        for s, e in r.errors.items():
+            rows[(layer, s)] = max(rows.get((layer, s), 0.0), e)
+    order = lm.layer_weights(0).checks
+    return [dict(model=source, layer=l, scope=s, max_rel_error=rows[(l, s)])
+            for l in range(lm.n_layers) for s in order if (l, s) in rows]
+
+
+def list_figures() -> list[dict]:
+    from report_builder.figures.spec import all_figures
+
+    return [dict(id=s.id, paper=s.paper, kind=s.kind, title=s.title) for s in all_figures()]
+
+
+def list_models(cfg: Config) -> list[dict]:
+    from report_builder.models.loading import EMBEDDED
+
+    rows = [dict(name=m.name, source=m.source, role=m.role) for m in cfg.models]
+    rows += [dict(name=k, source=k, role="embedded default: " + v) for k, v in EMBEDDED.items()]
+    return rows
+
+
+def list_datasets() -> list[dict]:
+    from report_builder.data import list_datasets as ld
+
+    return ld()
+
+
+def clean(cfg: Config) -> str:
+    import shutil
+
+    n = Cache(cfg.cache_dir).clean()
+    for p in (Path(cfg.out_dir), Path("docs/generated")):
+        if p.exists():
+            shutil.rmtree(p)
+    return f"removed {n} cache entries, {cfg.out_dir}/ and docs/generated/"

@@ -1,0 +1,163 @@
+"""Command line: a thin layer over `report_builder.api` (argument parsing and printing only)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from report_builder import __version__
+
+
+def _config(args):
+    from report_builder import config as C
+
+    cfg = C.load_config(args.config, preset=args.preset) if args.config else C.load_config(preset=args.preset or "default")
+    changes = {}
+    for key in ("device", "dtype", "cache_dir", "max_memory"):
+        v = getattr(args, key, None)
+        if v is not None:
+            changes[key] = v
+    if getattr(args, "out", None):
+        changes["out_dir"] = args.out
+    if changes:
+        cfg = C.replace(cfg, **changes)
+    if getattr(args, "model", None):
+        from report_builder.models.loading import ln_position_of
+
+        roles, seen = [], set()
+        for src in args.model:
+            kind = "primary_encoder" if ln_position_of(src) == "post" else "primary_causal"
+            roles.append(kind if kind not in seen else "variant")
+            seen.add(kind)
+        cfg = C.with_models(cfg, args.model, roles)
+    return cfg
+
+
+def _add_config_args(p, *, models=True):
+    p.add_argument("--preset", choices=["default", "smoke", "paper"], help="a named configuration (default: default)")
+    p.add_argument("--config", help="a YAML configuration file (see examples/config.yaml)")
+    if models:
+        p.add_argument("--model", action="append", metavar="SOURCE",
+                       help="analyse this model instead (embedded name, local dir or hub id); repeatable")
+        p.add_argument("--device", help="cpu or cuda")
+        p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
+        p.add_argument("--max-memory", dest="max_memory", help="memory budget for the FF chunks, e.g. 2GiB")
+    p.add_argument("--cache", dest="cache_dir", help="results cache directory (default .cache/report_builder)")
+    p.add_argument("--out", help="site output directory (default site)")
+
+
+def _print_table(rows: list[dict]) -> None:
+    if not rows:
+        print("(none)")
+        return
+    cols = list(rows[0])
+    w = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+    print("  ".join(c.ljust(w[c]) for c in cols))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(w[c]) for c in cols))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="report-builder", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"report_builder {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, help_ in (("build", "run the analyses (cached) and render the site"),
+                        ("analyze", "run the analyses only (results go to the cache)")):
+        p = sub.add_parser(name, help=help_)
+        _add_config_args(p)
+        p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = sub.add_parser("render", help="render the site from the cached results of the last build (no torch needed)")
+    _add_config_args(p, models=False)
+    p = sub.add_parser("list", help="list figures, models or datasets")
+    p.add_argument("what", choices=["figures", "models", "datasets"])
+    _add_config_args(p, models=False)
+    p = sub.add_parser("clean", help="remove the results cache and the generated site")
+    _add_config_args(p, models=False)
+    p = sub.add_parser("serve", help="preview the built site over HTTP")
+    p.add_argument("--dir", default="site")
+    p.add_argument("--port", type=int, default=8000)
+    p = sub.add_parser("check", help="print per layer and scope the reconstruction error against the HF forward")
+    p.add_argument("--model", required=True, help="embedded name (minilm, smollm2), local dir or hub id")
+    p.add_argument("--text", action="append", help="a sentence to decompose (repeatable)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p = sub.add_parser("bench", help="side-by-side speed and memory benchmark")
+    p.add_argument("--shape", default=None, help="tiny, base, large, gpt2-base or llama-small")
+    p.add_argument("--model", default=None, help="bench a real model instead of a shape")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--max-memory", default=None)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    from report_builder.config import ConfigError
+    from report_builder.data.errors import DataError
+    from report_builder.models.errors import ReportBuilderError
+
+    try:
+        return _dispatch(args)
+    except (ReportBuilderError, ConfigError, DataError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished cache entries are kept; no partial entry or half-written site remains",
+              file=sys.stderr)
+        return 130
+
+
+def _dispatch(args) -> int:
+    from report_builder import api
+
+    if args.cmd == "check":
+        rows = api.check(args.model, args.text, device=args.device, dtype=args.dtype)
+        print(f"{'layer':>5}  {'scope':<12} max relative error")
+        for r in rows:
+            print(f"{r['layer']:>5}  {r['scope']:<12} {r['max_rel_error']:.3e}")
+        worst = max(r["max_rel_error"] for r in rows)
+        print(f"max relative reconstruction error: {worst:.3e}")
+        bound = 1e-4 if args.dtype == "float32" else float("inf")
+        if worst > bound:
+            print(f"error: exceeds the bound {bound:g}", file=sys.stderr)
+            return 1
+        return 0
+    if args.cmd == "bench":
+        from report_builder.bench import format_bench, run_bench
+
+        res = run_bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
+                        batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
+                        repeats=args.repeats)
+        print(json.dumps(res, indent=1, default=str) if args.json else format_bench(res))
+        return 0
+    if args.cmd == "serve":
+        from pathlib import Path
+
+        from report_builder.site.serve import serve
+
+        serve(Path(args.dir), args.port)
+        return 0
+    if args.cmd == "list" and args.what == "figures":
+        _print_table(api.list_figures())
+        return 0
+    if args.cmd == "list" and args.what == "datasets":
+        _print_table(api.list_datasets())
+        return 0
+    cfg = _config(args)
+    if args.cmd == "list":
+        _print_table(api.list_models(cfg))
+    elif args.cmd == "clean":
+        print(api.clean(cfg))
+    elif args.cmd == "render":
+        api.render(cfg)
+    elif args.cmd == "analyze":
+        rep = api.analyze(cfg, progress=not args.no_progress)
+        print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
+    elif args.cmd == "build":
+        api.build(cfg, progress=not args.no_progress)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
