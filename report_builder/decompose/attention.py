@@ -59,12 +59,25 @@ def value_vectors(aw: AttentionWeights, y: Tensor) -> Tensor:
     if rep > 1:
         v = v.repeat_interleave(rep, dim=1)  # (n, H, d_h), head h uses group h // rep
     w_o = aw.w_o.view(aw.n_heads, aw.head_dim, -1)  # (H, d_h, d)
-    return torch.einsum("nhk,hkd->nhd", v, w_o)
+    # one batched GEMM over heads (einsum picked a slow path here), back to source-major (n, H, d)
+    return torch.bmm(v.transpose(0, 1), w_o).transpose(0, 1).contiguous()
 
 
 def output_bias(aw: AttentionWeights, d: int, like: Tensor) -> Tensor:
     """b_O, or zeros when the projection has no bias."""
     return aw.b_o if aw.b_o is not None else like.new_zeros(d)
+
+
+def attn_terms_src(alpha: Tensor, w: Tensor) -> Tensor:
+    """Head-summed attention terms, source-major: one batched GEMM over source tokens.
+
+    Args:
+        alpha: (H, c, n) attention probabilities for c query rows (any row scaling already applied).
+        w: (n, H, D) per-source, per-head vectors.
+    Returns:
+        (n, c, D) contiguous with ``out[j, i] = sum_h alpha[h, i, j] * w[j, h]``.
+    """
+    return torch.bmm(alpha.permute(2, 1, 0).contiguous(), w)
 
 
 def attn_terms(alpha: Tensor, w: Tensor) -> Tensor:
@@ -74,20 +87,22 @@ def attn_terms(alpha: Tensor, w: Tensor) -> Tensor:
         alpha: (H, c, n) attention probabilities for c query rows.
         w: (n, H, d) transformed value vectors (or any per-source, per-head vectors).
     Returns:
-        (c, n, d) with ``out[i, j] = sum_h alpha[h, i, j] * w[j, h]``.
+        (c, n, d) with ``out[i, j] = sum_h alpha[h, i, j] * w[j, h]`` (a transposed view of
+        `attn_terms_src`).
     """
-    return torch.einsum("hcj,jhd->cjd", alpha, w)
+    return attn_terms_src(alpha, w).transpose(0, 1)
 
 
 def attn_total(alpha: Tensor, w: Tensor) -> Tensor:
-    """Sum over sources of the attention terms: (H, n, n), (n, H, d) -> (n, d)."""
-    return torch.einsum("hij,jhd->id", alpha, w)
+    """Sum over sources of the attention terms: (H, n, n), (n, H, d) -> (n, d) as one GEMM."""
+    H, n_q, n = alpha.shape
+    return alpha.permute(1, 2, 0).reshape(n_q, n * H) @ w.reshape(n * H, -1)
 
 
 def attn_self(alpha: Tensor, w: Tensor) -> Tensor:
     """Self terms ``sum_h alpha[h, i, i] w[i, h]``: (H, n, n), (n, H, d) -> (n, d)."""
     diag = torch.diagonal(alpha, dim1=1, dim2=2)  # (H, n)
-    return torch.einsum("hi,ihd->id", diag, w)
+    return torch.bmm(diag.T.unsqueeze(1), w).squeeze(1)
 
 
 def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
@@ -95,6 +110,7 @@ def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
 
     ``||sum_h a_h v_h||^2 = a^T G a`` with ``G[h,h'] = <v_h, v_h'>``: O(n H^2 d + n^2 H^2) instead of
     O(n^2 H d). Squared norms are accumulated in float32 and clamped at 0 before the square root.
+    All contractions are batched GEMMs over the source token.
 
     Args:
         alpha: (H, n_q, n) probabilities (rows may be a chunk of queries).
@@ -103,8 +119,8 @@ def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
         (n_q, n) norms.
     """
     mwf = mw.float()
-    g = torch.einsum("jhd,jgd->jhg", mwf, mwf)  # (n, H, H)
-    af = alpha.float()
-    tmp = torch.einsum("hij,jhg->gij", af, g)  # (H, n_q, n)
-    sq = (tmp * af).sum(0)
-    return sq.clamp_min(0).sqrt()
+    g = torch.bmm(mwf, mwf.transpose(1, 2))  # (n, H, H)
+    af = alpha.float().permute(2, 1, 0).contiguous()  # (n, n_q, H)
+    tmp = torch.bmm(af, g)  # (n, n_q, H): tmp[j, i, g] = sum_h alpha[h, i, j] G_j[h, g]
+    sq = (tmp * af).sum(-1)  # (n, n_q)
+    return sq.clamp_min(0).sqrt().T.contiguous()

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from report_builder.decompose.attention import (
-    AttentionWeights, attn_self, attn_terms, attn_total, gram_norms, output_bias, value_vectors,
+    AttentionWeights, attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
 )
 from report_builder.decompose.feedforward import (
     FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals,
@@ -100,24 +100,30 @@ def relative_error(ours: Tensor, ref: Tensor) -> float:
 def default_chunk_rows(n: int, d: int, d_ff: int, *, budget_bytes: int = 512 << 20, itemsize: int = 4) -> int:
     """Query rows per chunk so that the FF step stays within ``budget_bytes``.
 
-    Per query row the loop holds about ``n * (3 d' + 5 d)`` numbers (FF pre-activation terms, IG
-    terms, gated second projection, FF terms, the residual terms and their norm-mapped copy).
+    Per query row the loop holds at most ``n * (2 d' + 3 d)`` numbers (gated: both projections'
+    terms; FF terms; residual terms), plus GEMM temporaries; the budget counts ``n * (3 d' + 5 d)``
+    to leave room for them.
     """
     per_row = n * (3 * d_ff + 5 * d) * itemsize
     return max(1, min(n, budget_bytes // max(per_row, 1)))
 
 
+def _norm32(t: Tensor) -> Tensor:
+    """Euclidean norm over the last dim, accumulated in float32 whatever t's dtype."""
+    return torch.linalg.vector_norm(t, dim=-1, dtype=torch.float32)
+
+
 def _ratio(ctx: Tensor, self_: Tensor) -> Tensor:
-    c = ctx.float().norm(dim=-1)
-    s = self_.float().norm(dim=-1)
+    c = _norm32(ctx)
+    s = _norm32(self_)
     return c / (c + s).clamp_min(1e-30)
 
 
-def _add_diag(t: Tensor, rows: Tensor, vec: Tensor) -> Tensor:
-    """``t[k, rows[k]] += vec[k]`` for a chunk of query rows (t: (c, n, ...), vec: (c, ...))."""
-    idx = torch.arange(t.shape[0], device=t.device)
-    t[idx, rows] += vec
-    return t
+def _src_diag(t: Tensor, start: int) -> Tensor:
+    """View of the diagonal terms of a source-major chunk: t (n, c, D) holds query rows
+    ``start .. start + c``; returns the (D, c) view of ``t[start + k, k]``."""
+    c = t.shape[1]
+    return torch.diagonal(t[start:start + c], dim1=0, dim2=1)
 
 
 def decompose_layer(
@@ -194,18 +200,19 @@ def decompose_layer(
         res.maps["ATTN-W"] = a_mean.float()
     if "ATTNRES-W" in want:
         res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
+    g_w = gram_norms(alpha, w) if want & {"ATTN-N", "ATTNRES-N"} or (not post and "ATB" in want) else None
     if "ATTN-N" in want:
-        res.maps["ATTN-N"] = gram_norms(alpha, w)
+        res.maps["ATTN-N"] = g_w
     if want & {"ATTNRES-N"} or (not post and "ATB" in want):
-        m = gram_norms(alpha, w)
-        m.diagonal().copy_((self_attn + x).float().norm(dim=-1))
+        m = g_w.clone() if "ATTN-N" in want else g_w
+        m.diagonal().copy_(_norm32(self_attn + x))
         if "ATTNRES-N" in want:
             res.maps["ATTNRES-N"] = m
         if not post and "ATB" in want:
             res.maps["ATB"] = m
     if want & {"ATTNRESLN-N", ln_scope}:
         m = gram_norms(alpha, mw) / s.float()
-        m.diagonal().copy_((norm_linear(nrm, self_attn + x) / s).float().norm(dim=-1))
+        m.diagonal().copy_(_norm32(norm_linear(nrm, self_attn + x) / s))
         for k in ("ATTNRESLN-N", ln_scope):
             if k in want:
                 res.maps[k] = m
@@ -272,52 +279,55 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
     maps_ln2 = torch.empty(n, n, dtype=torch.float32, device=x.device) if post and sc[3] in want else None
     sum_ff = torch.zeros(n, d, dtype=x.dtype, device=x.device)
     sum_ffres = torch.zeros_like(sum_ff)
-    sum_ln2 = torch.zeros_like(sum_ff) if post else None
 
     c = chunk_rows or default_chunk_rows(n, d, fw.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size())
+    inv_all = 1.0 / sf  # (n, 1)
+    # Chunks are source-major, (n_src, c, .): every head-sum is one batched GEMM over the source
+    # token, the FF second matmul is one (n c, d') x (d', d) GEMM, and the diagonal (residual) terms
+    # are a strided view. 1/s_i is folded into the chunk's attention rows once.
     for start in range(0, n, c):
-        rows = torch.arange(start, min(n, start + c), device=x.device)
-        a_c = alpha[:, rows]  # (H, c, n)
-        inv = 1.0 / sf[rows]  # (c, 1)
+        stop = min(n, start + c)
+        a_c = alpha[:, start:stop]  # (H, c, n)
+        inv = inv_all[start:stop]  # (c, 1)
+        a_s = (a_c * inv.unsqueeze(0)).permute(2, 1, 0).contiguous()  # (n, c, H), rows scaled by 1/s_i
         if fw.gated:
-            pa = attn_terms(a_c, ua)
-            _add_diag(pa, rows, uxa[rows])
-            pa *= inv.unsqueeze(-1)
-            pb = attn_terms(a_c, ub)
-            _add_diag(pb, rows, uxb[rows])
-            pb *= inv.unsqueeze(-1)
-            hidden = pa.mul_(i1[rows].unsqueeze(1)).add_(pb.mul_(i2[rows].unsqueeze(1)))
+            pa = torch.bmm(a_s, ua)  # (n, c, d')
+            _src_diag(pa, start).add_((uxa[start:stop] * inv).T)
+            pb = torch.bmm(a_s, ub)
+            _src_diag(pb, start).add_((uxb[start:stop] * inv).T)
+            hidden = pa.mul_(i1[start:stop]).addcmul_(pb, i2[start:stop])
             del pb
         else:
-            p = attn_terms(a_c, u)
-            _add_diag(p, rows, ux[rows])
-            p *= inv.unsqueeze(-1)
-            hidden = p.mul_(kappa[rows].unsqueeze(1))
-        f = hidden @ fw.w2  # (c, n, d): the n^2 d d' part
+            p = torch.bmm(a_s, u)  # (n, c, d')
+            _src_diag(p, start).add_((ux[start:stop] * inv).T)
+            hidden = p.mul_(kappa[start:stop])
+        f = hidden @ fw.w2  # (n, c, d): the n^2 d d' part
         del hidden
-        sum_ff[rows] = f.sum(1)
+        sum_ff[start:stop] = f.sum(0)
         if maps_ff is not None:
-            maps_ff[rows] = f.float().norm(dim=-1)
+            maps_ff[start:stop] = _norm32(f).T
         # residual terms: post = ATB terms (normalised), pre = ATTN + RES terms
         if post:
-            r = attn_terms(a_c, mw)
-            _add_diag(r, rows, mx[rows])
-            r *= inv.unsqueeze(-1)
+            r = torch.bmm(a_s, mw)
+            _src_diag(r, start).add_((mx[start:stop] * inv).T)
         else:
-            r = attn_terms(a_c, w)
-            _add_diag(r, rows, x[rows])
-        t = r.add_(f)
-        del f
-        sum_ffres[rows] = t.sum(1)
+            r = attn_terms_src(a_c, w)
+            _src_diag(r, start).add_(x[start:stop].T)
+        t = f.add_(r)
+        del r
+        sum_ffres[start:stop] = t.sum(0)
         if maps_ffres is not None:
-            maps_ffres[rows] = t.float().norm(dim=-1)
-        if post:
-            t2 = norm_linear(lw.ln2, t) / s2[rows].unsqueeze(1)
-            sum_ln2[rows] = t2.sum(1)
-            if maps_ln2 is not None:
-                maps_ln2[rows] = t2.float().norm(dim=-1)
-            del t2
+            maps_ffres[start:stop] = _norm32(t).T
+        if maps_ln2 is not None:
+            # ||M(t)|| / s2_i with M = LN2's linear part, in place on t (no longer needed)
+            if lw.ln2.kind != "RMSNorm":
+                t.sub_(t.mean(-1, keepdim=True))
+            t.mul_(lw.ln2.weight)
+            maps_ln2[start:stop] = _norm32(t).T / s2[start:stop].float()
         del t
+    if post:
+        # LN2 is linear with its scale frozen: the sum of its terms is M(sum of FFRES terms) / s2
+        sum_ln2 = norm_linear(lw.ln2, sum_ffres) / s2
 
     res.sums[ff_name] = sum_ff + ff_bias
     res.sums[ffres_name] = sum_ffres + res_bias + ff_bias
