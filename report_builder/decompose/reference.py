@@ -47,6 +47,22 @@ def _ig_elementwise(act, p_terms, p_bias):
     return p_terms * avg.unsqueeze(1), p_bias * avg + g0
 
 
+def _ig_elementwise_closed(act, p_terms, p_bias):
+    """Closed-form IG over the n + 1 summands, computed naively on the full (n, n, d') terms.
+
+    ``kappa = (g(p) - g(0)) / p`` (``g'(0)`` by autograd where p == 0); written here from the formula,
+    independently of the fast path's `elementwise_kappa`.
+    """
+    p = p_terms.sum(1) + p_bias  # (n, d')
+    pd = p.double()
+    g0 = act(torch.zeros((), dtype=torch.float64))
+    z = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    (d0,) = torch.autograd.grad(act(z).sum(), z)
+    kappa = torch.where(pd == 0, d0, (act(pd) - g0) / torch.where(pd == 0, torch.ones_like(pd), pd))
+    kappa = kappa.to(p.dtype)
+    return p_terms * kappa.unsqueeze(1), p_bias * kappa + g0.to(p.dtype)
+
+
 def _ig_gated(act, a_terms, b_terms, a_bias, b_bias):
     """IG of act(a) * b along the straight path, by a fine Gauss-Legendre rule in float64."""
     a = (a_terms.sum(1) + a_bias).double()
@@ -64,12 +80,15 @@ def _ig_gated(act, a_terms, b_terms, a_bias, b_bias):
     return a_terms * i1.unsqueeze(1) + b_terms * i2.unsqueeze(1), a_bias * i1 + b_bias * i2
 
 
-def reference_layer(lw, x: Tensor, alpha: Tensor) -> dict[str, tuple[Tensor, Tensor]]:
+def reference_layer(lw, x: Tensor, alpha: Tensor, *, ig: str = "trapezoid") -> dict[str, tuple[Tensor, Tensor]]:
     """All scopes' full terms for one layer.
 
     Args:
         lw: `LayerWeights`.
         x: (n, d) layer input; alpha: (H, n, n).
+        ig: element-wise FF IG by ``"trapezoid"`` (default: 2001-point rule over autograd gradients,
+            the oracle) or ``"closed"`` (the closed-form factor, still applied to the full (n, n, d')
+            terms; the naive benchmark baseline). Gated FFs always use the 200-point Gauss-Legendre rule.
     Returns:
         scope name -> (terms (n, n, d), bias (n, d)) for the K21 intermediates (``ATTN``, ``ATTNRES``)
         and every scope of the layer.
@@ -83,9 +102,9 @@ def reference_layer(lw, x: Tensor, alpha: Tensor) -> dict[str, tuple[Tensor, Ten
         y, y_bias = x, None
     else:
         y = _ln_lin(lw.ln1, x) / _ln_scale(lw.ln1, x) + (lw.ln1.bias if lw.ln1.bias is not None else 0)
-    b_o = aw.b_o if aw.b_o is not None else torch.zeros(d, dtype=x.dtype)
+    b_o = aw.b_o if aw.b_o is not None else torch.zeros(d, dtype=x.dtype, device=x.device)
     # (H, n, n, d) per-head terms, the way the K21 code does it
-    per_head = torch.zeros(H, n, n, d, dtype=x.dtype)
+    per_head = torch.zeros(H, n, n, d, dtype=x.dtype, device=x.device)
     for h in range(H):
         g = h // rep
         wv = aw.w_v[:, g * dh:(g + 1) * dh]
@@ -95,7 +114,7 @@ def reference_layer(lw, x: Tensor, alpha: Tensor) -> dict[str, tuple[Tensor, Ten
         per_head[h] = alpha[h].unsqueeze(-1) * fx.unsqueeze(0)
     attn = per_head.sum(0)
     out = {"ATTN": (attn, b_o.expand(n, d))}
-    eye = torch.eye(n, dtype=x.dtype).unsqueeze(-1)
+    eye = torch.eye(n, dtype=x.dtype, device=x.device).unsqueeze(-1)
     res_terms = attn + eye * x.unsqueeze(0)
     res_bias = b_o.expand(n, d)
     total = res_terms.sum(1) + res_bias
@@ -117,7 +136,9 @@ def reference_layer(lw, x: Tensor, alpha: Tensor) -> dict[str, tuple[Tensor, Ten
     else:
         p_t = ffin_t @ fw.w1
         p_b = ffin_b @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
-        h_t, h_b = _ig_elementwise(act, p_t, p_b)
+        if ig not in ("trapezoid", "closed"):
+            raise ValueError(f"ig must be 'trapezoid' or 'closed', not {ig!r}")
+        h_t, h_b = (_ig_elementwise_closed if ig == "closed" else _ig_elementwise)(act, p_t, p_b)
     ff_t = h_t @ fw.w2
     ff_b = h_b @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)
     resid_t, resid_b = (ffin_t, ffin_b) if post else (res_terms, res_bias)
