@@ -56,11 +56,13 @@ def _ig_elementwise_closed(act, p_terms, p_bias):
     p = p_terms.sum(1) + p_bias  # (n, d')
     pd = p.double()
     g0 = act(torch.zeros((), dtype=torch.float64))
-    z = torch.zeros(1, dtype=torch.float64, requires_grad=True)
-    (d0,) = torch.autograd.grad(act(z).sum(), z)
+    with torch.enable_grad():
+        z = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+        d0 = float(torch.autograd.grad(act(z).sum(), z)[0])
+    g0 = float(g0)
     kappa = torch.where(pd == 0, d0, (act(pd) - g0) / torch.where(pd == 0, torch.ones_like(pd), pd))
     kappa = kappa.to(p.dtype)
-    return p_terms * kappa.unsqueeze(1), p_bias * kappa + g0.to(p.dtype)
+    return p_terms * kappa.unsqueeze(1), p_bias * kappa + g0
 
 
 def _ig_gated(act, a_terms, b_terms, a_bias, b_bias):
