@@ -211,7 +211,7 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
                     for p in PAGES if by_paper[p]}
     n_nc = sum(1 for s in specs if sections[s.id].not_configured is not None)
     write("index.md", env.get_template("pages/index.md.j2").render(
-        prov=prov, mixing=pages.headline_mixing(tables, roles), cancellation=pages.headline_cancellation(tables),
+        prov=prov, mixing=pages.headline_mixing(tables, roles), cancellation=pages.headline_cancellation(tables, roles),
         figure_index=figure_index, n_built=len(specs) - n_nc, n_not_configured=n_nc, changes=changes))
     write("methods.md", env.get_template("pages/methods.md.j2").render(
         prov=prov, recon_table=pages.recon_table(tables), recon_summary=pages.recon_summary(tables),

@@ -93,22 +93,54 @@ def table_spec(table: pd.DataFrame, max_rows: int = 40) -> dict[str, Any]:
     }
 
 
+def _size(values: Any) -> int:
+    return len(values) if isinstance(values, str) else len(json.dumps(values, separators=(",", ":")))
+
+
+def _dataset_formats(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``format`` each named dataset is referenced with (first reference wins)."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            data = node.get("data")
+            if isinstance(data, dict) and "name" in data and data.get("format"):
+                out.setdefault(data["name"], data["format"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return out
+
+
+def _url_format(fmt_: dict[str, Any] | None) -> dict[str, Any]:
+    out = {"type": "json", **(fmt_ or {})}
+    out.setdefault("parse", None)
+    return out
+
+
 def _externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit: int,
                  files: dict[str, str]) -> dict[str, Any]:
     """Copy of ``spec`` with datasets above ``inline_limit`` moved to content-hashed JSON files."""
     page = copy.deepcopy(spec)
     urls: dict[str, str] = {}
 
-    def write(values: Any) -> str:
-        text = json.dumps(values, separators=(",", ":"))
-        name = f"data-{sha(text)}.json"
+    def write(values: Any, fmt_: dict[str, Any] | None = None) -> str:
+        # a string holds already-serialised data (Altair's compact JSON/CSV text): written verbatim
+        text = values if isinstance(values, str) else json.dumps(values, separators=(",", ":"))
+        ext = (fmt_ or {}).get("type", "json") if isinstance(values, str) else "json"
+        name = f"data-{sha(text)}.{ext}"
         (fig_dir / name).write_text(text, encoding="utf-8")
         files[name] = f"{rel_dir}/{name}"
         return f"{rel_dir}/{name}"
 
+    formats = _dataset_formats(page)
     for name, values in list(page.get("datasets", {}).items()):
-        if len(json.dumps(values, separators=(",", ":"))) > inline_limit:
-            urls[name] = write(values)
+        if _size(values) > inline_limit:
+            urls[name] = write(values, formats.get(name))
             del page["datasets"][name]
     if "datasets" in page and not page["datasets"]:
         del page["datasets"]
@@ -117,11 +149,13 @@ def _externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit
         if isinstance(node, dict):
             data = node.get("data")
             if isinstance(data, dict):
+                # parse: null keeps the records exactly as inline data would be (no type inference,
+                # which would turn array fields meant for `flatten` into strings)
                 if data.get("name") in urls:
-                    node["data"] = {"url": urls[data["name"]], "format": {"type": "json"}}
-                elif "values" in data and len(json.dumps(data["values"], separators=(",", ":"))) > inline_limit:
-                    fmt_ = data.get("format")
-                    node["data"] = {"url": write(data["values"]), "format": fmt_ or {"type": "json"}}
+                    node["data"] = {"url": urls[data["name"]], "format": _url_format(data.get("format"))}
+                elif "values" in data and _size(data["values"]) > inline_limit:
+                    node["data"] = {"url": write(data["values"], data.get("format")),
+                                    "format": _url_format(data.get("format"))}
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):

@@ -41,6 +41,11 @@ def _is_num(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
+def _cell(text: str, numeric: bool) -> str:
+    cls = "num" if numeric else ("short" if len(text) <= 24 else "")
+    return f'<td class="{cls}">{html.escape(text)}</td>' if cls else f"<td>{html.escape(text)}</td>"
+
+
 def to_html(df: pd.DataFrame, max_rows: int = 200, index: bool = False) -> str:
     """Render a frame as ``<div class="rb-table-wrap"><table>…`` (one line per row)."""
     if index:
@@ -53,15 +58,12 @@ def to_html(df: pd.DataFrame, max_rows: int = 200, index: bool = False) -> str:
     )
     rows = []
     for rec in shown.itertuples(index=False, name=None):
-        cells = "".join(
-            f'<td class="num">{html.escape(fmt(v))}</td>' if num[c] else f"<td>{html.escape(fmt(v))}</td>"
-            for c, v in zip(df.columns, rec)
-        )
+        cells = "".join(_cell(fmt(v), num[c]) for c, v in zip(df.columns, rec))
         rows.append(f"<tr>{cells}</tr>")
     more = ""
     if len(df) > max_rows:
         more = f'<p class="rb-caption">Showing {max_rows} of {len(df)} rows; the CSV has all of them.</p>'
     return (
-        '<div class="rb-table-wrap"><table>\n<thead><tr>' + head + "</tr></thead>\n<tbody>\n"
+        '<div class="rb-table-wrap"><table class="rb-table">\n<thead><tr>' + head + "</tr></thead>\n<tbody>\n"
         + "\n".join(rows) + "\n</tbody></table></div>" + more
     )

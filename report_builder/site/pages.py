@@ -67,11 +67,17 @@ def headline_mixing(tables: dict[str, pd.DataFrame], roles) -> list[dict[str, An
     return out
 
 
-def headline_cancellation(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
-    """Per model and dataset: mean change through FF alone vs cumulative change over the whole layer."""
+def headline_cancellation(tables: dict[str, pd.DataFrame], roles) -> list[dict[str, Any]]:
+    """Mean change through FF alone vs cumulative change over the whole layer, for the primary
+    encoder and the primary causal model on the primary dataset (every model if none is primary)."""
     ctx = tables.get("k24_ctx")
     if ctx is None or ctx.empty:
         return []
+    primary = [m for m in (roles.primary_encoder, roles.primary_causal) if m]
+    if primary and ctx["model"].isin(primary).any():
+        ctx = ctx[ctx["model"].isin(primary)]
+    if roles.datasets and (ctx["dataset"] == roles.datasets[0]).any():
+        ctx = ctx[ctx["dataset"] == roles.datasets[0]]
     out = []
     for (model, dataset), g in ctx.groupby(["model", "dataset"], sort=False):
         ff = g[(g["kind"] == "component") & (g["component"] == "FF")]
@@ -125,7 +131,7 @@ DATA_FIELDS = [
 def _card(title: str, rows: list[tuple[str, str]], anchor: str) -> str:
     body = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in rows)
     return (f'<div class="rb-card" id="{html.escape(anchor)}"><h3>{html.escape(title)}</h3>'
-            f"<table><tbody>{body}</tbody></table></div>")
+            f"<table class=\"rb-table rb-kv\"><tbody>{body}</tbody></table></div>")
 
 
 def _val(key: str, value: Any) -> str:

@@ -113,7 +113,7 @@ def provenance_html(rec: dict[str, Any]) -> str:
     rows.append(("Content hash", _code(rec["content_hash"])))
     body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows)
     return (f'<details class="info rb-provenance"><summary>Provenance</summary>'
-            f'<div class="rb-table-wrap"><table><tbody>{body}</tbody></table></div></details>')
+            f'<div class="rb-table-wrap"><table class="rb-table rb-kv"><tbody>{body}</tbody></table></div></details>')
 
 
 def _bib_escape(text: str) -> str:

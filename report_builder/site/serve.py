@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import sys
 from pathlib import Path
 
 
@@ -22,8 +23,16 @@ def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> ht
         def log_message(self, format, *args):  # noqa: A002 - quiet by default
             pass
 
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+
+        def handle_error(self, request, client_address):
+            if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+                return  # the browser went away mid-response (navigation, aborted request)
+            super().handle_error(request, client_address)
+
     handler = functools.partial(Handler, directory=str(site_dir))
-    return http.server.ThreadingHTTPServer((host, port), handler)
+    return Server((host, port), handler)
 
 
 def serve(site_dir: Path, port: int = 8000) -> None:

@@ -1,25 +1,9 @@
 /* report_builder: embed every <div class="rb-chart" data-spec="..."> with the vendored vega-embed.
  * The spec is inline (HTML-escaped JSON); large data sits in content-hashed JSON files next to the
- * figure's other assets and is loaded by relative URL. Charts re-render when the colour scheme flips. */
+ * figure's other assets and is loaded by relative URL. In the dark scheme charts sit on a light card (CSS), so
+ * every chart keeps the one light theme its static SVG/PNG also use. */
 (function () {
   "use strict";
-
-  function darkMode() {
-    var body = document.body;
-    return body && body.getAttribute("data-md-color-scheme") === "slate";
-  }
-
-  function darkConfig() {
-    var fg = "#e6e6ef", grid = "#3a3d4f";
-    return {
-      axis: { labelColor: fg, titleColor: fg, gridColor: grid, domainColor: "#9a9ab0", tickColor: "#9a9ab0" },
-      legend: { labelColor: fg, titleColor: fg },
-      header: { labelColor: fg, titleColor: fg },
-      title: { color: fg, subtitleColor: fg },
-      text: { color: fg },
-      view: { stroke: null }
-    };
-  }
 
   function embed(el) {
     var spec;
@@ -30,13 +14,24 @@
       return Promise.resolve();
     }
     if (el._rbView) { el._rbView.finalize(); el._rbView = null; }
+    if (location.protocol === "file:" && el.getAttribute("data-spec").indexOf('"url":') >= 0) {
+      // Browsers refuse to fetch data files from file:// pages: show the static SVG instead.
+      if (!el.querySelector("img.rb-static")) {
+        var fig = el.getAttribute("data-figure");
+        el.innerHTML = '<img class="rb-static" alt="' + fig + '" src="figures/' + fig + '/chart.svg">' +
+          '<p class="rb-caption">Static chart: this figure loads its data from a file, which browsers do ' +
+          "not allow for pages opened from disk. Serve the site over HTTP (<code>report-builder serve</code>) " +
+          "for the interactive version.</p>";
+      }
+      el.classList.add("rb-chart--done", "rb-chart--static");
+      return Promise.resolve();
+    }
     var opts = {
       renderer: "svg",
       actions: { export: true, source: true, compiled: false, editor: false },
       downloadFileName: el.getAttribute("data-figure") || "chart",
       tooltip: true
     };
-    if (darkMode()) { opts.config = darkConfig(); }
     el.classList.remove("rb-chart--done", "rb-chart--error");
     return window.vegaEmbed(el, spec, opts).then(function (res) {
       el._rbView = res;
@@ -57,15 +52,7 @@
     });
   }
 
-  function watchScheme() {
-    var last = darkMode();
-    new MutationObserver(function () {
-      var now = darkMode();
-      if (now !== last) { last = now; embedAll(); }
-    }).observe(document.body, { attributes: true, attributeFilter: ["data-md-color-scheme"] });
-  }
-
-  function start() { embedAll(); watchScheme(); }
+  function start() { embedAll(); }
 
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
