@@ -1,0 +1,67 @@
+"""Peak-memory child of `report_builder.bench`: ``python -m report_builder.bench_mem '<json args>'``.
+
+Builds the model in a fresh interpreter, runs one forward pass with capture for layer 0 (one
+sequence), then one method (``fast_full`` or ``naive_full``) and prints one JSON line with the
+process's peak RSS (model and interpreter included), the RSS just before the method and the peak
+during the method (the peak is reset just before it where Linux allows) and their difference. With ``max_memory`` the chunk budget is derived from it as in the parent; with
+``check`` the result carries the maximum reconstruction error against the HF tensors.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main(argv: list[str]) -> int:
+    args = json.loads(argv[0])
+    import torch
+
+    from report_builder.bench import (
+        MIB, _dims, _inputs, build, chunk_budget, default_chunk_rows, reset_rss_peak, rss_now, rss_peak,
+    )
+    from report_builder.decompose.layer import K21_METHODS, decompose_layer
+    from report_builder.models.capture import forward_capture
+
+    if args.get("threads"):
+        torch.set_num_threads(int(args["threads"]))
+    lm = build(args.get("shape"), args.get("model"), args.get("device", "cpu"), args.get("dtype", "float32"))
+    dims = _dims(lm)
+    n = int(args["seq_len"])
+    inputs = _inputs(lm, n, 1)
+    with torch.no_grad():
+        cap = forward_capture(lm.model, lm.adapter, inputs, [0])[0]
+        lw = lm.layer_weights(0)
+        x, a = cap.x[0], cap.alpha[0]
+        refs = {k: t[0] for k, t in cap.refs.items()}
+        del cap
+        itemsize = x.element_size()
+        limit = args.get("max_memory")
+        budget = (chunk_budget(int(limit), n, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"], itemsize)
+                  if limit else 512 * MIB)
+        peak_before = rss_peak()
+        reset = reset_rss_peak()
+        before = rss_now()
+        t0 = time.perf_counter()
+        out = {"mode": args["mode"], "chunk_budget_bytes": budget,
+               "chunk_rows": default_chunk_rows(n, dims["d_model"], dims["d_ff"], budget_bytes=budget,
+                                                itemsize=itemsize)}
+        if args["mode"] == "naive_full":
+            from report_builder.decompose.reference import reference_layer, reference_maps
+            reference_maps(reference_layer(lw, x, a, ig="closed"))
+        else:
+            res = decompose_layer(lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True, refs=refs, extras=True,
+                                  budget_bytes=budget)
+            if args.get("check"):
+                out["max_error"] = max(res.errors.values())
+        out["seconds"] = time.perf_counter() - t0
+    method_peak = rss_peak()
+    out.update(peak_rss_bytes=max(method_peak, peak_before), method_peak_rss_bytes=method_peak,
+               rss_before_bytes=before, peak_before_bytes=peak_before, peak_reset=reset,
+               delta_bytes=max(0, method_peak - before))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
