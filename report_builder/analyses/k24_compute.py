@@ -10,13 +10,19 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+import torch
 
 from report_builder.analyses import k24_stats as ks
 from report_builder.analyses.k21_compute import _tokens, errors_frame
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.feedforward import IGOptions
-from report_builder.engine import decompose_sequences
+from report_builder.engine import ERROR_BOUND, decompose_sequences
+from report_builder.models.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
+
+# Check points that do not depend on the FF IG (a numerical IG is not complete, so FF scopes are only
+# recorded, not enforced, under it).
+_PRE_FF_CHECKS = {"post": ("ATTN", "ATTNRES", "ATB"), "pre": ("LN1", "ATTN", "ATB", "ATBLN")}
 
 
 def _info(e: EncodedSeq) -> ks.SeqInfo:
@@ -31,6 +37,8 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     Args:
         include_special: when False, pairs involving special tokens are left out of the
             contextualization change (FF-amp always reports them under the ``special token`` category).
+        ig: FF IG options. A numerical IG is not complete, so under it the reconstruction bound is
+            enforced only at the check points before FF; the FF scopes' errors are recorded in ``recon_errors``.
     Returns:
         ``k24_ctx``, ``k24_ffamp_pairs``, ``k24_ffamp_base``, ``k24_res_norms``, ``k24_ln_dims``, ``recon_errors``.
     """
@@ -44,9 +52,16 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     resn: dict[int, list] = {}
     dims: dict[int, dict[str, np.ndarray]] = {}
     errs: dict[tuple[int, str], float] = {}
-    for k, layer, r in decompose_sequences(lm, _tokens(encoded), maps=scopes, extras=True, ig=ig,
+    exact = ig.method == "closed"
+    for k, layer, r in decompose_sequences(lm, _tokens(encoded), maps=scopes, extras=True, ig=ig, enforce=exact,
                                            batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch):
         e = encoded[k]
+        if not exact and lm.dtype == torch.float32:
+            for scope in _PRE_FF_CHECKS[lp]:
+                err = r.errors.get(scope, 0.0)
+                if not err <= ERROR_BOUND:
+                    raise ReconstructionError(f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction "
+                                              f"error {err:.3g} exceeds {ERROR_BOUND:g}")
         maps = {s: r.maps[s].cpu().numpy() for s in scopes}
         if not include_special:
             keep = ~np.asarray(e.special)
