@@ -38,8 +38,9 @@ def _ig_elementwise(act, p_terms, p_bias):
     ts = torch.linspace(0, 1, 2001, dtype=torch.float64)
     grads = []
     for t in ts:
-        z = (p.double() * t).requires_grad_(True)
-        (g,) = torch.autograd.grad(act(z).sum(), z)
+        with torch.enable_grad():  # works under no_grad / inference callers too
+            z = (p.double() * t).requires_grad_(True)
+            (g,) = torch.autograd.grad(act(z).sum(), z)
         grads.append(g)
     g = torch.stack(grads)  # (T, n, d')
     avg = torch.trapezoid(g, ts, dim=0).to(p.dtype)
@@ -74,8 +75,9 @@ def _ig_gated(act, a_terms, b_terms, a_bias, b_bias):
     i1 = torch.zeros_like(a)
     i2 = torch.zeros_like(a)
     for t, w in zip(ts, ws):
-        z = (a * float(t)).requires_grad_(True)
-        (g,) = torch.autograd.grad(act(z).sum(), z)
+        with torch.enable_grad():
+            z = (a * float(t)).requires_grad_(True)
+            (g,) = torch.autograd.grad(act(z).sum(), z)
         i1 += w * g * float(t) * b
         i2 += w * act(a * float(t))
     i1, i2 = i1.to(a_terms.dtype), i2.to(a_terms.dtype)
