@@ -229,7 +229,9 @@ def decompose_layer(
         res.ratios["ATTNRESLN-N"] = _ratio(norm_linear(nrm, ctx), norm_linear(nrm, self_res))
 
     ff_scopes = set(lw.scopes[2:] if not post else lw.scopes[1:])
-    ff_wanted = bool(want & ff_scopes) or extras or (refs is not None and any(k in refs for k in ff_scopes))
+    # FF is decomposed only when an FF scope map or the K24 extras are asked for: the ratios and the
+    # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
+    ff_wanted = bool(want & ff_scopes) or extras
     if ff_wanted:
         _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras)
 
