@@ -423,6 +423,11 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
     if not naive:
         notes.append(f"naive baselines skipped: ~{fmt_bytes(naive_bytes(n, d, dff, H, itemsize))} of full tensors "
                      "per sequence would not fit in half the available memory")
+    busy = max(load0[0], cfg["loadavg_end"][0])
+    if device == "cpu" and cfg["threads"] > 1 and busy > (os.cpu_count() or 1) - 1:
+        notes.append(f"load average {busy:.1f} on {os.cpu_count()} CPUs: other processes compete, and {cfg['threads']} "
+                     "OpenMP threads stall on every small op while one is descheduled; compare with "
+                     "OMP_NUM_THREADS=1 (or threads=1)")
     if not in_setting:
         notes.append("the targets are defined for shape=base, n=128, float32 on CPU; marks here use the same thresholds")
     return {
