@@ -13,7 +13,7 @@ def _config(args):
 
     cfg = C.load_config(args.config, preset=args.preset) if args.config else C.load_config(preset=args.preset or "default")
     changes = {}
-    for key in ("device", "dtype", "cache_dir", "max_memory"):
+    for key in ("device", "dtype", "cache_dir", "max_memory", "threads"):
         v = getattr(args, key, None)
         if v is not None:
             changes[key] = v
@@ -42,6 +42,7 @@ def _add_config_args(p, *, models=True):
         p.add_argument("--device", help="cpu or cuda")
         p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
         p.add_argument("--max-memory", dest="max_memory", help="memory budget for the FF chunks, e.g. 2GiB")
+        p.add_argument("--threads", type=int, help="torch CPU threads (default: all cores, 1 on a busy machine)")
     p.add_argument("--cache", dest="cache_dir", help="results cache directory (default .cache/report_builder)")
     p.add_argument("--out", help="site output directory (default site)")
 

@@ -74,6 +74,7 @@ class Config:
     device: str = "cpu"
     dtype: str = "float32"
     batch_size: int = 8
+    threads: int | None = None  # torch CPU threads; None = auto (see api.choose_threads)
     max_memory: str = "1GiB"
     ig: IGConfig = field(default_factory=IGConfig)
     k21: K21Config = field(default_factory=K21Config)

@@ -152,3 +152,33 @@ def full_fixture_site(tmp_path_factory):
         report, figures = render_fixture_site(root)
         _FULL["site"] = (root, report, figures)
     return _FULL["site"]
+
+
+def check_figure_sections(site: Path, figures, not_configured: set, hashes: dict) -> None:
+    """Every figure has its anchor; configured ones their SVG, PNG, CSV, JSON, provenance and citation."""
+    import json
+    import re
+
+    pages = {p: (site / f"{p.lower()}.html").read_text(encoding="utf-8") for p in ("K21", "K24")}
+    for fig in figures:
+        page = pages[fig.paper]
+        assert f'id="{fig.id}"' in page, f"{fig.id}: no anchor"
+        section = page.split(f'id="{fig.id}"', 1)[1]
+        nxt = re.search(r'<h[23] id="', section)
+        section = section[: nxt.start()] if nxt else section
+        if fig.id in not_configured:
+            assert "Not configured in this build" in section
+            assert "rb-chart" not in section
+            continue
+        d = site / "figures" / fig.id
+        for name in ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib"):
+            assert (d / name).is_file() and (d / name).stat().st_size > 0, f"{fig.id}: {name} missing"
+        assert (d / "chart.svg").read_text().lstrip().startswith("<svg")
+        assert (d / "chart.png").read_bytes()[:4] == b"\x89PNG"
+        json.loads((d / "spec.json").read_text())
+        pd.read_csv(d / "data.csv")
+        assert "rb-provenance" in section and "Max reconstruction error" in section
+        assert "rb-cite" in section and f"report_builder:{fig.id}" in section
+        assert hashes[fig.id] in section
+        prov = json.loads((d / "provenance.json").read_text())
+        assert prov["content_hash"] == hashes[fig.id]

@@ -24,30 +24,8 @@ def rendered(tmp_path_factory):
 def test_every_figure_has_anchor_files_provenance_and_citation(rendered):
     root, report, figures = rendered
     site = root / "site"
-    pages = {p: (site / f"{p.lower()}.html").read_text(encoding="utf-8") for p in ("K21", "K24")}
     assert set(report.figures_built) | set(report.not_configured) == {f.id for f in figures}
-    for fig in figures:
-        page = pages[fig.paper]
-        assert f'id="{fig.id}"' in page, f"{fig.id}: no anchor"
-        section = page.split(f'id="{fig.id}"', 1)[1]
-        nxt = re.search(r'<h[23] id="', section)
-        section = section[: nxt.start()] if nxt else section
-        if fig.id in report.not_configured:
-            assert "Not configured in this build" in section
-            assert "rb-chart" not in section
-            continue
-        d = site / "figures" / fig.id
-        for name in ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib"):
-            assert (d / name).is_file() and (d / name).stat().st_size > 0, f"{fig.id}: {name} missing"
-        assert (d / "chart.svg").read_text().lstrip().startswith("<svg")
-        assert (d / "chart.png").read_bytes()[:4] == b"\x89PNG"
-        json.loads((d / "spec.json").read_text())
-        pd.read_csv(d / "data.csv")
-        assert "rb-provenance" in section and "Max reconstruction error" in section
-        assert "rb-cite" in section and f"report_builder:{fig.id}" in section
-        assert report.hashes[fig.id] in section
-        prov = json.loads((d / "provenance.json").read_text())
-        assert prov["content_hash"] == report.hashes[fig.id]
+    h.check_figure_sections(site, figures, set(report.not_configured), report.hashes)
 
 
 def test_pages_nav_and_offline(rendered):

@@ -1,0 +1,73 @@
+"""`report-builder build --preset smoke` end to end, offline, through the CLI: the real models,
+the real site; a rerun computes nothing; every figure id has its anchor and files."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import site_helpers as h
+from report_builder.figures.spec import all_figures
+
+pytestmark = pytest.mark.slow
+
+
+def _build(tmp: Path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--preset", "smoke", "--no-progress",
+                        "--cache", str(tmp / "cache"), "--out", str(tmp / "site")],
+                       capture_output=True, text=True, env=env, timeout=1500, cwd=tmp)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout, time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("smoke")
+    first, t1 = _build(tmp)
+    second, t2 = _build(tmp)
+    return tmp, first, second, t1, t2
+
+
+def _analysis_seconds(log: str) -> float:
+    return float(re.search(r"analyses: \d+ computed, \d+ reused \(([\d.]+)s\)", log).group(1))
+
+
+def test_smoke_build_then_rerun_computes_nothing(smoke):
+    tmp, first, second, t1, t2 = smoke
+    assert re.search(r"analyses: [1-9]\d* computed, 0 reused", first)
+    assert re.search(r"analyses: 0 computed, [1-9]\d* reused", second)
+    assert "computed " not in second.replace("0 computed", "")
+    # side by side in this run: the cached analyses take a small fraction of the computed ones
+    print(f"first build {t1:.0f}s, second {t2:.0f}s; analyses {_analysis_seconds(first):.1f}s -> "
+          f"{_analysis_seconds(second):.1f}s")
+    assert _analysis_seconds(second) < 0.5 * _analysis_seconds(first)
+    # the build log states the K21 and K24 headline numbers per model
+    for needle in ("K21 summary on wiki", "MiniLM-L6", "SmolLM2-135M", "through FF", "FF+RES+LN"):
+        assert needle in first
+    assert (tmp / "site" / "config.resolved.yaml").is_file()
+
+
+def test_smoke_site_has_every_figure_with_files(smoke):
+    tmp = smoke[0]
+    site = tmp / "site"
+    manifest = json.loads((site / "figures" / "manifest.json").read_text())
+    figures = all_figures()
+    assert {f.id for f in figures} == set(manifest["figures"])
+    nc = {f.id for f in figures if not (site / "figures" / f.id / "spec.json").exists()}
+    # everything the default models can produce is produced: only seed-group, extra-variant and
+    # extra-dataset figures may be missing
+    allowed = {f"k21-fig{k}" for k in range(6, 18)} | {"k21-tab7", "k21-tab11"}
+    assert nc <= allowed, nc - allowed
+    h.check_figure_sections(site, figures, nc, {k: v["hash"] for k, v in manifest["figures"].items()})
+    # the Methods page carries this build's reconstruction errors, all within the bound
+    methods = (site / "methods.html").read_text()
+    errs = [float(x) for x in re.findall(r"(\d\.\d+e-\d+)", methods)]
+    assert errs and max(errs) <= 1e-4
