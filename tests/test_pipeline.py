@@ -187,3 +187,8 @@ def test_presets_resolve():
         assert cfg.models and cfg.datasets
     roles = api.roles_of(load_config(preset="paper"))
     assert roles.primary_encoder == "bert-base-uncased" and len(roles.seed_group) == 25
+
+
+def test_example_config_is_valid():
+    cfg = load_config(Path(__file__).resolve().parents[1] / "examples" / "config.yaml")
+    assert cfg.models[0].role == "primary_encoder" and cfg.datasets[0].id == "wiki"
