@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--max-memory", default=None)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
     p.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -129,7 +130,7 @@ def _dispatch(args) -> int:
 
         res = run_bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
-                        repeats=args.repeats)
+                        repeats=args.repeats, threads=args.threads)
         print(json.dumps(res, indent=1, default=str) if args.json else format_bench(res))
         return 0
     if args.cmd == "serve":
