@@ -122,7 +122,6 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
         es = load_eval_set(d.id, n=d.n, path=d.path)
         sets[d.id] = es
     models_prov, data_prov = {}, {}
-    dataset_rows = []
 
     def run(analysis: str, params: dict, compute, label: str):
         entry = cache.get_or_compute(analysis, ANALYSIS_VERSIONS[analysis], params, compute)
@@ -238,17 +237,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
                     examples, f"{mc.name} · {dc.id}")
 
     tables = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
-    stats = tables.pop("dataset_stats", pd.DataFrame())
-    for dc in cfg.datasets:
-        es = sets[dc.id]
-        sheet = es.datasheet
-        sub = stats[stats["dataset"] == dc.id] if len(stats) else stats
-        for _, r in sub.iterrows():
-            dataset_rows.append(dict(dataset=dc.id, model=r["model"], name=es.name, n_samples=int(r["n_samples"]),
-                                     mean_tokens=float(r["mean_tokens"]), domain=sheet.get("domain", ""),
-                                     source=sheet.get("source", ""), licence=sheet.get("licence", ""),
-                                     hash=es.hash, built=sheet.get("built", "")))
-    tables["datasets"] = pd.DataFrame(dataset_rows)
+    tables["datasets"] = _datasets_table(cfg, tables.pop("dataset_stats", pd.DataFrame()), sets)
     rep.tables = tables
     rep.seconds = time.perf_counter() - t_start
     rep.provenance = {
@@ -297,12 +286,15 @@ def tables_from_cache(cfg: Config) -> tuple[dict[str, pd.DataFrame], dict[str, A
     return tables, meta["provenance"]
 
 
-def _datasets_table(cfg: Config, stats: pd.DataFrame) -> pd.DataFrame:
+def _datasets_table(cfg: Config, stats: pd.DataFrame, sets: dict | None = None) -> pd.DataFrame:
+    """The ``datasets`` table: each set's datasheet with its per-model size and mean length."""
     from report_builder.data import load_eval_set
 
     rows = []
     for dc in cfg.datasets:
-        es = load_eval_set(dc.id, n=dc.n, path=dc.path)
+        es = (sets or {}).get(dc.id) or load_eval_set(dc.id, n=dc.n, path=dc.path)
+        if stats.empty:
+            continue
         for _, r in stats[stats["dataset"] == dc.id].iterrows():
             rows.append(dict(dataset=dc.id, model=r["model"], name=es.name, n_samples=int(r["n_samples"]),
                              mean_tokens=float(r["mean_tokens"]), domain=es.datasheet.get("domain", ""),

@@ -250,17 +250,6 @@ def gated_integrals(act_name: str, a_tot: Tensor, b_tot: Tensor, opts: IGOptions
         ts, ws = t_np.tolist(), w_np.tolist()
     if opts.method != "numerical":
         return _gated_closed(act, af, bf, ts, ws, a_tot.dtype)
-    i1 = torch.zeros_like(af)
-    i2 = torch.zeros_like(af)
-    t_all = torch.tensor(ts, dtype=torch.float32, device=af.device)
-    w_all = torch.tensor(ws, dtype=torch.float32, device=af.device)
-    # evaluate several nodes at once, bounded to ~32M numbers per step
-    step = max(1, (32 << 20) // max(af.numel(), 1))
-    shape = (-1,) + (1,) * af.dim()
-    for k in range(0, len(ts), step):
-        t, w = t_all[k:k + step].view(shape), w_all[k:k + step].view(shape)
-        ta = af.unsqueeze(0) * t
-        i2 += (w * act(ta)).sum(0)
-        i1 += (w * t * derivative(act, ta)).sum(0)
-    i1 *= bf
+    i2 = _quad(act, af, ts, ws)
+    i1 = _quad(lambda z: derivative(act, z), af, ts, [w * t for t, w in zip(ts, ws)]) * bf
     return i1.to(a_tot.dtype), i2.to(a_tot.dtype)
