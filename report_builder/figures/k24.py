@@ -385,7 +385,9 @@ def build_ln_dims(ctx: FigureContext) -> FigureResult:
     summ = (d.groupby(["model", "layer"])
             .apply(lambda g: pd.Series({
                 "kept_share": g["ln_out_change"].sum() / g["ff_change"].sum() if g["ff_change"].sum() > 0 else np.nan,
-                "rho_ff_gamma": g["ff_change"].corr(g["ln_weight"].abs(), method="spearman")}),
+                # undefined (nan) when gamma is constant, e.g. a freshly initialised norm
+                "rho_ff_gamma": (g["ff_change"].corr(g["ln_weight"].abs(), method="spearman")
+                                 if g["ln_weight"].abs().nunique() > 1 else np.nan)}),
                    include_groups=False).reset_index())
     n_layers = int(d["layer"].max()) + 1
     scatter = ck.ln_dims_scatter(d, n_layers, title=f"Per dimension, one layer ({dataset})", models=models)
