@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+
+from report_builder.atomic import atomic_dir
 
 
 def result_key(analysis: str, version: int, params: dict[str, Any]) -> str:
@@ -84,10 +84,7 @@ class Cache:
 
     def put(self, analysis: str, key: str, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Entry:
         """Write an entry atomically (temp dir + rename)."""
-        d = self.path(analysis, key)
-        d.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=d.parent))
-        try:
+        with atomic_dir(self.path(analysis, key)) as tmp:
             hashes = {}
             for name, df in tables.items():
                 p = tmp / f"{name}.parquet"
@@ -96,12 +93,6 @@ class Cache:
             meta = {**meta, "tables": hashes, "table_hashes": {n: frame_hash(t) for n, t in tables.items()},
                     "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True, default=str))
-            if d.exists():
-                shutil.rmtree(d)
-            os.replace(tmp, d)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
         return Entry(tables, meta, reused=False)
 
     def get_or_compute(self, analysis: str, version: int, params: dict[str, Any],

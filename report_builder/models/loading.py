@@ -13,9 +13,7 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import socket
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -23,6 +21,7 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
+from report_builder.atomic import atomic_dir
 from report_builder.decompose.layer import LayerWeights
 from report_builder.models import adapter as adapters
 from report_builder.models.errors import HubUnreachable, SequenceTooLong, UnknownModel
@@ -182,9 +181,7 @@ def _converted_smollm2(gguf_dir: Path) -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.config._name_or_path = "SmolLM2-135M-Instruct"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-smollm2-", dir=target.parent))
-    try:
+    with atomic_dir(target) as tmp:
         # the GGUF-loaded model refuses save_pretrained (it counts as quantized): write plainly
         from safetensors.torch import save_file
 
@@ -192,12 +189,6 @@ def _converted_smollm2(gguf_dir: Path) -> Path:
                   metadata={"format": "pt"})
         model.config.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
