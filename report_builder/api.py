@@ -77,7 +77,10 @@ class _Progress:
     def __call__(self, k: int) -> None:
         self.bar.update(k)
 
-    def close(self) -> None:
+    def __enter__(self) -> "_Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
         self.bar.close()
 
 
@@ -177,30 +180,29 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
                 if not enc:
                     from report_builder.data import DataError
                     raise DataError(f"dataset {dc.id!r} is empty after encoding")
-                bar = _Progress(f"{mc.name} · {dc.id} · K21 ratios", len(enc), progress)
-                try:
+                with _Progress(f"{mc.name} · {dc.id} · K21 ratios", len(enc), progress) as bar:
                     out = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
                                                     batch_size=cfg.batch_size, budget_bytes=budget, on_batch=bar)
-                finally:
-                    bar.close()
                 out["dataset_stats"] = pd.DataFrame([dict(dataset=dc.id, model=mc.name, n_samples=len(enc),
                                                           mean_tokens=mean_tokens(enc))])
                 return out, {}
 
-            run("k21_mixing", {**dp, "mask_rate": mask_rate, "seed": cfg.k21.seed}, mixing, f"{mc.name} · {dc.id}")
+            mix = run("k21_mixing", {**dp, "mask_rate": mask_rate, "seed": cfg.k21.seed}, mixing,
+                      f"{mc.name} · {dc.id}")
 
-            def frequency(dc=dc, es=es):
+            def frequency(dc=dc, es=es, mix=mix, mask_rate=mask_rate):
                 from report_builder.data.frequency import frequency_ranks
 
                 enc = encode(es, lm().tokenizer, causal=causal, max_length=dc.max_length)
-                bar = _Progress(f"{mc.name} · {dc.id} · K21 frequency", len(enc), progress)
-                try:
-                    toks = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
-                                                     batch_size=cfg.batch_size, budget_bytes=budget, on_batch=bar)
-                finally:
-                    bar.close()
+                if mask_rate == 0:  # unmasked already (causal models): the mixing pass is this pass
+                    toks = mix.tables["k21_tokens"]
+                else:
+                    with _Progress(f"{mc.name} · {dc.id} · K21 frequency", len(enc), progress) as bar:
+                        toks = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
+                                                         batch_size=cfg.batch_size, budget_bytes=budget,
+                                                         on_batch=bar)["k21_tokens"]
                 ranks = frequency_ranks(lm().tokenizer)
-                return {"k21_freq": k21_compute.frequency_table(toks["k21_tokens"], enc, ranks)}, {}
+                return {"k21_freq": k21_compute.frequency_table(toks, enc, ranks)}, {}
 
             run("k21_frequency", dp, frequency, f"{mc.name} · {dc.id}")
 
@@ -209,14 +211,11 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
             def scopes(dc=dc, es=es, k24n=k24n):
                 enc = encode(es.head(k24n) if hasattr(es, "head") else es, lm().tokenizer, causal=causal,
                              max_length=dc.max_length)
-                bar = _Progress(f"{mc.name} · {dc.id} · K24 full layers", len(enc), progress)
-                try:
+                with _Progress(f"{mc.name} · {dc.id} · K24 full layers", len(enc), progress) as bar:
                     out = k24_compute.scope_analyses(lm(), enc, model=mc.name, dataset=dc.id, top_k=cfg.k24.top_k,
                                                      include_special=cfg.k24.include_special, ig=ig,
                                                      batch_size=max(1, cfg.batch_size // 2), budget_bytes=budget,
                                                      on_batch=bar)
-                finally:
-                    bar.close()
                 return out, {}
 
             run("k24_scopes", {**dp, "k24_n": k24n, "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
