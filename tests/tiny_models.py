@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import torch
-from transformers import (BertConfig, BertModel, GPT2Config, GPT2Model, LlamaConfig, LlamaModel,
-                          RobertaConfig, RobertaModel)
+from transformers import (BertConfig, BertModel, ElectraConfig, ElectraModel, GPT2Config, GPT2Model, LlamaConfig,
+                          LlamaModel, RobertaConfig, RobertaModel)
 
 from report_builder.models.loading import from_model
 
@@ -22,6 +22,10 @@ def tiny(family: str, seed: int = 0, attn_implementation: str = "eager"):
         m = RobertaModel(RobertaConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                        intermediate_size=64, max_position_embeddings=66, pad_token_id=1,
                                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw))
+    elif family == "electra":  # embedding size != hidden size: ELECTRA projects the embeddings
+        m = ElectraModel(ElectraConfig(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw))
     elif family == "gpt2":
         m = GPT2Model(GPT2Config(vocab_size=120, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **kw))
@@ -38,4 +42,4 @@ def tiny(family: str, seed: int = 0, attn_implementation: str = "eager"):
     return from_model(m.eval(), None, name=f"tiny-{family}")
 
 
-FAMILIES = ("bert", "roberta", "gpt2", "llama")
+FAMILIES = ("bert", "roberta", "electra", "gpt2", "llama")
