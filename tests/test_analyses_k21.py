@@ -17,19 +17,13 @@ from report_builder.decompose.reference import reference_layer, reference_ratio
 from report_builder.figures import k21
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles
 from report_builder.models.capture import forward_capture
+from tests import schema
 from tests.tiny_models import tiny
 
 METHODS = list(K21_METHODS)
-COLS = {
-    "k21_tokens": ["model", "dataset", "seq", "layer", "pos", "token", "category", *METHODS],
-    "k21_freq": ["model", "dataset", "seq", "pos", "token", "category", "freq_rank", *METHODS],
-    "k21_expansion": ["model", "layer", "expansion_rate"],
-    "k21_maps": ["model", "example", "layer", "method", "i", "j", "token_i", "token_j", "value"],
-    "recon_errors": ["model", "dataset", "layer", "scope", "max_rel_error"],
-}
-MODEL_COLS = ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated", "d_model",
-              "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"]
-DATASET_COLS = ["dataset", "model", "name", "n_samples", "mean_tokens", "domain", "source", "licence", "hash", "built"]
+COLS = schema.K21
+MODEL_COLS = schema.MODELS
+DATASET_COLS = schema.DATASETS
 CLS, SEP, MASK = 101, 102, 103  # ids inside the tiny vocab (120)
 SPECIAL_CAT = {"[CLS]": "[CLS]", "[SEP]": "[SEP]", "[MASK]": "[MASK]"}
 

@@ -20,23 +20,11 @@ from report_builder.engine import Tokens, decompose_sequences
 from report_builder.figures import k24
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles
 from report_builder.models.capture import forward_capture
+from tests import schema
 from tests.tiny_models import tiny
 
-SCHEMA = {  # ARCHITECTURE.md
-    "k24_ctx": ["model", "dataset", "layer", "kind", "component", "from_scope", "to_scope", "change",
-                "change_sd", "n_seqs"],
-    "k24_ffamp_pairs": ["model", "dataset", "layer", "rank", "seq", "i", "j", "token_i", "token_j", "amp",
-                        "before", "after", "category", "context"],
-    "k24_ffamp_base": ["model", "dataset", "layer", "category", "top_count", "top_share", "base_count",
-                       "base_share"],
-    "k24_res_norms": ["model", "dataset", "layer", "ff_norm_mean", "res_norm_mean", "ratio_mean", "ratio_q10",
-                      "ratio_q50", "ratio_q90"],
-    "k24_ln_dims": ["model", "dataset", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"],
-    "k24_maps": ["model", "example", "layer", "scope", "i", "j", "token_i", "token_j", "value"],
-    "recon_errors": ["model", "dataset", "layer", "scope", "max_rel_error"],
-}
-MODEL_COLS = ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated", "d_model",
-              "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"]
+SCHEMA = {**schema.K24, "recon_errors": schema.RECON_ERRORS}
+MODEL_COLS = schema.MODELS
 TOP_K = 8
 TEXTS = [
     ("The New York Times reported on Sunday.", "It rained in Paris, again."),

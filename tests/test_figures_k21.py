@@ -12,6 +12,7 @@ import yaml
 from report_builder.figures import k21, reported
 from report_builder.figures.fixtures import k21_fixture_tables, fixture_roles
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles, _REGISTRY
+from tests import schema
 
 EXPECTED_IDS = (
     ["k21-fig1", "k21-fig2", "k21-tab1", "k21-tab2", "k21-fig3", "k21-tab3", "k21-fig4", "k21-tab4", "k21-tab5"]
@@ -49,13 +50,7 @@ def test_fixtures_are_fast_and_schema_exact():
     t = time.perf_counter()
     tables = k21_fixture_tables(1)
     assert time.perf_counter() - t < 2.0  # ~0.2 s; generous bound for slow CI
-    cols = {
-        "k21_tokens": ["model", "dataset", "seq", "layer", "pos", "token", "category", *k21.METHODS],
-        "k21_freq": ["model", "dataset", "seq", "pos", "token", "category", "freq_rank", *k21.METHODS],
-        "k21_expansion": ["model", "layer", "expansion_rate"],
-        "k21_maps": ["model", "example", "layer", "method", "i", "j", "token_i", "token_j", "value"],
-        "recon_errors": ["model", "dataset", "layer", "scope", "max_rel_error"],
-    }
+    cols = schema.K21
     for name, c in cols.items():
         assert list(tables[name].columns) == c, name
     assert {"model", "source", "ln_position", "norm", "d_model", "layers", "heads", "kv_heads", "ff_size"} <= set(

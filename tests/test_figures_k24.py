@@ -13,24 +13,12 @@ import pytest
 from report_builder.figures import k24
 from report_builder.figures.fixtures_k24 import k24_fixture_roles, k24_fixture_tables
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+from tests import schema
 
 IDS = ["k24-fig1", "k24-maps", "k24-ctx-ff", "k24-ctx-components", "k24-ctx-cumulative", "k24-ffamp-top",
        "k24-ffamp-categories", "k24-res-norms", "k24-ln-dims", "k24-models"]
 
-SCHEMA = {  # ARCHITECTURE.md
-    "models": ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated",
-               "d_model", "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"],
-    "k24_ctx": ["model", "dataset", "layer", "kind", "component", "from_scope", "to_scope", "change",
-                "change_sd", "n_seqs"],
-    "k24_ffamp_pairs": ["model", "dataset", "layer", "rank", "seq", "i", "j", "token_i", "token_j", "amp",
-                        "before", "after", "category", "context"],
-    "k24_ffamp_base": ["model", "dataset", "layer", "category", "top_count", "top_share", "base_count",
-                       "base_share"],
-    "k24_res_norms": ["model", "dataset", "layer", "ff_norm_mean", "res_norm_mean", "ratio_mean", "ratio_q10",
-                      "ratio_q50", "ratio_q90"],
-    "k24_ln_dims": ["model", "dataset", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"],
-    "k24_maps": ["model", "example", "layer", "scope", "i", "j", "token_i", "token_j", "value"],
-}
+SCHEMA = {"models": schema.MODELS, **schema.K24}
 
 
 @pytest.fixture(scope="module")

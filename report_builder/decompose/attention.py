@@ -3,7 +3,7 @@
 ``f^h(x) = (x W_V^h + b_V^h) W_O^h`` (value bias inside f, as in the K21 code) and
 ``ATTN_{i<-j} = sum_h alpha^h_ij f^h(x_j)``; the output bias b_O is token-independent.
 
-Pitfall: never materialise (H, n, n, d). Sum heads first (``attn_terms``) and chunk query rows.
+Pitfall: never materialise (H, n, n, d). Sum heads first (``attn_terms_src``) and chunk query rows.
 Grouped-query attention: query head h reads key/value group ``h // (H / H_kv)`` (HF's repeat_kv).
 """
 from __future__ import annotations
@@ -78,19 +78,6 @@ def attn_terms_src(alpha: Tensor, w: Tensor) -> Tensor:
         (n, c, D) contiguous with ``out[j, i] = sum_h alpha[h, i, j] * w[j, h]``.
     """
     return torch.bmm(alpha.permute(2, 1, 0).contiguous(), w)
-
-
-def attn_terms(alpha: Tensor, w: Tensor) -> Tensor:
-    """Head-summed attention terms for a block of query rows.
-
-    Args:
-        alpha: (H, c, n) attention probabilities for c query rows.
-        w: (n, H, d) transformed value vectors (or any per-source, per-head vectors).
-    Returns:
-        (c, n, d) with ``out[i, j] = sum_h alpha[h, i, j] * w[j, h]`` (a transposed view of
-        `attn_terms_src`).
-    """
-    return attn_terms_src(alpha, w).transpose(0, 1)
 
 
 def attn_total(alpha: Tensor, w: Tensor) -> Tensor:

@@ -27,7 +27,7 @@ from report_builder.decompose.attention import (
 from report_builder.decompose.feedforward import (
     FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals,
 )
-from report_builder.decompose.norms import NormWeights, norm_linear, norm_scale
+from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
 
 POST_SCOPES = ("ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN")
 PRE_SCOPES = ("ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES")
@@ -168,8 +168,7 @@ def decompose_layer(
     if post:
         y = x
     else:
-        s_in = norm_scale(lw.ln1, x)
-        y = norm_linear(lw.ln1, x) / s_in + (lw.ln1.bias if lw.ln1.bias is not None else 0)
+        y = apply_norm(lw.ln1, x)  # pre-LN: LN1(x_j) depends on x_j alone, attributed wholly to j
         res.sums["LN1"] = y
     w = value_vectors(aw, y)  # (n, H, d)
     b_o = output_bias(aw, d, x)

@@ -57,11 +57,6 @@ def norm_linear(nw: NormWeights, t: Tensor) -> Tensor:
     return (t - t.mean(-1, keepdim=True)) * nw.weight
 
 
-def norm_bias(nw: NormWeights) -> Tensor | None:
-    """beta (None when the norm has no bias)."""
-    return nw.bias
-
-
 def apply_norm(nw: NormWeights, u: Tensor) -> Tensor:
     """The ordinary (un-decomposed) normalisation of ``u`` (..., d)."""
     out = norm_linear(nw, u) / norm_scale(nw, u)
