@@ -84,17 +84,9 @@ def seed_group_stats(tokens_df: pd.DataFrame, models: Sequence[str]) -> pd.DataF
     Raises:
         ValueError: if none of ``models`` has rows in ``tokens_df``.
     """
-    per_model = []
-    for name in models:
-        sub = tokens_df[tokens_df["model"] == name]
-        if len(sub) == 0:
-            continue
-        st = pooled_stats(sub)
-        st.insert(0, "model", name)
-        per_model.append(st)
-    if not per_model:
+    allm = _per_model(tokens_df, models, pooled_stats)
+    if allm is None:
         raise ValueError(f"no k21_tokens rows for any of the models {list(models)}")
-    allm = pd.concat(per_model, ignore_index=True)
     g = allm.groupby("method", sort=False)
     out = pd.DataFrame(
         {
@@ -110,16 +102,20 @@ def seed_group_stats(tokens_df: pd.DataFrame, models: Sequence[str]) -> pd.DataF
 
 def per_model_stats(tokens_df: pd.DataFrame, models: Iterable[str]) -> pd.DataFrame:
     """`pooled_stats` for each model in turn: ``model, method, mean, max, min, n``."""
+    out = _per_model(tokens_df, models, pooled_stats)
+    return pd.DataFrame(columns=["model", "method", "mean", "max", "min", "n"]) if out is None else out
+
+
+def _per_model(df: pd.DataFrame, models: Iterable[str], stat) -> pd.DataFrame | None:
+    """``stat`` of each model's rows, with a leading ``model`` column; None when no model has rows."""
     frames = []
     for name in models:
-        sub = tokens_df[tokens_df["model"] == name]
+        sub = df[df["model"] == name]
         if len(sub):
-            st = pooled_stats(sub)
+            st = stat(sub)
             st.insert(0, "model", name)
             frames.append(st)
-    if not frames:
-        return pd.DataFrame(columns=["model", "method", "mean", "max", "min", "n"])
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def layer_category_means(tokens_df: pd.DataFrame) -> pd.DataFrame:
@@ -206,16 +202,9 @@ def seed_group_spearman(freq_df: pd.DataFrame, models: Sequence[str]) -> pd.Data
     Returns:
         ``method, rho_all_mean, rho_all_sd, rho_no_special_mean, rho_no_special_sd, n_models``.
     """
-    frames = []
-    for name in models:
-        sub = freq_df[freq_df["model"] == name]
-        if len(sub):
-            fs = frequency_spearman(sub)
-            fs.insert(0, "model", name)
-            frames.append(fs)
-    if not frames:
+    allm = _per_model(freq_df, models, frequency_spearman)
+    if allm is None:
         raise ValueError(f"no k21_freq rows for any of the models {list(models)}")
-    allm = pd.concat(frames, ignore_index=True)
     g = allm.groupby("method", sort=False)
     out = pd.DataFrame(
         {
