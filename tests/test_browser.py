@@ -8,11 +8,9 @@ skips: a missing browser or driver is a failure.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 

@@ -1,7 +1,6 @@
 """Site rendering: every figure has its anchor, files, provenance and citation; strict mkdocs; atomicity."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 

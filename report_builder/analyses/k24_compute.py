@@ -62,13 +62,14 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
                 if not err <= ERROR_BOUND:
                     raise ReconstructionError(f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction "
                                               f"error {err:.3g} exceeds {ERROR_BOUND:g}")
-        maps = {s: r.maps[s].cpu().numpy() for s in scopes}
+        full = {s: r.maps[s].cpu().numpy() for s in scopes}
+        maps = full
         if not include_special:
             keep = ~np.asarray(e.special)
-            maps = {s: m[np.ix_(keep, keep)] for s, m in maps.items()}
+            maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
         for row in ks.sequence_ctx_changes(maps, lp, causal):
             ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
-        b, a = ks.row_normalise(r.maps[before_s].cpu().numpy()), ks.row_normalise(r.maps[after_s].cpu().numpy())
+        b, a = ks.row_normalise(full[before_s]), ks.row_normalise(full[after_s])
         tp = tops.setdefault(layer, ks.TopPairs(k=top_k, causal=causal))
         tp.add(e.seq, a - b, _info(e), before=b, after=a)
         ff = r.extras["ff"].float()

@@ -103,7 +103,7 @@ def reference_layer(lw, x: Tensor, alpha: Tensor, *, ig: str = "trapezoid") -> d
     rep = H // aw.n_kv_heads
     post = lw.ln_position == "post"
     if post:
-        y, y_bias = x, None
+        y = x
     else:
         y = _ln_lin(lw.ln1, x) / _ln_scale(lw.ln1, x) + (lw.ln1.bias if lw.ln1.bias is not None else 0)
     b_o = aw.b_o if aw.b_o is not None else torch.zeros(d, dtype=x.dtype, device=x.device)

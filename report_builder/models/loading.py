@@ -281,7 +281,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         config = AutoConfig.from_pretrained(path, **kw)
     except OSError as e:
         raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
-    adapter = adapters.for_model_type(config.model_type)  # fails fast, before weights
+    adapters.for_model_type(config.model_type)  # an unsupported architecture fails here, before weights
     torch_dtype = getattr(torch, dtype)
     model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
     model.eval().to(device)
