@@ -100,20 +100,26 @@ def _size(values: Any) -> int:
 def _dataset_formats(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The ``format`` each named dataset is referenced with (first reference wins)."""
     out: dict[str, dict[str, Any]] = {}
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            data = node.get("data")
-            if isinstance(data, dict) and "name" in data and data.get("format"):
-                out.setdefault(data["name"], data["format"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(spec)
+    for node in _data_nodes(spec):
+        data = node["data"]
+        if "name" in data and data.get("format"):
+            out.setdefault(data["name"], data["format"])
     return out
+
+
+def _data_nodes(node: Any):
+    """Every dict of a Vega-Lite spec that carries a ``data`` dict, parents before children.
+
+    The caller may replace ``node["data"]`` when it gets a node; the walk then continues below it.
+    """
+    if isinstance(node, dict):
+        if isinstance(node.get("data"), dict):
+            yield node
+        for v in list(node.values()):
+            yield from _data_nodes(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _data_nodes(v)
 
 
 def _url_format(fmt_: dict[str, Any] | None) -> dict[str, Any]:
@@ -145,24 +151,15 @@ def _externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit
     if "datasets" in page and not page["datasets"]:
         del page["datasets"]
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            data = node.get("data")
-            if isinstance(data, dict):
-                # parse: null keeps the records exactly as inline data would be (no type inference,
-                # which would turn array fields meant for `flatten` into strings)
-                if data.get("name") in urls:
-                    node["data"] = {"url": urls[data["name"]], "format": _url_format(data.get("format"))}
-                elif "values" in data and _size(data["values"]) > inline_limit:
-                    node["data"] = {"url": write(data["values"], data.get("format")),
-                                    "format": _url_format(data.get("format"))}
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(page)
+    for node in _data_nodes(page):
+        data = node["data"]
+        # parse: null keeps the records exactly as inline data would be (no type inference,
+        # which would turn array fields meant for `flatten` into strings)
+        if data.get("name") in urls:
+            node["data"] = {"url": urls[data["name"]], "format": _url_format(data.get("format"))}
+        elif "values" in data and _size(data["values"]) > inline_limit:
+            node["data"] = {"url": write(data["values"], data.get("format")),
+                            "format": _url_format(data.get("format"))}
     return page
 
 
