@@ -331,7 +331,8 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
     """Per-dimension FF change (x) vs LN weight γ (y), one layer at a time (slider); colour = kept_ratio.
 
     ``df``: ``k24_ln_dims`` rows for one dataset (model, layer, dim, ff_change, ln_weight,
-    ln_out_change, kept_ratio); one panel per model, all driven by one layer slider. The slider
+    ln_out_change, kept_ratio); one panel per model, all driven by one layer slider (a model with
+    fewer layers than the slider's value shows its last layer, never an empty panel). The slider
     parameter is declared on the returned top-level chart (a parameter inside a faceted chart that
     is then concatenated breaks Vega-Lite), so nest the result with `alt.vconcat` only via
     `with_layer_slider`-style top-level params, as done here.
@@ -344,7 +345,9 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
     models = list(models) if models else list(dict.fromkeys(d["model"]))
     panels = []
     for m in models:
-        panels.append(alt.Chart(inline_data(d[d["model"] == m])).mark_point(filled=True, size=26, opacity=0.75).encode(
+        dm = d[d["model"] == m]
+        last = int(dm["layer"].max()) if len(dm) else 1
+        panels.append(alt.Chart(inline_data(dm)).mark_point(filled=True, size=26, opacity=0.75).encode(
             x=alt.X("ff_change:Q", title="FF change (mean |FF output| in dim)"),
             y=alt.Y("ln_weight:Q", title="LN weight γ"),
             color=alt.Color("kept_ratio:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1], clamp=True),
@@ -352,6 +355,6 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
             tooltip=["model:N", "layer:Q", "dim:Q", alt.Tooltip("ff_change:Q", format=".3f"),
                      alt.Tooltip("ln_weight:Q", format=".3f"), alt.Tooltip("ln_out_change:Q", format=".3f"),
                      alt.Tooltip("kept_ratio:Q", format=".2f")],
-        ).transform_filter(alt.datum.layer == layer).properties(width=240, height=200, title=m))
+        ).transform_filter(alt.datum.layer == alt.expr.min(layer, last)).properties(width=240, height=200, title=m))
     ch = alt.hconcat(*panels).add_params(layer)
     return ch.properties(title=title) if title else ch
