@@ -1,0 +1,117 @@
+"""Point charts: frequency scatter (K21 Fig. 4), top FF-amplified pairs and the LN-dimension scatter (K24).
+
+Pitfall: callers subsample large point sets (inline data stays in the page); `scatter` draws the
+first group of ``color_order`` on top by sorting the rows, so the row order is part of the spec.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import altair as alt
+import pandas as pd
+
+from report_builder.figures.charts.data import DEFAULT_WIDTH, LAYER_TITLE, field, inline_data, shown, typed
+
+
+def scatter(
+    df: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    color: str | None = None,
+    color_order: Sequence[str] | None = None,
+    color_range: Sequence[str] | None = None,
+    log_x: bool = False,
+    log_y: bool = False,
+    x_title: str | None = None,
+    y_title: str | None = None,
+    y_domain: tuple[float, float] | None = None,
+    tooltip: Sequence[str] = (),
+    width: int = DEFAULT_WIDTH,
+    height: int = 340,
+    opacity: float = 0.45,
+    point_size: int = 14,
+) -> alt.Chart:
+    """Scatter plot with optional colour groups (later groups in ``color_order`` are drawn first).
+
+    Args:
+        df: one row per point.
+        x, y: numeric columns; ``log_x`` / ``log_y`` put the axis on a log scale.
+        color: optional nominal column; color_order: legend order (the first group is drawn on top);
+            color_range: colours in that order (default: the theme palette).
+        tooltip: extra columns for the tooltip (x, y and colour are always shown).
+    """
+    data = df
+    if color is not None and color_order is not None:
+        rank = {c: k for k, c in enumerate(color_order)}
+        data = df.assign(_z=df[color].map(lambda c: -rank.get(c, len(rank)))).sort_values("_z", kind="stable")
+        data = data.drop(columns="_z")
+    enc = {
+        "x": alt.X(f"{field(x)}:Q", title=x_title or x,
+                   scale=alt.Scale(type="log") if log_x else alt.Scale(zero=False)),
+        "y": alt.Y(f"{field(y)}:Q", title=y_title or y,
+                   scale=alt.Scale(type="log") if log_y else alt.Scale(domain=list(y_domain)) if y_domain else alt.Scale()),
+        "tooltip": [alt.Tooltip(typed(df, c), title=c) for c in tooltip]
+        + [alt.Tooltip(f"{field(x)}:Q", title=x_title or x), alt.Tooltip(f"{field(y)}:Q", title=y_title or y, format=".2f")],
+    }
+    if color is not None:
+        scale = alt.Scale(domain=list(color_order), range=list(color_range)) if color_order and color_range else (
+            alt.Scale(domain=list(color_order)) if color_order else alt.Scale())
+        enc["color"] = alt.Color(f"{field(color)}:N", title=color, scale=scale,
+                                 legend=alt.Legend(orient="right", symbolOpacity=1))
+        enc["tooltip"].insert(0, alt.Tooltip(f"{field(color)}:N", title=color))
+    return (
+        alt.Chart(inline_data(data))
+        .mark_circle(size=point_size, opacity=opacity)
+        .encode(**enc)
+        .properties(width=width, height=height)
+    )
+
+
+def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = "",
+                    models: Sequence[str] | None = None, datasets: Sequence[str] | None = None):
+    """Each top pair as a point: layer × amp, coloured by category; facets model × dataset."""
+    ch = alt.Chart(inline_data(shown(df))).mark_point(filled=True, size=36, opacity=0.8).encode(
+        x=alt.X("layer:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d")),
+        y=alt.Y("amp:Q", title="FF-amp"),
+        color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories))),
+        tooltip=["layer:Q", "rank:Q", "token_i:N", "token_j:N", "category:N", alt.Tooltip("amp:Q", format=".3f"),
+                 "context:N"],
+    ).properties(width=220, height=150).facet(
+        row=alt.Row("model:N", title=None, sort=list(models) if models else "ascending"),
+        column=alt.Column("dataset:N", title=None, sort=list(datasets) if datasets else "ascending"))
+    return ch.properties(title=title) if title else ch
+
+
+def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str = "",
+                    models: Sequence[str] | None = None) -> alt.HConcatChart:
+    """Per-dimension FF change (x) vs LN weight γ (y), one layer at a time (slider); colour = kept_ratio.
+
+    ``df``: ``k24_ln_dims`` rows for one dataset (model, layer, dim, ff_change, ln_weight,
+    ln_out_change, kept_ratio); one panel per model, all driven by one layer slider (a model with
+    fewer layers than the slider's value shows its last layer, never an empty panel). The slider
+    parameter is declared on the returned top-level chart (a parameter inside a faceted chart that
+    is then concatenated breaks Vega-Lite), so nest the result with `alt.vconcat` only via
+    `with_layer_slider`-style top-level params, as done here.
+    """
+    layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
+                      bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer (1 = first) "))
+    d = shown(df[["model", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"]])
+    d[["ff_change", "ln_weight", "ln_out_change", "kept_ratio"]] = d[
+        ["ff_change", "ln_weight", "ln_out_change", "kept_ratio"]].round(4)
+    models = list(models) if models else list(dict.fromkeys(d["model"]))
+    panels = []
+    for m in models:
+        dm = d[d["model"] == m]
+        last = int(dm["layer"].max()) if len(dm) else 1
+        panels.append(alt.Chart(inline_data(dm)).mark_point(filled=True, size=26, opacity=0.75).encode(
+            x=alt.X("ff_change:Q", title="FF change (mean |FF output| in dim)"),
+            y=alt.Y("ln_weight:Q", title="LN weight γ"),
+            color=alt.Color("kept_ratio:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1], clamp=True),
+                            title="kept ratio"),
+            tooltip=["model:N", "layer:Q", "dim:Q", alt.Tooltip("ff_change:Q", format=".3f"),
+                     alt.Tooltip("ln_weight:Q", format=".3f"), alt.Tooltip("ln_out_change:Q", format=".3f"),
+                     alt.Tooltip("kept_ratio:Q", format=".2f")],
+        ).transform_filter(alt.datum.layer == alt.expr.min(layer, last)).properties(width=240, height=200, title=m))
+    ch = alt.hconcat(*panels).add_params(layer)
+    return ch.properties(title=title) if title else ch

@@ -1,0 +1,238 @@
+"""Token-to-token maps A[i, j]: K21 Fig. 1 panels, K24 scope strips and the K24 scope-map explorer.
+
+* `token_map_heatmap` — one panel per method/scope side by side, a layer slider bound to an Altair
+  parameter (K21 Fig. 1). Data is stored compactly (one record per (layer, i) holding arrays over
+  ``j``, one array per panel, expanded by a Vega-Lite ``flatten``; token labels joined by a
+  ``lookup``), so 6 layers × 60 tokens × 2 panels is ≈ 0.3 MB.
+* `scope_map_strip` — small maps of one example and layer, one per scope (K24 Fig. 1).
+* `map_explorer` — one (example, layer, scope) map at a time, chosen by widgets (K24 maps).
+
+Rows are output/query tokens ``i``, columns input/source tokens ``j``, labelled ``pos:token``.
+Pitfall: the explorer can carry many rows (examples × layers × scopes × n²); it keeps only numeric
+columns in the main data and looks the token labels up from a small second table.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import altair as alt
+import pandas as pd
+
+from report_builder.figures import theme
+from report_builder.figures.charts.data import LAYER_TITLE, field, inline_data, shown, token_labels
+
+
+def token_map_heatmap(
+    df: pd.DataFrame,
+    *,
+    panel: str = "method",
+    panel_order: Sequence[str] | None = None,
+    layer: str = "layer",
+    i: str = "i",
+    j: str = "j",
+    token_i: str = "token_i",
+    token_j: str = "token_j",
+    value: str = "value",
+    size: int = 300,
+    slider: bool = True,
+    one_based: bool = True,
+    independent: bool = True,
+    scheme: str = theme.SEQUENTIAL,
+    value_format: str = ".3f",
+    digits: int = 4,
+) -> alt.Chart:
+    """Token-to-token maps, one panel per ``panel`` value side by side, with a layer slider.
+
+    Rows are output tokens ``i`` (top to bottom), columns input tokens ``j`` (left to right); both axes
+    are labelled ``pos:token`` in position order. The colour scale is independent per panel by default
+    (ATTN-N and ATTNRESLN-N differ by an order of magnitude).
+
+    Args:
+        df: tidy map rows ``layer, <panel>, i, j, token_i, token_j, value`` for one model and example.
+        panel: column whose values become panels (e.g. ``method`` or ``scope``); panel_order: which
+            values and in what order (default: sorted unique values).
+        size: panel width and height in px (cells get ``size / n`` px).
+        slider: bind the shown layer to a range slider (Altair parameter ``layer_sel``); otherwise
+            layers are stacked vertically, one row of panels per layer.
+        one_based: label layers 1..L (the data keeps its 0-based column).
+        digits: values are rounded to this many decimals to keep the spec small.
+
+    Returns:
+        An ``hconcat`` (slider) or ``vconcat`` of ``hconcat`` rows (no slider) chart.
+    """
+    panels = list(panel_order) if panel_order is not None else sorted(df[panel].unique())
+    labels = token_labels(
+        pd.concat([df[i], df[j]], ignore_index=True), pd.concat([df[token_i], df[token_j]], ignore_index=True)
+    )
+    order = labels["label"].tolist()
+    n = max(len(order), 1)
+    long = df[df[panel].isin(panels)]
+    wide = (
+        long.pivot_table(index=[layer, i, j], columns=panel, values=value, aggfunc="first")
+        .round(digits)
+        .reset_index()
+    )
+    wide.columns = [str(c) for c in wide.columns]
+    wide = wide.rename(columns={layer: "layer", i: "i", j: "j"}).sort_values(["layer", "i", "j"])
+    if one_based:
+        wide["layer"] = wide["layer"] + 1
+    layers = sorted(wide["layer"].unique())
+    # compact layout: one record per (layer, i) holding arrays over j (flattened in Vega-Lite)
+    pcols = [str(p) for p in panels]
+    packed = wide.groupby(["layer", "i"], sort=True).agg({c: list for c in ["j", *pcols]}).reset_index()
+    packed[pcols] = packed[pcols].map(lambda v: [None if pd.isna(x) else float(x) for x in v])
+    values = [
+        {"layer": int(r["layer"]), "i": int(r["i"]), "j": [int(x) for x in r["j"]], **{c: r[c] for c in pcols}}
+        for r in packed.to_dict("records")
+    ]
+    data = inline_data(values)
+    fsize = max(5, min(11, int(size / n * 0.9)))
+    lookup = alt.LookupData(data=inline_data(labels), key="pos", fields=["label"])
+
+    def one(pcol: str, filt) -> alt.Chart:
+        ch = (
+            alt.Chart()
+            .transform_filter(filt)
+            .transform_flatten(["j", *pcols])
+            .transform_lookup(lookup="i", from_=lookup, as_=["row"])
+            .transform_lookup(lookup="j", from_=lookup, as_=["col"])
+            .mark_rect()
+            .encode(
+                x=alt.X("col:N", sort=order, title="input token j",
+                        axis=alt.Axis(labelFontSize=fsize, labelAngle=-90, orient="top", labelLimit=80)),
+                y=alt.Y("row:N", sort=order, title="output token i",
+                        axis=alt.Axis(labelFontSize=fsize, labelLimit=80)),
+                color=alt.Color(f"{field(pcol)}:Q", title=pcol, scale=alt.Scale(scheme=scheme),
+                                legend=alt.Legend(orient="bottom", gradientLength=min(size, 200))),
+                tooltip=[
+                    alt.Tooltip("layer:O", title="layer"),
+                    alt.Tooltip("row:N", title="output i"),
+                    alt.Tooltip("col:N", title="input j"),
+                    alt.Tooltip(f"{field(pcol)}:Q", title=pcol, format=value_format),
+                ],
+            )
+            .properties(width=size, height=size, title=pcol)
+        )
+        return ch
+
+    if slider:
+        p = alt.param(
+            name="layer_sel",
+            value=int(layers[0]),
+            bind=alt.binding_range(min=int(layers[0]), max=int(layers[-1]), step=1,
+                                   name="Layer (1 = first) " if one_based else "Layer "),
+        )
+        charts = [one(pc, "datum.layer == layer_sel") for pc in pcols]
+        out = alt.hconcat(*charts, spacing=16, data=data).add_params(p)
+    else:
+        rows = []
+        for lay in layers:
+            rows.append(alt.hconcat(*[one(pc, f"datum.layer == {int(lay)}").properties(
+                title=f"{pc}, layer {int(lay)}") for pc in pcols], spacing=16))
+        out = alt.vconcat(*rows, spacing=16, data=data)
+    if independent:
+        out = out.resolve_scale(color="independent")
+    return out
+
+
+def _compact(maps: pd.DataFrame, keys: list[str], digits: int = 3) -> list[dict]:
+    """One record per (keys…, i) holding the arrays ``j`` and ``v`` (values rounded), expanded in the
+    spec by a Vega-Lite ``flatten`` — about 4× smaller than one record per cell."""
+    d = maps.sort_values(keys + ["i", "j"])
+    out = []
+    for key, g in d.groupby(keys + ["i"], sort=False):
+        rec = dict(zip(keys + ["i"], [k.item() if hasattr(k, "item") else k for k in key]))
+        rec["j"] = g["j"].astype(int).tolist()
+        rec["v"] = g["value"].round(digits).tolist()
+        out.append(rec)
+    return out
+
+
+def _token_lookup(maps: pd.DataFrame, example_index: dict | None = None) -> pd.DataFrame:
+    """``key`` (= example index × 10000 + position) → ``label`` ("pos:token") and ``token``."""
+    ex = maps["example"] if "example" in maps.columns else pd.Series(0, index=maps.index)
+    a = pd.DataFrame({"example": ex, "pos": maps["i"], "token": maps["token_i"]})
+    b = pd.DataFrame({"example": ex, "pos": maps["j"], "token": maps["token_j"]})
+    t = pd.concat([a, b]).drop_duplicates(["example", "pos"])
+    e = t["example"].map(example_index) if example_index else t["example"]
+    return pd.DataFrame({"key": (e * 10000 + t["pos"]).astype(int),
+                         "label": t["pos"].astype(str) + ":" + t["token"].astype(str),
+                         "token": t["token"].astype(str)})
+
+
+def _expand(chart: alt.Chart, toks: pd.DataFrame, example_field: str | None) -> alt.Chart:
+    """flatten (j, v) → one row per cell, then look the token labels of i and j up."""
+    e = alt.datum[example_field] * 10000 if example_field else 0
+    lk = alt.LookupData(data=inline_data(toks), key="key", fields=["label", "token"])
+    return chart.transform_flatten(["j", "v"], ["j", "value"]).transform_calculate(
+        ki=e + alt.datum.i, kj=e + alt.datum.j
+    ).transform_lookup(lookup="ki", from_=lk, **{"as": ["label_i", "token_i"]}).transform_lookup(
+        lookup="kj", from_=lk, **{"as": ["label_j", "token_j"]})
+
+
+def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True) -> dict:
+    axis = (alt.Axis(labelFontSize=min(9, max(cell - 1, 5)), labelLimit=80,
+                     title=None if not title_axes else alt.Undefined) if show_labels else None)
+    return dict(
+        x=alt.X("label_j:N", sort=alt.EncodingSortField("j", op="min"),
+                title="j (source token)" if title_axes else None, axis=axis),
+        y=alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"),
+                title="i (query token)" if title_axes else None, axis=axis),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title="row-normalised value"),
+    )
+
+
+def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: int = 11,
+                    show_labels: bool = True) -> alt.FacetChart:
+    """Small heatmaps of one example and layer, one per scope, in scope order.
+
+    ``df`` has scope, i, j, token_i, token_j, value (one example, one layer).
+    """
+    n = int(max(df["i"].max(), df["j"].max())) + 1
+    base = alt.Chart(inline_data(_compact(df, ["scope"]))).mark_rect()
+    return _expand(base, _token_lookup(df.drop(columns=["example"], errors="ignore")), None).encode(
+        **_map_encoding(cell, False, show_labels),
+        tooltip=[alt.Tooltip("scope:N"), alt.Tooltip("label_i:N", title="i (query)"),
+                 alt.Tooltip("label_j:N", title="j (source)"), alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=cell * n, height=cell * n).facet(
+        column=alt.Column("scope:N", sort=list(scopes), title=None)
+    ).properties(title=title)
+
+
+def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str = "m0",
+                 cell: int | None = None) -> alt.Chart:
+    """Heatmap of one (example, layer, scope) map at a time, chosen by widgets.
+
+    Args:
+        maps: rows of ``k24_maps`` for one model: example, layer, scope, i, j, token_i, token_j, value.
+        scopes: this model's scopes in order (options of the scope selector).
+        title: chart title (model name).
+        key: suffix that makes the parameter names unique when several explorers are concatenated.
+        cell: pixel size of one cell (default: 14 px, shrunk so the longest example fits ~600 px).
+
+    Data: one record per (example, layer, scope, i) with arrays over ``j`` (see `_compact`); token
+    labels come from a small lookup table keyed by ``example_index*10000 + pos``.
+    """
+    examples = sorted(maps["example"].unique().tolist())
+    ex_index = {e: k for k, e in enumerate(examples)}
+    n_layers = int(maps["layer"].max()) + 1
+    n_max = int(maps["i"].max()) + 1
+    cell = cell or max(4, min(14, 600 // n_max))
+    main = shown(maps[["example", "layer", "scope", "i", "j", "value"]])
+    main["example"] = main["example"].map(ex_index)
+    layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
+                      bind=alt.binding_range(min=1, max=n_layers, step=1, name=f"{title} layer (1 = first) "))
+    scope = alt.param(name=f"scope_{key}", value=scopes[0],
+                      bind=alt.binding_select(options=list(scopes), name=f"{title} scope "))
+    example = alt.param(name=f"example_{key}", value=0,
+                        bind=alt.binding_select(options=list(range(len(examples))),
+                                                labels=[str(e) for e in examples], name=f"{title} example "))
+    base = alt.Chart(inline_data(_compact(main, ["example", "layer", "scope"]))).mark_rect().add_params(
+        layer, scope, example).transform_filter(
+        (alt.datum.layer == layer) & (alt.datum.scope == scope) & (alt.datum.example == example))
+    return _expand(base, _token_lookup(maps, ex_index), "example").encode(
+        **_map_encoding(cell, True),
+        tooltip=[alt.Tooltip("layer:O", title=LAYER_TITLE), alt.Tooltip("scope:N"),
+                 alt.Tooltip("label_i:N", title="i (query)"), alt.Tooltip("label_j:N", title="j (source)"),
+                 alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=cell * n_max, height=cell * n_max, title=title)

@@ -1,0 +1,84 @@
+"""K21 Fig. 3 and its appendix siblings (fig5–fig17): mixing ratio per layer × token category.
+
+`category_heatmap_result` draws one model on one dataset; the factories return the builders of the
+model-variant (fig5+k), dataset (fig12+k) and seed (fig15+k) figures, each naming in its
+`NotConfigured` message which role is missing and the paper entries that would fill it.
+Pitfall: variants and seeds are taken in configuration order; k is a position, not a model name.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from report_builder import papers
+from report_builder.analyses import k21_stats as st
+from report_builder.figures import snippets
+from report_builder.figures.charts import heatmap
+from report_builder.figures.k21 import readings, select as sel
+from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+
+
+def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: str) -> FigureResult:
+    """Fig. 3-style result for one model and dataset (used by fig3, fig5–17)."""
+    tokens = sel.rows(ctx, "k21_tokens", model, dataset, role)
+    means = st.layer_category_means(tokens)
+    means.insert(0, "dataset", dataset)
+    means.insert(0, "model", model)
+    plot = means.assign(Layer=means["layer"] + 1, value=means["value"].round(2))
+    cats = [c for c in st.CATEGORIES if c in set(plot["category"])]
+    cats += sorted(set(plot["category"]) - set(cats))
+    chart = heatmap.annotated_heatmap(
+        plot, x="category", y="Layer", value="value", facet="method", facet_order=st.METHODS,
+        x_order=cats, y_order=sorted(plot["Layer"].unique()), domain=(0, 100), fmt=".1f",
+        cell_width=26, cell_height=18 if plot["Layer"].max() <= 16 else 13, columns=5,
+        x_title="token category", y_title="layer", value_title="mixing ratio (%)", tooltip_extra=("n_seqs",),
+        legend_orient="bottom",
+    )
+    reading = readings.category_reading(means)
+    return FigureResult(data=means, chart=chart, reading=reading, models=(model,), datasets=(dataset,),
+                        params={"layers": int(means["layer"].nunique()), "categories": cats})
+
+
+def build_fig3(ctx: FigureContext) -> FigureResult:
+    """K21 Fig. 3: mixing ratio per layer and category, primary encoder on the primary dataset."""
+    model, ds = sel.primary(ctx)
+    return category_heatmap_result(ctx, model, ds, "primary_encoder")
+
+
+def variant_builder(k: int) -> Callable[[FigureContext], FigureResult]:
+    """The builder of k21-fig{5+k}: model variant k on the primary dataset."""
+    def build(ctx: FigureContext) -> FigureResult:
+        v = ctx.roles.variants
+        if len(v) <= k or not ctx.roles.datasets:
+            need = papers.K21_VARIANTS[len(v): k + 1] if len(v) <= k else ()
+            entry = snippets.paper_models_yaml(need) if need else snippets.primary_yaml()
+            raise NotConfigured(
+                f"k21-fig{5 + k} shows model variant #{k + 1} (roles.variants[{k}]); {len(v)} variant(s) configured. "
+                "Variants are taken in configuration order; add these entries to the models list.", entry)
+        return category_heatmap_result(ctx, v[k], ctx.roles.datasets[0], "variant")
+    return build
+
+
+def dataset_builder(k: int) -> Callable[[FigureContext], FigureResult]:
+    """The builder of k21-fig{12+k}: the primary encoder on non-primary dataset k."""
+    def build(ctx: FigureContext) -> FigureResult:
+        model, _ = sel.primary(ctx)
+        d = ctx.roles.datasets
+        if len(d) <= k + 1:
+            need = snippets.extra_datasets(d)[: k + 2 - len(d)]
+            raise NotConfigured(
+                f"k21-fig{12 + k} shows non-primary dataset #{k + 1} (roles.datasets[{k + 1}]); "
+                f"{max(len(d) - 1, 0)} configured. Add these entries to the datasets list.", snippets.datasets_yaml(need))
+        return category_heatmap_result(ctx, model, d[k + 1], "primary_encoder")
+    return build
+
+
+def seed_builder(k: int) -> Callable[[FigureContext], FigureResult]:
+    """The builder of k21-fig{15+k}: seed-group model k on the primary dataset."""
+    def build(ctx: FigureContext) -> FigureResult:
+        g = ctx.roles.seed_group
+        if len(g) <= k or not ctx.roles.datasets:
+            raise NotConfigured(
+                f"k21-fig{15 + k} shows seed #{k + 1} of the seed group (roles.seed_group[{k}]); "
+                f"{len(g)} seed model(s) configured. The paper used {papers.N_SEEDS} MultiBERTs seeds.", snippets.seed_group_yaml())
+        return category_heatmap_result(ctx, g[k], ctx.roles.datasets[0], "seed_group")
+    return build

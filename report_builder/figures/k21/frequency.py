@@ -1,0 +1,101 @@
+"""K21 word-frequency results: Table 3, Fig. 4 and the appendix Tables 9–11 (Spearman ρ).
+
+ρ is between each token occurrence's corpus-frequency rank and its mixing ratio averaged over layers
+(`k21_stats.frequency_spearman`), on unmasked inputs. Pitfall: Fig. 4 subsamples the 'other' points
+for the page (`k21_figure_stats.frequency_points`, seed 0) but its reading uses every occurrence.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from report_builder.analyses import k21_figure_stats as figstats
+from report_builder.analyses import k21_stats as st
+from report_builder.figures import snippets
+from report_builder.figures.charts import points
+from report_builder.figures.k21 import readings, select as sel, tables
+from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+
+
+def build_tab3(ctx: FigureContext) -> FigureResult:
+    """K21 Table 3: Spearman ρ(frequency rank, mixing ratio), primary encoder and dataset."""
+    model, ds = sel.primary(ctx)
+    fs = st.frequency_spearman(sel.rows(ctx, "k21_freq", model, ds))
+    fs.insert(0, "dataset", ds)
+    fs.insert(0, "model", model)
+    return FigureResult(data=fs, table=tables.spearman_table(fs, None, None), reading=readings.rho_reading(fs, model),
+                        paper=sel.paper(ctx, "k21-tab3", [(model, ds)]), models=(model,), datasets=(ds,))
+
+
+FIG4_COLOURS = ("#D55E00", "#CC79A7", "#009E73", "#E69F00", "#0072B2")
+
+
+FIG4_MAX_OTHER = 5000
+
+
+def build_fig4(ctx: FigureContext) -> FigureResult:
+    """K21 Fig. 4: frequency rank vs ATTNRESLN-N per token occurrence, primary encoder and dataset."""
+    model, ds = sel.primary(ctx)
+    freq = sel.rows(ctx, "k21_freq", model, ds)
+    pts, n_other = figstats.frequency_points(freq, FIG4_MAX_OTHER, seed=0)
+    chart = points.scatter(
+        pts, x="freq_rank", y="ATTNRESLN-N", color="group", color_order=figstats.FIG4_GROUPS, color_range=FIG4_COLOURS,
+        log_x=True, x_title="frequency rank (log; 1 = most frequent)",
+        y_title="ATTNRESLN-N mixing ratio, mean over layers (%)", y_domain=(0, 100), tooltip=("token",),
+    )
+    rho = st.frequency_spearman(freq)
+    return FigureResult(
+        data=pts, chart=chart, reading=readings.rho_reading(rho, model), paper=sel.paper(ctx, "k21-fig4", [(model, ds)]),
+        models=(model,), datasets=(ds,),
+        params={"other_points_shown": int(min(n_other, FIG4_MAX_OTHER)), "other_points_total": int(n_other),
+                "subsample_seed": 0},
+    )
+
+
+def build_tab9(ctx: FigureContext) -> FigureResult:
+    """K21 Table 9: Table 3 for every analysed model (roles.encoders)."""
+    primary, ds = sel.primary(ctx)
+    sel.rows(ctx, "k21_freq", primary, ds)
+    freq = ctx.tables["k21_freq"]
+    freq = freq[freq["dataset"] == ds]
+    models = [m for m in (ctx.roles.encoders or (primary,)) if (freq["model"] == m).any()]
+    frames = [st.frequency_spearman(freq[freq["model"] == m]).assign(model=m, dataset=ds) for m in models]
+    fs = pd.concat(frames, ignore_index=True)
+    r = fs[fs["method"] == "ATTNRESLN-N"].set_index("model")["rho_all"]
+    reading = readings.rho_by_model_reading(r)
+    return FigureResult(data=fs, table=tables.spearman_table(fs, "model", "Model"), reading=reading,
+                        paper=sel.paper(ctx, "k21-tab9", [(m, ds) for m in models]), models=tuple(models), datasets=(ds,))
+
+
+def build_tab10(ctx: FigureContext) -> FigureResult:
+    """K21 Table 10: Table 3 for the primary encoder on every dataset."""
+    model, _ = sel.primary(ctx)
+    sel.need_datasets(ctx, "k21-tab10")
+    frames = [st.frequency_spearman(sel.rows(ctx, "k21_freq", model, ds)).assign(model=model, dataset=ds)
+              for ds in ctx.roles.datasets]
+    fs = pd.concat(frames, ignore_index=True)
+    r = fs[fs["method"] == "ATTNRESLN-N"].set_index("dataset")["rho_all"]
+    reading = readings.rho_by_dataset_reading(model, r)
+    return FigureResult(data=fs, table=tables.spearman_table(fs, "dataset", "Dataset"), reading=reading,
+                        paper=sel.paper(ctx, "k21-tab10", [(model, ds) for ds in ctx.roles.datasets]),
+                        models=(model,), datasets=tuple(ctx.roles.datasets))
+
+
+def build_tab11(ctx: FigureContext) -> FigureResult:
+    """K21 Table 11: Table 3 over a seed group (mean and SD of ρ over models)."""
+    g, ds = sel.need_seeds(ctx, "k21-tab11")
+    freq = sel.table(ctx, "k21_freq", snippets.seed_group_yaml())
+    freq = freq[(freq["dataset"] == ds) & freq["model"].isin(g)]
+    if len(freq) == 0:
+        raise NotConfigured(f"no k21_freq rows for the seed group on {ds!r}", snippets.seed_group_yaml())
+    fs = st.seed_group_spearman(freq, g).assign(dataset=ds)
+    table = pd.DataFrame({
+        "Method": fs["method"],
+        "ρ all: mean (SD)": [f"{a:.3f} ({b:.3f})" for a, b in zip(fs["rho_all_mean"], fs["rho_all_sd"])],
+        "ρ without [CLS], [SEP]: mean (SD)": [f"{a:.3f} ({b:.3f})" for a, b in
+                                              zip(fs["rho_no_special_mean"], fs["rho_no_special_sd"])],
+        "Models": fs["n_models"],
+    })
+    reading = readings.seed_rho_reading(fs)
+    paper = sel.paper_seed_group(ctx, "k21-tab11", g, ds)
+    return FigureResult(data=fs, table=table, reading=reading, paper=paper, models=tuple(g), datasets=(ds,))
+
