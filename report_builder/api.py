@@ -107,7 +107,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     import transformers
 
     from report_builder.analyses import k21_compute, k24_compute
-    from report_builder.data import encode, load_eval_set, mean_tokens
+    from report_builder.data import encode, load_entry, mean_tokens
     from report_builder.decompose.feedforward import IGOptions
     from report_builder.models import loading
 
@@ -122,7 +122,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     budget = cfg.budget_bytes()
     sets = {}
     for d in cfg.datasets:
-        es = load_eval_set(d.id, n=d.n, path=d.path)
+        es = load_entry(d)
         sets[d.id] = es
     models_prov, data_prov = {}, {}
 
@@ -287,11 +287,11 @@ def tables_from_cache(cfg: Config) -> tuple[dict[str, pd.DataFrame], dict[str, A
 
 def _datasets_table(cfg: Config, stats: pd.DataFrame, sets: dict | None = None) -> pd.DataFrame:
     """The ``datasets`` table: each set's datasheet with its per-model size and mean length."""
-    from report_builder.data import load_eval_set
+    from report_builder.data import load_entry
 
     rows = []
     for dc in cfg.datasets:
-        es = (sets or {}).get(dc.id) or load_eval_set(dc.id, n=dc.n, path=dc.path)
+        es = (sets or {}).get(dc.id) or load_entry(dc)
         if stats.empty:
             continue
         for _, r in stats[stats["dataset"] == dc.id].iterrows():

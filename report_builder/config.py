@@ -33,13 +33,26 @@ class ModelConfig:
 @dataclass(frozen=True)
 class DatasetConfig:
     """An evaluation set: ``id``, sequences for K21 (``n``) and for the K24 full-layer analyses
-    (``k24_n``), an optional local ``path``, and ``max_length`` in tokens."""
+    (``k24_n``), an optional local ``path``, and ``max_length`` in tokens.
+
+    An id that is not built in is the user's own data: ``path`` to a ``.txt`` (one text per line),
+    ``.jsonl`` or ``.csv``/``.tsv`` file (with ``column`` and optionally ``pair_column``), or
+    ``hub`` (a ``datasets`` id, with ``column``, optional ``subset`` and ``split``); ``name``,
+    ``domain`` and ``licence`` fill its datasheet (see ``report_builder.data.custom``)."""
 
     id: str
     n: int | None = None
     k24_n: int | None = 16
     path: str | None = None
     max_length: int = 128
+    column: str | None = None
+    pair_column: str | None = None
+    hub: str | None = None
+    subset: str | None = None
+    split: str | None = None
+    name: str | None = None
+    domain: str | None = None
+    licence: str | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from report_builder.decompose.reference import reference_layer, reference_ratio
 from report_builder.figures import k21
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles
 from report_builder.models.capture import forward_capture
-from tests import schema
+from report_builder import schema
 from tests.tiny_models import tiny
 
 METHODS = list(K21_METHODS)

@@ -20,7 +20,7 @@ from report_builder.engine import Tokens, decompose_sequences
 from report_builder.figures import k24
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles
 from report_builder.models.capture import forward_capture
-from tests import schema
+from report_builder import schema
 from tests.tiny_models import tiny
 
 SCHEMA = {**schema.K24, "recon_errors": schema.RECON_ERRORS}

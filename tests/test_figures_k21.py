@@ -12,7 +12,7 @@ import yaml
 from report_builder.figures import k21, reported
 from report_builder.figures.fixtures import k21_fixture_tables, fixture_roles
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles, _REGISTRY
-from tests import schema
+from report_builder import schema
 
 EXPECTED_IDS = (
     ["k21-fig1", "k21-fig2", "k21-tab1", "k21-tab2", "k21-fig3", "k21-tab3", "k21-fig4", "k21-tab4", "k21-tab5"]

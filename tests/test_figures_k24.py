@@ -13,7 +13,7 @@ import pytest
 from report_builder.figures import k24
 from report_builder.figures.fixtures_k24 import k24_fixture_roles, k24_fixture_tables
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
-from tests import schema
+from report_builder import schema
 
 IDS = ["k24-fig1", "k24-maps", "k24-ctx-ff", "k24-ctx-components", "k24-ctx-cumulative", "k24-ffamp-top",
        "k24-ffamp-categories", "k24-res-norms", "k24-ln-dims", "k24-models"]

@@ -4,7 +4,7 @@ Public surface:
 
 - :func:`load_eval_set` / :data:`DATASETS` / :func:`list_datasets` — build a set by id
   (``wiki``, ``sentiment-sample``, ``news-sample`` offline; ``sst2``, ``mnli``, ``conll2003`` via
-  ``datasets`` or a local file).
+  ``datasets`` or a local file; any other id with ``path:`` or ``hub:`` is a user's own set).
 - :class:`EvalSet`, :class:`TextItem` — the data, with a stable :attr:`EvalSet.hash`.
 - :func:`encode`, :class:`EncodedSeq`, :func:`mean_tokens` — per-tokenizer encoding with K21
   masking and token categories.
@@ -15,12 +15,13 @@ Pitfall: nothing here imports torch; tokenizers are duck-typed Hugging Face toke
 """
 
 from .encode import CATEGORIES, K21_MASK_RATE, EncodedSeq, apply_mask, encode, mean_tokens
+from .custom import DataSource
 from .errors import DataError
 from .evalset import EvalSet, TextItem, items_hash
-from .registry import DATASETS, OFFLINE_DATASETS, list_datasets, load_eval_set
+from .registry import DATASETS, OFFLINE_DATASETS, list_datasets, load_entry, load_eval_set
 
 __all__ = [
-    "CATEGORIES", "DATASETS", "DataError", "EncodedSeq", "EvalSet", "K21_MASK_RATE",
+    "CATEGORIES", "DATASETS", "DataError", "DataSource", "EncodedSeq", "EvalSet", "K21_MASK_RATE",
     "OFFLINE_DATASETS", "TextItem", "apply_mask", "encode", "items_hash", "list_datasets",
-    "load_eval_set", "mean_tokens",
+    "load_entry", "load_eval_set", "mean_tokens",
 ]

@@ -2,16 +2,19 @@
 
 Every builder has the signature ``builder(path: str | None) -> EvalSet`` and is deterministic.
 Offline sets (``wiki``, ``sentiment-sample``, ``news-sample``) come from the gensim wheel; the
-others need ``datasets`` with hub access or a local file. Pitfall: ``n`` takes the first ``n``
+others need ``datasets`` with hub access or a local file. Any other id is a user's own set
+(:mod:`report_builder.data.custom`: a ``.txt``/``.jsonl``/``.csv`` file or a ``datasets`` dataset). Pitfall: ``n`` takes the first ``n``
 items *after* the deterministic build, so a smaller run is a prefix of the full one (and has its
 own hash).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 from .conll import build_conll2003
+from .custom import DataSource, build_custom
 from .errors import DataError
 from .evalset import EvalSet
 from .glue import build_mnli, build_sst2
@@ -34,29 +37,61 @@ OFFLINE_DATASETS: tuple[str, ...] = ("wiki", "sentiment-sample", "news-sample")
 """Ids that build without network or extra files."""
 
 
-def load_eval_set(id: str, *, n: int | None = None, path: str | None = None) -> EvalSet:  # noqa: A002
-    """Build (or load) an evaluation set by id.
+def load_eval_set(id: str, *, n: int | None = None, path: str | None = None,  # noqa: A002
+                  **source: Any) -> EvalSet:
+    """Build (or load) an evaluation set by id: a built-in one, or a user's own data.
 
     Args:
-        id: A key of :data:`DATASETS`.
+        id: A key of :data:`DATASETS`, or any other id for a user's own set (then ``path`` or
+            ``hub`` is required).
         n: Keep only the first ``n`` items (``None``: all).
         path: Local file or folder for sets that read one (``sst2``, ``mnli``, ``conll2003``;
-            optional replacement source for the offline sets).
+            optional replacement source for the offline sets); for a user's set a ``.txt``,
+            ``.jsonl``, ``.csv`` or ``.tsv`` file.
+        **source: The other :class:`~report_builder.data.custom.DataSource` fields of a user's set
+            (``column``, ``pair_column``, ``hub``, ``subset``, ``split``, ``name``, ``domain``,
+            ``licence``); ``None`` values are ignored.
 
     Returns:
         The evaluation set.
 
     Raises:
-        DataError: Unknown id (the message lists the known ids), missing file, empty set, or
-            ``datasets`` unavailable.
+        DataError: Unknown id without data (the message lists the known ids and the formats),
+            missing file or column, empty set, or ``datasets`` unavailable.
     """
-    try:
-        builder = DATASETS[id]
-    except KeyError:
-        raise DataError(f"unknown dataset id {id!r}; known ids: {', '.join(DATASETS)}") from None
     if n is not None and n < 1:
         raise DataError(f"n must be a positive number of items, got {n!r}")
-    return builder(path).head(n)
+    known = {f.name for f in dataclasses.fields(DataSource)}
+    bad = set(source) - known
+    if bad:
+        raise DataError(f"dataset {id!r}: unknown key(s) {', '.join(sorted(bad))} "
+                        f"(known: path, {', '.join(sorted(known - {'path'}))})")
+    given = {k: v for k, v in source.items() if v is not None}
+    if id in DATASETS:
+        if given:
+            raise DataError(f"dataset {id!r} is a built-in id, which takes only `path:`; give your own "
+                            f"data ({', '.join(sorted(given))}) another id")
+        return DATASETS[id](path).head(n)
+    src = DataSource(path=path, **given)
+    if not src.given:
+        raise DataError(f"unknown dataset id {id!r}; known ids: {', '.join(DATASETS)}; for your own "
+                        f"data give `path:` or `hub:`")
+    return build_custom(id, src).head(n)
+
+
+def load_entry(entry: Any) -> EvalSet:
+    """The evaluation set of one configured dataset entry (a ``config.DatasetConfig``).
+
+    Args:
+        entry: Any object with ``id`` and ``n`` and, optionally, the
+            :class:`~report_builder.data.custom.DataSource` fields as attributes.
+
+    Returns:
+        The evaluation set (see :func:`load_eval_set`).
+    """
+    fields = {f.name: getattr(entry, f.name, None) for f in dataclasses.fields(DataSource)}
+    path = fields.pop("path")
+    return load_eval_set(entry.id, n=entry.n, path=path, **fields)
 
 
 def list_datasets() -> list[dict[str, object]]:

@@ -1,0 +1,216 @@
+"""A user's own evaluation set: a local ``.txt``, ``.jsonl`` or ``.csv`` file, or any ``datasets`` dataset.
+
+A dataset entry of the configuration that is not a built-in id describes where its texts come from
+(:class:`DataSource`):
+
+- ``path: texts.txt`` — one text per line (blank lines skipped);
+- ``path: data.jsonl`` with ``column: text`` (and optionally ``pair_column: hypothesis``) — one JSON
+  object per line;
+- ``path: data.csv`` with ``column:`` (and optionally ``pair_column:``) — a comma-separated file with
+  a header row (``.tsv``: tab-separated);
+- ``hub: owner/name`` with ``column:``, optional ``subset:`` (the dataset's configuration) and
+  ``split:`` (default ``train``) — loaded through the ``datasets`` library (``pip install
+  'report_builder[hub]'``) when the hub is reachable or the dataset is in its local cache.
+
+The set is hashed like the built-ins (:func:`report_builder.data.evalset.items_hash`, over the texts
+only) and its datasheet describes the user's data itself: file name or hub id, column(s), the
+file's own sha256, and the ``name``/``domain``/``licence`` the entry gives (``unknown`` otherwise).
+Pitfall: the datasheet never records an absolute local path (it is published on the site), only
+the file's name and content hash.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any, Iterable
+
+from .errors import DataError
+from .evalset import EvalSet, TextItem, make_set
+from .hub import load_hub_split
+from .text import normalise_space
+
+FILE_FORMATS = {".txt": "text", ".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+"""Local file suffixes a user's dataset may have, and how each is read."""
+
+FORMAT_HELP = ("a .txt file (one text per line), a .jsonl or .csv/.tsv file with `column:` "
+               "(and optionally `pair_column:`), or `hub: <dataset id>` with `column:` and `split:`")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSource:
+    """Where a user's evaluation set comes from (the keys of a dataset entry besides ``id``/``n``).
+
+    Attributes:
+        path: A local ``.txt``, ``.jsonl``, ``.csv`` or ``.tsv`` file.
+        column: The field holding the (first) text (``.jsonl``/``.csv``/hub; not for ``.txt``).
+        pair_column: The field holding the second text of a pair (optional).
+        hub: A ``datasets`` dataset id (e.g. ``"stanfordnlp/imdb"``) instead of ``path``.
+        subset: The hub dataset's configuration name (e.g. ``"sst2"`` of ``"nyu-mll/glue"``).
+        split: The hub split (default ``"train"``).
+        name: Display name on the site (default: the id).
+        domain: Text domain for the datasheet (default ``"unknown"``).
+        licence: Licence of the text for the datasheet (default ``"unknown (user data)"``).
+    """
+
+    path: str | None = None
+    column: str | None = None
+    pair_column: str | None = None
+    hub: str | None = None
+    subset: str | None = None
+    split: str | None = None
+    name: str | None = None
+    domain: str | None = None
+    licence: str | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether the entry names any source at all (``path`` or ``hub``)."""
+        return self.path is not None or self.hub is not None
+
+
+def _file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _clean(value: Any) -> str:
+    return normalise_space(value) if isinstance(value, str) else ""
+
+
+def _pairs_from_rows(rows: Iterable[dict], src: DataSource, set_id: str, where: str,
+                     fields: list[str] | None = None) -> list[tuple[str, str | None]]:
+    """``(text_a, text_b)`` from mapping rows; rows with an empty text are skipped."""
+    if not src.column:
+        raise DataError(f"dataset {set_id!r}: {where} needs `column:` naming the text field"
+                        + (f" (fields: {', '.join(fields)})" if fields else ""))
+    wanted = [src.column] + ([src.pair_column] if src.pair_column else [])
+    if fields is not None:
+        missing = [c for c in wanted if c not in fields]
+        if missing:
+            raise DataError(f"dataset {set_id!r}: {where} has no field(s) {', '.join(map(repr, missing))} "
+                            f"(fields: {', '.join(fields)})")
+    out = []
+    for row in rows:
+        a = _clean(row.get(src.column))
+        b = _clean(row.get(src.pair_column)) if src.pair_column else None
+        if a and (b is None or b):
+            out.append((a, b))
+    return out
+
+
+def _read_txt(path: str, src: DataSource, set_id: str) -> list[tuple[str, str | None]]:
+    if src.column or src.pair_column:
+        raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} is a .txt file (one text per "
+                        f"line); `column:`/`pair_column:` apply to .jsonl and .csv files only")
+    with open(path, encoding="utf-8") as fh:
+        return [(t, None) for t in (normalise_space(line) for line in fh) if t]
+
+
+def _read_jsonl(path: str, src: DataSource, set_id: str) -> list[tuple[str, str | None]]:
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for k, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} line {k} is not JSON "
+                                f"({exc.msg}); expected one JSON object per line") from None
+            if not isinstance(row, dict):
+                raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} line {k} is not a JSON "
+                                f"object; expected one object per line with field {src.column!r}")
+            rows.append(row)
+    fields = sorted({f for r in rows for f in r}) if rows else []
+    return _pairs_from_rows(rows, src, set_id, os.path.basename(path), fields if rows else None)
+
+
+def _read_csv(path: str, src: DataSource, set_id: str, delimiter: str) -> list[tuple[str, str | None]]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh, delimiter=delimiter)
+        fields = [f.strip() for f in (reader.fieldnames or [])]
+        reader.fieldnames = fields
+        rows = list(reader)
+    return _pairs_from_rows(rows, src, set_id, os.path.basename(path), fields)
+
+
+def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+    path = os.path.expanduser(src.path or "")
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FILE_FORMATS:
+        raise DataError(f"dataset {set_id!r}: cannot read {os.path.basename(path)!r} (suffix {ext or 'none'}); "
+                        f"expected {FORMAT_HELP}")
+    if not os.path.isfile(path):
+        raise DataError(f"dataset {set_id!r}: data file not found: {src.path}; expected {FORMAT_HELP}")
+    if src.hub or src.subset or src.split:
+        raise DataError(f"dataset {set_id!r}: give either `path:` or `hub:` (with `subset:`/`split:`), "
+                        f"not both")
+    kind = FILE_FORMATS[ext]
+    try:
+        if kind == "text":
+            pairs = _read_txt(path, src, set_id)
+        elif kind == "jsonl":
+            pairs = _read_jsonl(path, src, set_id)
+        else:
+            pairs = _read_csv(path, src, set_id, "," if kind == "csv" else "\t")
+    except UnicodeDecodeError:
+        raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} is not UTF-8 text") from None
+    cols = f", column {src.column!r}" if src.column else ""
+    cols += f", pair column {src.pair_column!r}" if src.pair_column else ""
+    sheet = {"source": f"{os.path.basename(path)} (user file{cols}; sha256 {_file_sha256(path)[:16]})",
+             "built": (f"Every non-empty {'line' if kind == 'text' else 'row'} of the user's "
+                       f"{ext} file in file order"
+                       + (", as a sequence pair" if src.pair_column else "") + ", whitespace-normalised.")}
+    return pairs, sheet
+
+
+def _from_hub(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+    split = src.split or "train"
+    hint = "a local .txt/.jsonl/.csv file (`path:`)"
+    ds = load_hub_split(set_id, src.hub, src.subset, split, hint)
+    fields = list(getattr(ds, "column_names", None) or [])
+    pairs = _pairs_from_rows(iter(ds), src, set_id, f"hub dataset {src.hub}", fields or None)
+    where = src.hub + (f" ({src.subset})" if src.subset else "") + f", split {split}"
+    cols = f", column {src.column!r}" + (f", pair column {src.pair_column!r}" if src.pair_column else "")
+    fp = getattr(ds, "_fingerprint", None)
+    sheet = {"source": f"hub: {where}{cols}" + (f"; datasets fingerprint {fp}" if fp else ""),
+             "built": f"Every non-empty row of the {split} split in dataset order"
+                      + (", as a sequence pair" if src.pair_column else "") + ", whitespace-normalised."}
+    return pairs, sheet
+
+
+def build_custom(set_id: str, source: DataSource) -> EvalSet:
+    """Build a user's evaluation set from a local file or a ``datasets`` dataset.
+
+    Args:
+        set_id: The configured dataset id (used for item ids and on the site).
+        source: Where the texts come from.
+
+    Returns:
+        The evaluation set, items ``<id>-00000, ...`` in file (or dataset) order.
+
+    Raises:
+        DataError: No source, an unsupported file type, a missing file or column, an empty set,
+            or (hub) ``datasets`` missing or the dataset unreachable — one line saying what to do.
+    """
+    if source.hub is not None and source.path is not None:
+        raise DataError(f"dataset {set_id!r}: give either `path:` or `hub:`, not both")
+    if source.path is not None:
+        pairs, sheet = _from_file(set_id, source)
+    elif source.hub is not None:
+        if not source.column:
+            raise DataError(f"dataset {set_id!r}: `hub: {source.hub}` needs `column:` naming the text field")
+        pairs, sheet = _from_hub(set_id, source)
+    else:
+        raise DataError(f"dataset {set_id!r} is not a built-in id; give its data as {FORMAT_HELP}")
+    items = [TextItem(f"{set_id}-{k:05d}", a, b) for k, (a, b) in enumerate(pairs)]
+    return make_set(set_id, source.name or set_id, items, source=sheet["source"],
+                    licence=source.licence or "unknown (user data)", domain=source.domain or "unknown",
+                    built=sheet["built"])

@@ -1,0 +1,205 @@
+"""The one vocabulary of report_builder: layer layouts, scopes, K21 methods, categories, table columns.
+
+Torch-free and dependency-free, so compute (models/, decompose/, analyses/, data/) and render
+(figures/, site/) read the same facts. Nothing else declares a scope list, a method list or a
+category order, and nothing derives a scope from its name: ask this module.
+
+A **layout** is how one layer wires its blocks. Today there are two rows, post-LN (BERT family) and
+pre-LN (GPT-2, Llama); a new topology (sandwich norm, parallel attention + FF, residual multipliers)
+is one more `Layout` row in `LAYOUTS` plus its mathematics in `decompose/`.
+
+Pitfall: a layout's ``id`` is stored in result tables (``models.ln_position``) and cache entries;
+renaming one changes cached results and cache keys. Add rows, never rename them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ERROR_BOUND = 1e-4
+"""Largest relative reconstruction error ``max_i ||ours_i - ref_i|| / ||ref_i||`` a float32 result may
+have at a check point; the build refuses results above it (SPEC, Captum's convergence delta)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one layer is wired, as data.
+
+    Attributes:
+        id: stored name (``models.ln_position``): ``"post"`` or ``"pre"``.
+        label: human name, e.g. ``"post-LN"``.
+        formula: the layer in one line, for captions and docs.
+        norm_first: True when each block reads a normalised copy of the residual stream (pre-LN);
+            False when the norms sit after each residual addition (post-LN).
+        blocks: the layer's operations in forward order (``ATTN``, ``RES``, ``LN1``, ``FF``, ``LN2``);
+            diagrams draw these boxes.
+        scopes: K24 scopes in forward order; the first is the attention block ``ATB``.
+        components: the block between consecutive scopes (``components[k]`` goes
+            ``scopes[k] -> scopes[k + 1]``).
+        whole_layer: the scope whose terms sum to the layer's output.
+        attn_res: the check point holding ATTN + RES (the residual stream after attention).
+        ff_input: the scope whose terms are FF's input (the output of the norm in front of FF).
+        ff_scopes: scopes whose maps need the FF decomposition (the expensive ``n^2 d d'`` step).
+        ff_before, ff_after: the scopes just before and just after FF (K24 FF-amp, FF change).
+        checks: points compared with the HF model's own tensors, in forward order.
+        scope_labels: scope -> short human description.
+        families: model families that use this layout (documentation only; the adapters decide).
+    """
+
+    id: str
+    label: str
+    formula: str
+    norm_first: bool
+    blocks: tuple[str, ...]
+    scopes: tuple[str, ...]
+    components: tuple[str, ...]
+    whole_layer: str
+    attn_res: str
+    ff_input: str
+    ff_scopes: tuple[str, ...]
+    ff_before: str
+    ff_after: str
+    checks: tuple[str, ...]
+    scope_labels: dict
+    families: tuple[str, ...] = ()
+
+    @property
+    def pre_ff_checks(self) -> tuple[str, ...]:
+        """Check points up to FF's input: they do not depend on the FF integrated gradients (a
+        numerical IG is not complete, so only these are enforced under it)."""
+        return self.checks[: self.checks.index(self.ff_input) + 1]
+
+    @property
+    def ln_positions(self) -> tuple[int, ...]:
+        """Indexes in `blocks` of the layer's norms (``LN1``, ``LN2``)."""
+        return tuple(k for k, b in enumerate(self.blocks) if b.startswith("LN"))
+
+    def scope_after(self, component: str) -> str:
+        """The scope reached by the first `components` entry equal to ``component``."""
+        return self.scopes[self.components.index(component) + 1]
+
+    def cumulative(self) -> tuple[tuple[str, str], ...]:
+        """(from, to) scope pairs of the K24 cumulative changes: from ``ATB`` to every later scope."""
+        return tuple((self.scopes[0], t) for t in self.scopes[1:])
+
+
+POST_LN = Layout(
+    id="post",
+    label="post-LN",
+    formula="x' = LN1(x + ATTN(x)),  y = LN2(x' + FF(x'))",
+    norm_first=False,
+    blocks=("ATTN", "RES", "LN1", "FF", "RES", "LN2"),
+    scopes=("ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN"),
+    components=("FF", "RES", "LN"),
+    whole_layer="ATBFFRESLN",
+    attn_res="ATTNRES",
+    ff_input="ATB",
+    ff_scopes=("ATBFF", "ATBFFRES", "ATBFFRESLN"),
+    ff_before="ATB",
+    ff_after="ATBFF",
+    checks=("ATTN", "ATTNRES", "ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN"),
+    scope_labels={"ATB": "attention block (ATTN + RES + LN1)", "ATBFF": "after FF",
+                  "ATBFFRES": "after FF + RES", "ATBFFRESLN": "whole layer (after LN2)"},
+    families=("bert",),
+)
+
+PRE_LN = Layout(
+    id="pre",
+    label="pre-LN",
+    formula="x' = x + ATTN(LN1(x)),  y = x' + FF(LN2(x'))",
+    norm_first=True,
+    blocks=("LN1", "ATTN", "RES", "LN2", "FF", "RES"),
+    scopes=("ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES"),
+    components=("LN", "FF", "RES"),
+    whole_layer="ATBLNFFRES",
+    attn_res="ATB",
+    ff_input="ATBLN",
+    ff_scopes=("ATBLNFF", "ATBLNFFRES"),
+    ff_before="ATBLN",
+    ff_after="ATBLNFF",
+    checks=("LN1", "ATTN", "ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES"),
+    scope_labels={"ATB": "attention block (LN1 + ATTN + RES)", "ATBLN": "after LN2 (FF's input)",
+                  "ATBLNFF": "after FF", "ATBLNFFRES": "whole layer (after FF + RES)"},
+    families=("gpt2", "llama"),
+)
+
+LAYOUTS: tuple[Layout, ...] = (POST_LN, PRE_LN)
+"""Every layout, in display order."""
+
+_BY_ID = {lay.id: lay for lay in LAYOUTS}
+
+
+def layout(layout_id: str) -> Layout:
+    """The layout stored as ``layout_id`` (``models.ln_position``); unknown ids fail with the known ones."""
+    try:
+        return _BY_ID[layout_id]
+    except KeyError:
+        raise KeyError(f"unknown layer layout {layout_id!r}; known: {', '.join(_BY_ID)}") from None
+
+
+def layout_ids() -> tuple[str, ...]:
+    return tuple(_BY_ID)
+
+
+def layout_for_scopes(scopes) -> Layout | None:
+    """The layout whose K24 scopes include every scope in ``scopes`` beyond the shared ``ATB``, or None
+    (for tables that lack the ``models`` table; ambiguous or unknown sets give None)."""
+    seen = set(scopes)
+    hits = [lay for lay in LAYOUTS if seen <= set(lay.scopes) and seen - {lay.scopes[0]}]
+    return hits[0] if len(hits) == 1 else None
+
+
+# ------------------------------------------------------------------------------------------- K21
+
+K21_METHODS: tuple[str, ...] = ("ATTN-W", "ATTN-N", "ATTNRES-W", "ATTNRES-N", "ATTNRESLN-N")
+"""The five K21 context-mixing methods, in the paper's order."""
+
+K21_METHOD_LABELS: dict[str, str] = {
+    "ATTN-W": "attention weights",
+    "ATTN-N": "attention norm ||alpha f(x)||",
+    "ATTNRES-W": "attention weights + residual (0.5 alpha + 0.5 I)",
+    "ATTNRES-N": "norm of attention + residual",
+    "ATTNRESLN-N": "norm of attention + residual + layer norm",
+}
+
+TOKEN_CATEGORIES: tuple[str, ...] = ("Normal", "[MASK]", "[CLS]", "[SEP]")
+"""K21 token categories (``k21_tokens.category``); RoBERTa's ``<mask>``, ``<s>``, ``</s>`` map to these."""
+OVERALL = "Overall"
+"""The pseudo-category of all tokens in K21 Fig. 3 statistics."""
+SPECIAL_TOKEN_CATEGORIES: tuple[str, ...] = ("[CLS]", "[SEP]")
+"""Categories dropped for the "without [CLS], [SEP]" frequency correlation."""
+
+PAIR_CATEGORIES: tuple[str, ...] = ("special token", "same word", "multi-word name", "adjacent",
+                                    "identical token", "punctuation", "other")
+"""K24 pair categories; a pair gets the **first** that applies, in exactly this order."""
+
+# --------------------------------------------------------------------------------- result tables
+
+MODELS = ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated", "d_model",
+          "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"]
+RECON_ERRORS = ["model", "dataset", "layer", "scope", "max_rel_error"]
+DATASETS = ["dataset", "model", "name", "n_samples", "mean_tokens", "domain", "source", "licence", "hash", "built"]
+K21 = {
+    "k21_tokens": ["model", "dataset", "seq", "layer", "pos", "token", "category", *K21_METHODS],
+    "k21_freq": ["model", "dataset", "seq", "pos", "token", "category", "freq_rank", *K21_METHODS],
+    "k21_expansion": ["model", "layer", "expansion_rate"],
+    "k21_maps": ["model", "example", "layer", "method", "i", "j", "token_i", "token_j", "value"],
+    "recon_errors": RECON_ERRORS,
+}
+K24 = {
+    "k24_ctx": ["model", "dataset", "layer", "kind", "component", "from_scope", "to_scope", "change",
+                "change_sd", "n_seqs"],
+    "k24_ffamp_pairs": ["model", "dataset", "layer", "rank", "seq", "i", "j", "token_i", "token_j", "amp",
+                        "before", "after", "category", "context"],
+    "k24_ffamp_base": ["model", "dataset", "layer", "category", "top_count", "top_share", "base_count",
+                       "base_share"],
+    "k24_res_norms": ["model", "dataset", "layer", "ff_norm_mean", "res_norm_mean", "ratio_mean", "ratio_q10",
+                      "ratio_q50", "ratio_q90"],
+    "k24_ln_dims": ["model", "dataset", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"],
+    "k24_maps": ["model", "example", "layer", "scope", "i", "j", "token_i", "token_j", "value"],
+}
+TABLES: dict[str, list[str]] = {"models": MODELS, "datasets": DATASETS, **K21, **K24}
+"""Every result table's columns, in order (ARCHITECTURE.md documents the same)."""
+
+__all__ = ["ERROR_BOUND", "Layout", "POST_LN", "PRE_LN", "LAYOUTS", "layout", "layout_ids", "layout_for_scopes",
+           "K21_METHODS", "K21_METHOD_LABELS", "TOKEN_CATEGORIES", "OVERALL", "SPECIAL_TOKEN_CATEGORIES",
+           "PAIR_CATEGORIES", "MODELS", "RECON_ERRORS", "DATASETS", "K21", "K24", "TABLES"]

@@ -1,0 +1,41 @@
+"""The shared vocabulary (report_builder.schema) is consistent with itself and torch-free."""
+import subprocess
+import sys
+
+import pytest
+
+from report_builder import schema
+
+
+@pytest.mark.parametrize("lay", schema.LAYOUTS, ids=lambda lay: lay.id)
+def test_layout_rows_are_consistent(lay):
+    assert len(lay.components) == len(lay.scopes) - 1
+    assert lay.whole_layer == lay.scopes[-1]
+    assert lay.ff_input in lay.scopes and lay.ff_input in lay.checks
+    assert lay.ff_before == lay.ff_input and lay.ff_after == lay.scope_after("FF")
+    assert lay.ff_scopes == lay.scopes[lay.scopes.index(lay.ff_input) + 1:]
+    assert lay.attn_res in lay.checks and lay.checks.index(lay.attn_res) < lay.checks.index(lay.ff_input)
+    assert set(lay.scopes) <= set(lay.checks) and lay.checks[-1] == lay.whole_layer
+    assert set(lay.scope_labels) == set(lay.scopes)
+    assert lay.pre_ff_checks[-1] == lay.ff_input
+    assert [lay.blocks[k] for k in lay.ln_positions] == ["LN1", "LN2"]
+    assert schema.layout(lay.id) is lay
+    assert schema.layout_for_scopes(lay.scopes) is lay
+
+
+def test_unknown_layout_names_the_known_ones():
+    with pytest.raises(KeyError, match="post, pre"):
+        schema.layout("sandwich?")
+    assert schema.layout_for_scopes(["ATB"]) is None
+
+
+def test_tables_use_the_declared_methods():
+    assert schema.TABLES["k21_tokens"][-5:] == list(schema.K21_METHODS)
+    assert schema.ERROR_BOUND == 1e-4
+
+
+def test_schema_imports_nothing_heavy():
+    code = ("import sys, report_builder.schema; "
+            "print(sorted(m for m in ('torch', 'pandas', 'altair', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
