@@ -382,7 +382,7 @@ def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", d
 
 
 def list_figures() -> list[dict]:
-    from report_builder.figures.spec import all_figures
+    from report_builder.figures.registry import all_figures
 
     return [dict(id=s.id, paper=s.paper, kind=s.kind, title=s.title) for s in all_figures()]
 

@@ -102,9 +102,9 @@ DUMMY_ROLES = Roles(primary_encoder="tiny-bert", primary_causal="tiny-llama", en
 def real_fixtures():
     """(tables, roles, figures) from the figure engineers' fixtures, or None while they do not exist."""
     try:
-        fx = importlib.import_module("report_builder.figures.fixtures")
-        fx24 = importlib.import_module("report_builder.figures.fixtures_k24")
-        from report_builder.figures.spec import all_figures
+        fx = importlib.import_module("tests.fixtures.k21_tables")
+        fx24 = importlib.import_module("tests.fixtures.k24_tables")
+        from report_builder.figures.registry import all_figures
     except ImportError:
         return None
     t21, t24 = fx.k21_fixture_tables(), fx24.k24_fixture_tables()

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from report_builder.figures.fixtures import fixture_roles, k21_fixture_tables
-from report_builder.figures.fixtures_k24 import k24_fixture_roles, k24_fixture_tables
-from report_builder.figures.spec import FigureContext, NotConfigured, all_figures
+from tests.fixtures.k21_tables import fixture_roles, k21_fixture_tables
+from tests.fixtures.k24_tables import k24_fixture_roles, k24_fixture_tables
+from report_builder.figures.registry import all_figures
+from report_builder.figures.spec import FigureContext, NotConfigured
 from report_builder.site.figure_files import chart_to_spec, table_spec
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import site_helpers as h
-from report_builder.figures.spec import all_figures
+from report_builder.figures.registry import all_figures
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,8 @@
 The id (e.g. ``k21-fig3``) is permanent: it names the page anchor, the files under
 ``site/figures/<id>/``, the cache lookups and the citation. Pitfall: never rename an id; add a new one.
 
-This module must not import torch (the site can be rebuilt from the cache without it).
+This is the base module: it imports no paper package (`report_builder.figures.registry` collects
+the declarations). It must not import torch (the site can be rebuilt from the cache without it).
 """
 from __future__ import annotations
 
@@ -107,21 +108,3 @@ class FigureSpec:
     params: dict[str, Any] = field(default_factory=dict)
     template: str = "figure.md.j2"
     section: str = ""
-
-
-_REGISTRY: dict[str, FigureSpec] = {}
-
-
-def register(spec: FigureSpec) -> FigureSpec:
-    """Add a figure to the registry (ids are unique and permanent)."""
-    if spec.id in _REGISTRY:
-        raise ValueError(f"duplicate figure id {spec.id!r}")
-    _REGISTRY[spec.id] = spec
-    return spec
-
-
-def all_figures() -> list[FigureSpec]:
-    """Every declared figure, K21 first, each paper in declaration (paper) order."""
-    from report_builder.figures import k21, k24  # noqa: F401  (registration side effect)
-
-    return sorted(_REGISTRY.values(), key=lambda s: (s.paper, list(_REGISTRY).index(s.id)))

@@ -93,7 +93,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     """
     out_dir, docs_dir = Path(out_dir).resolve(), Path(docs_dir).resolve()
     if figures is None:
-        from report_builder.figures.spec import all_figures
+        from report_builder.figures.registry import all_figures
 
         figures = all_figures()
     specs = list(figures)

@@ -16,6 +16,7 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
+from report_builder import schema
 from report_builder.figures import theme
 from report_builder.figures.charts.data import inline_data
 
@@ -125,26 +126,40 @@ def chain_diagram_svg(
     return "\n".join(out)
 
 
-_DIAGRAMS = {
-    # nodes (label, kind), residual skips (from node index, to node index), scopes (after node index)
-    "post": dict(
-        nodes=[("x", "io"), ("ATTN", "box"), ("⊕", "add"), ("LN₁", "box"), ("FF", "box"), ("⊕", "add"),
-               ("LN₂", "box"), ("y", "io")],
-        skips=[(0, 2), (3, 5)],
-        scopes=[(3, "ATB"), (4, "ATBFF"), (5, "ATBFFRES"), (6, "ATBFFRESLN")],
-    ),
-    "pre": dict(
-        nodes=[("x", "io"), ("LN₁", "box"), ("ATTN", "box"), ("⊕", "add"), ("LN₂", "box"), ("FF", "box"),
-               ("⊕", "add"), ("y", "io")],
-        skips=[(0, 3), (3, 6)],
-        scopes=[(3, "ATB"), (4, "ATBLN"), (5, "ATBLNFF"), (6, "ATBLNFFRES")],
-    ),
-}
+_NODE_LABELS = {"RES": "⊕", "LN1": "LN₁", "LN2": "LN₂"}
 
 
-def layer_diagram(ln_position: str, title: str, width: int = 620, height: int = 130) -> alt.LayerChart:
-    """A post-LN or pre-LN layer as boxes and arrows, with a dashed marker after each K24 scope."""
-    d = _DIAGRAMS[ln_position]
+def diagram_nodes(layout: schema.Layout) -> dict:
+    """A layout as diagram data: ``nodes`` (label, kind) with the input ``x`` and output ``y`` at the
+    ends, residual ``skips`` (from node, to node) and ``scopes`` (after node, scope), all derived from
+    `schema.Layout.blocks` and ``scopes``.
+
+    Each residual addition closes a sub-block; post-LN (``norm_first`` False) closes it after the norm
+    that follows the addition. A skip starts at the node before its sub-block and ends at its ⊕; the
+    first scope (ATB) is read after the first sub-block, each later scope after the next block.
+    """
+    blocks = layout.blocks
+    nodes = [("x", "io")] + [(_NODE_LABELS.get(b, b), "add" if b == "RES" else "box") for b in blocks] + [("y", "io")]
+    ends, k = [], 0
+    while k < len(blocks):
+        if blocks[k] == "RES":
+            end = k + 1 if not layout.norm_first and k + 1 < len(blocks) and blocks[k + 1].startswith("LN") else k
+            ends.append((k + 1, end + 1))  # (⊕ node, last node of the sub-block), node = block index + 1
+            k = end + 1
+        else:
+            k += 1
+    skips, start = [], 0
+    for add, last in ends:
+        skips.append((start, add))
+        start = last
+    first = ends[0][1]
+    scopes = [(first + n, s) for n, s in enumerate(layout.scopes)]
+    return dict(nodes=nodes, skips=skips, scopes=scopes)
+
+
+def layer_diagram(layout: schema.Layout, title: str, width: int = 620, height: int = 130) -> alt.LayerChart:
+    """A layer of the given layout as boxes and arrows, with a dashed marker after each K24 scope."""
+    d = diagram_nodes(layout)
     step = 1.5
     nodes = pd.DataFrame([dict(k=k, label=lab, kind=kind, x0=k * step, x1=k * step + 1.0, xc=k * step + 0.5)
                           for k, (lab, kind) in enumerate(d["nodes"])])

@@ -13,7 +13,7 @@ from report_builder import papers
 from report_builder.analyses import k21_stats as st
 from report_builder.figures import snippets
 from report_builder.figures.charts import heatmap
-from report_builder.figures.k21 import readings, select as sel
+from report_builder.figures.k21 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 
 

@@ -11,13 +11,13 @@ import pandas as pd
 from report_builder.analyses import k21_figure_stats as figstats
 from report_builder.figures import reported, snippets
 from report_builder.figures.charts.lines import per_layer_chart
-from report_builder.figures.k21 import readings, select as sel
+from report_builder.figures.k21 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult
 
 
 def build_tab8(ctx: FigureContext) -> FigureResult:
     """K21 Table 8: expansion rate per model (mean, SD, min, max over layers) and per layer."""
-    exp = sel.table(ctx, "k21_expansion", snippets.primary_yaml())
+    exp = sel.result_table(ctx, "k21_expansion", snippets.primary_yaml())
     g = set(ctx.roles.seed_group) if len(ctx.roles.seed_group) >= 2 else set()
     order = {k: n for n, k in enumerate(ctx.roles.encoders)}
     summ, lines, group_name = figstats.expansion_rows(exp, ctx.roles.seed_group, order)

@@ -12,7 +12,7 @@ from report_builder.analyses import k21_figure_stats as figstats
 from report_builder.analyses import k21_stats as st
 from report_builder.figures import snippets
 from report_builder.figures.charts import points
-from report_builder.figures.k21 import readings, select as sel, tables
+from report_builder.figures.k21 import readings, selection as sel, tables
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 
 
@@ -83,7 +83,7 @@ def build_tab10(ctx: FigureContext) -> FigureResult:
 def build_tab11(ctx: FigureContext) -> FigureResult:
     """K21 Table 11: Table 3 over a seed group (mean and SD of ρ over models)."""
     g, ds = sel.need_seeds(ctx, "k21-tab11")
-    freq = sel.table(ctx, "k21_freq", snippets.seed_group_yaml())
+    freq = sel.result_table(ctx, "k21_freq", snippets.seed_group_yaml())
     freq = freq[(freq["dataset"] == ds) & freq["model"].isin(g)]
     if len(freq) == 0:
         raise NotConfigured(f"no k21_freq rows for the seed group on {ds!r}", snippets.seed_group_yaml())
@@ -98,4 +98,3 @@ def build_tab11(ctx: FigureContext) -> FigureResult:
     reading = readings.seed_rho_reading(fs)
     paper = sel.paper_seed_group(ctx, "k21-tab11", g, ds)
     return FigureResult(data=fs, table=table, reading=reading, paper=paper, models=tuple(g), datasets=(ds,))
-

@@ -11,7 +11,7 @@ import pandas as pd
 from report_builder.analyses import k21_figure_stats as figstats
 from report_builder.figures import snippets
 from report_builder.figures.charts import diagrams, token_maps
-from report_builder.figures.k21 import readings, select as sel
+from report_builder.figures.k21 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 
 
@@ -80,4 +80,3 @@ def build_fig2(ctx: FigureContext) -> FigureResult:
         reading="The three methods differ only in where the decomposed vector is measured: after ATTN, after RES, or after LN.",
         params={"svg": attention_block_svg(), "format": "svg"},
     )
-

@@ -11,7 +11,7 @@ import pandas as pd
 from report_builder import papers
 from report_builder.analyses import k21_stats as st
 from report_builder.figures import snippets
-from report_builder.figures.k21 import readings, select as sel, tables
+from report_builder.figures.k21 import readings, selection as sel, tables
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 
 
@@ -42,7 +42,7 @@ def build_tab5(ctx: FigureContext) -> FigureResult:
     if not ctx.roles.datasets:
         raise NotConfigured("no dataset configured", snippets.primary_dataset_yaml())
     ds = ctx.roles.datasets[0]
-    tok = sel.table(ctx, "k21_tokens", snippets.paper_models_yaml(papers.K21_VARIANTS))
+    tok = sel.result_table(ctx, "k21_tokens", snippets.paper_models_yaml(papers.K21_VARIANTS))
     tok = tok[tok["dataset"] == ds]
     models = [x for x in v if (tok["model"] == x).any()]
     if not models:
@@ -74,7 +74,7 @@ def build_tab6(ctx: FigureContext) -> FigureResult:
 def build_tab7(ctx: FigureContext) -> FigureResult:
     """K21 Table 7: Table 2 statistics over a seed group (mean and SD over models)."""
     g, ds = sel.need_seeds(ctx, "k21-tab7")
-    tok = sel.table(ctx, "k21_tokens", snippets.seed_group_yaml())
+    tok = sel.result_table(ctx, "k21_tokens", snippets.seed_group_yaml())
     tok = tok[(tok["dataset"] == ds) & tok["model"].isin(g)]
     if len(tok) == 0:
         raise NotConfigured(f"no k21_tokens rows for the seed group on {ds!r}", snippets.seed_group_yaml())
@@ -87,4 +87,3 @@ def build_tab7(ctx: FigureContext) -> FigureResult:
     reading = readings.seed_group_reading(stats)
     paper = sel.paper_seed_group(ctx, "k21-tab7", g, ds)
     return FigureResult(data=stats, table=table, reading=reading, paper=paper, models=tuple(g), datasets=(ds,))
-

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 
 from report_builder.figures import reported, snippets
-from report_builder.figures.k21 import select as sel
+from report_builder.figures.k21 import selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult
 
 
 def build_tab1(ctx: FigureContext) -> FigureResult:
     """K21 Table 1: the evaluation sets, with mean length under each model's tokenizer."""
-    d = sel.table(ctx, "datasets", snippets.primary_dataset_yaml())
+    d = sel.result_table(ctx, "datasets", snippets.primary_dataset_yaml())
     order = {k: n for n, k in enumerate(ctx.roles.datasets)}
     d = d.assign(_o=d["dataset"].map(lambda x: order.get(x, len(order)))).sort_values(["_o", "dataset"])
     models = [m for m in ctx.roles.encoders if m in set(d["model"])] + sorted(set(d["model"]) - set(ctx.roles.encoders))
@@ -42,7 +42,7 @@ def build_tab1(ctx: FigureContext) -> FigureResult:
 
 def build_tab4(ctx: FigureContext) -> FigureResult:
     """K21 Table 4: the architecture of every analysed model."""
-    m = sel.table(ctx, "models", snippets.primary_yaml())
+    m = sel.result_table(ctx, "models", snippets.primary_yaml())
     order = {k: n for n, k in enumerate(ctx.roles.encoders)}
     m = m.assign(_o=m["model"].map(lambda x: order.get(x, len(order)))).sort_values(["_o", "model"]).drop(columns="_o")
     heads = m["heads"].astype(str) + np.where(m["kv_heads"] != m["heads"], " (" + m["kv_heads"].astype(str) + " KV)", "")
@@ -56,4 +56,3 @@ def build_tab4(ctx: FigureContext) -> FigureResult:
     return FigureResult(data=m.reset_index(drop=True), table=table,
                         reading=f"{len(table)} model(s) analysed; layer counts range {m['layers'].min()}–{m['layers'].max()}.",
                         models=tuple(m["model"]))
-

@@ -19,7 +19,7 @@ from report_builder.figures import reported, snippets
 from report_builder.figures.spec import FigureContext, NotConfigured
 
 
-def table(ctx: FigureContext, name: str, entry: str) -> pd.DataFrame:
+def result_table(ctx: FigureContext, name: str, entry: str) -> pd.DataFrame:
     df = ctx.tables.get(name)
     if df is None or len(df) == 0:
         raise NotConfigured(f"result table {name!r} is missing from this build (its analysis did not run)", entry)
@@ -46,7 +46,7 @@ def rows(ctx: FigureContext, table: str, model: str, dataset: str | None, role: 
     entry = snippets.models_yaml([(model, src, role)])
     if dataset is not None:
         entry += snippets.datasets_yaml([(dataset, n_samples(ctx, dataset))])
-    df = table(ctx, table, entry)
+    df = result_table(ctx, table, entry)
     sel = df["model"] == model
     if dataset is not None and "dataset" in df.columns:
         sel &= df["dataset"] == dataset

@@ -1,0 +1,104 @@
+"""The generated K24 prose: one-sentence readings computed from this build's numbers.
+
+Each function formats numbers a builder computed (means, changes, shares); verdicts such as "largely
+cancel" follow from comparing those numbers, never from the paper. Layers are shown 1-based.
+Pitfall: the component names in a verdict come from the model's layout (what follows FF), so a new
+layout gets correct prose without a new branch here.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def self_attribution(model: str, layer: int, diag: pd.Series, scopes) -> str:
+    """K24 Fig. 1: mean diagonal of the row-normalised map per scope at one (0-based) layer."""
+    return (f"{model} (layer {layer + 1}): self-attribution (mean diagonal of the row-normalised map) "
+            + ", ".join(f"{s} {diag.get(s, np.nan):.0%}" for s in scopes))
+
+
+def scope_path(model: str, diag: pd.Series, scopes) -> str:
+    """K24 maps: one model's mean self-attribution along its scopes."""
+    return f"{model}: " + " → ".join(f"{s} {diag.get(s, np.nan):.0%}" for s in scopes)
+
+
+def explorer_reading(parts, n_long: int, max_tokens: int) -> str:
+    """K24 maps: the per-model scope paths, and how many long examples were cut."""
+    reading = ("Mean self-attribution (diagonal of the row-normalised map) over these examples and all layers: "
+               + "; ".join(parts) + ".")
+    if n_long:
+        reading += f" {n_long} long example(s) are shown for their first {max_tokens} tokens only."
+    return reading
+
+
+def ff_change_reading(by_model: pd.Series, top: pd.Series, models) -> str:
+    """k24-ctx-ff: mean change through FF per model, and the largest (model, layer, dataset) cell."""
+    return ("Mean change of the maps through FF alone (1 − ρ, mean over layers and datasets): "
+            + ", ".join(f"{m} {by_model[m]:.3f}" for m in models if m in by_model.index)
+            + f". Largest: {top['model']} layer {int(top['layer']) + 1} on {top['dataset']} ({top['change']:.3f}).")
+
+
+def components_reading(rows) -> str:
+    """k24-ctx-components: ``rows`` of (model, mean change per component, layout), components in layout order."""
+    parts = [f"{m}: " + ", ".join(f"{k} {g.get(k, np.nan):.3f}" for k in lay.components) for m, g, lay in rows]
+    return "Mean change per component (1 − ρ, over layers and datasets) — " + "; ".join(parts) + "."
+
+
+def _fmt(x: float, p: int = 2) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{p}f}"
+
+
+def cancellation_reading(rows) -> str:
+    """k24-ctx-cumulative / k24-models: ``rows`` of (model, layout, change through FF, whole-layer change);
+    the verdict names the components after FF in the model's layout."""
+    parts = []
+    for m, lay, ff, whole in rows:
+        after = lay.components[lay.components.index("FF") + 1:]
+        rest, v = " and ".join(after), ("" if len(after) > 1 else "s")
+        verdict = (f"{rest} largely cancel{v} FF's effect" if whole < 0.5 * ff else
+                   (f"{rest} partly undo{'es' if v else ''} it" if whole < ff else
+                    f"{rest} do{'es' if v else ''} not undo it"))
+        parts.append(f"{m}: through FF the maps change by {_fmt(ff, 3)} (ATB→{lay.ff_after}, 1 − ρ, "
+                     f"mean over layers and datasets), but by only {_fmt(whole, 3)} over the whole layer "
+                     f"(ATB→{lay.whole_layer}): {verdict}")
+    return "; ".join(parts) + "."
+
+
+def top_pairs_reading(shares: pd.Series, best: pd.Series) -> str:
+    """k24-ffamp-top: the three commonest categories among top pairs and the most amplified pair."""
+    return ("Among all top pairs (every layer, model and dataset), the commonest categories are "
+            + ", ".join(f"{c} {s:.0%}" for c, s in shares.head(3).items())
+            + f". The most amplified pair is {best['token_i']} ← {best['token_j']} ({best['category']}, "
+            f"{best['model']} layer {int(best['layer']) + 1}, amp {best['amp']:.3f}): “{best['context']}”.")
+
+
+def lift_reading(rows) -> str:
+    """k24-ffamp-categories: ``rows`` of (model, top share, base share, lift) per category; names each
+    model's most over-represented category."""
+    parts = []
+    for m, ts, bs, lift in rows:
+        if len(lift):
+            c = lift.idxmax()
+            parts.append(f"{m}: {c} is {ts[c]:.0%} of top pairs vs {bs[c]:.1%} of all pairs (×{lift[c]:.1f})")
+    return "Most over-represented category among FF-amplified pairs — " + "; ".join(parts) + "."
+
+
+def res_norms_reading(rows) -> str:
+    """k24-res-norms: ``rows`` of (model, its k24_res_norms rows); cells with median ratio below 1."""
+    parts = []
+    for m, g in rows:
+        below = int((g["ratio_q50"] < 1).sum())
+        parts.append(f"{m}: median ratio below 1 in {below} of {len(g)} layer×dataset cells "
+                     f"(range {g['ratio_q50'].min():.2f}–{g['ratio_q50'].max():.2f})")
+    return ("FF output norm relative to the residual it is added to — " + "; ".join(parts)
+            + ". A ratio below 1 means the residual dominates the sum, so RES dilutes FF's change.")
+
+
+def ln_dims_reading(dataset: str, rows) -> str:
+    """k24-ln-dims: ``rows`` of (model, its `k24_figure_stats.ln_dims_summary` rows)."""
+    parts = []
+    for m, g in rows:
+        parts.append(f"{m}: LN passes on {g['kept_share'].mean():.0%} of FF's per-dimension change "
+                     f"(mean over layers), ρ(FF change, |γ|) = {g['rho_ff_gamma'].mean():+.2f}")
+    return f"On {dataset} — " + "; ".join(parts) + (
+        ". A negative ρ means LN's weight is small exactly where FF's change concentrates.")
