@@ -320,29 +320,24 @@ def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenanc
 
 
 def summary_lines(tables: dict[str, pd.DataFrame], cfg: Config) -> list[str]:
-    """The K21 and K24 headline numbers of a build, one line per model (printed in the build log)."""
-    from report_builder.analyses import k21_stats
+    """The K21 and K24 headline numbers of a build, one line per model (printed in the build log);
+    the numbers come from `report_builder.analyses.headlines`, as on the site's pages."""
+    from report_builder.analyses import headlines
 
     lines = []
     prim = cfg.datasets[0].id
-    tok, freq, exp = tables.get("k21_tokens"), tables.get("k21_freq"), tables.get("k21_expansion")
+    names = [mc.name for mc in cfg.models]
     lines.append(f"K21 summary on {prim}:")
     lines.append(f"  {'model':<16} {'ATTNRESLN-N mean %':>18} {'ATTN-N mean %':>14} {'rho(freq) ATTNRESLN-N':>22} {'expansion mean':>15}")
-    for mc in cfg.models:
-        t = tok[(tok.model == mc.name) & (tok.dataset == prim)]
-        f = freq[(freq.model == mc.name) & (freq.dataset == prim)]
-        rho = k21_stats.frequency_spearman(f).set_index("method").loc["ATTNRESLN-N", "rho_all"] if len(f) else float("nan")
-        e = exp[exp.model == mc.name]["expansion_rate"].mean()
-        lines.append(f"  {mc.name:<16} {t['ATTNRESLN-N'].mean():>18.2f} {t['ATTN-N'].mean():>14.2f} {rho:>22.3f} {e:>15.3f}")
+    for s in headlines.k21_summary(tables, names, prim):
+        lines.append(f"  {s.model:<16} {s.attnresln_mean:>18.2f} {s.attn_mean:>14.2f} {s.rho_freq:>22.3f} {s.expansion_mean:>15.3f}")
     ctx = tables.get("k24_ctx")
     if ctx is not None and len(ctx):
         lines.append("K24 summary (layer-mean contextualization change 1-rho, over datasets):")
-        for mc in cfg.models:
-            c = ctx[ctx.model == mc.name]
-            ff = c[(c.kind == "component") & (c.component == "FF")]["change"].mean()
-            last = c[c.kind == "cumulative"]
-            whole = last[last.to_scope == last.to_scope.iloc[-1]]["change"].mean() if len(last) else float("nan")
-            lines.append(f"  {mc.name:<16} through FF {ff:.3f}   through FF+RES+LN (whole layer from ATB) {whole:.3f}")
+        for name in names:
+            c = headlines.cancellation(tables, name)
+            ff, whole = (c.ff, c.whole) if c is not None else (float("nan"), float("nan"))
+            lines.append(f"  {name:<16} through FF {ff:.3f}   through FF+RES+LN (whole layer from ATB) {whole:.3f}")
     return lines
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from report_builder import papers
+
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
 
 
@@ -144,21 +146,8 @@ PRESETS: dict[str, dict] = {
         "k24": {"top_k": 10, "examples": 2},
     },
     "paper": {
-        "models": (
-            [{"name": "bert-base-uncased", "source": "bert-base-uncased", "role": "primary_encoder"},
-             {"name": "gpt2", "source": "gpt2", "role": "primary_causal"}]
-            + [{"name": m, "source": m, "role": "variant"} for m in (
-                "bert-large-uncased", "prajjwal1/bert-medium", "prajjwal1/bert-small", "prajjwal1/bert-mini",
-                "prajjwal1/bert-tiny", "roberta-base", "roberta-large")]
-            + [{"name": f"multiberts-seed_{k}", "source": f"google/multiberts-seed_{k}", "role": "seed_group"}
-               for k in range(25)]
-        ),
-        "datasets": [
-            {"id": "wiki", "n": 992, "k24_n": 256},
-            {"id": "sst2", "n": 872, "k24_n": 256},
-            {"id": "mnli", "n": 1000, "k24_n": 256},
-            {"id": "conll2003", "n": 1000, "k24_n": 256},
-        ],
+        "models": papers.preset_models(),
+        "datasets": papers.preset_datasets(),
         "device": "cuda",
         "batch_size": 32,
         "max_memory": "16GiB",

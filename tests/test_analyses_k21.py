@@ -15,6 +15,7 @@ from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.layer import K21_METHODS
 from report_builder.decompose.reference import reference_layer, reference_ratio
 from report_builder.figures import k21
+from report_builder.figures.k21 import categories, mixing
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles
 from report_builder.models.capture import forward_capture
 from report_builder import schema
@@ -349,14 +350,14 @@ def test_fig1_and_tab2_values_come_from_the_tables(computed):
     roles = Roles(primary_encoder="tiny-bert", primary_causal=None, encoders=("tiny-bert",), variants=(),
                   seed_group=(), datasets=("wiki", "sst2"))
     ctx = FigureContext(tables=computed, roles=roles)
-    tab2 = k21.build_tab2(ctx)
+    tab2 = mixing.build_tab2(ctx)
     tok = computed["k21_tokens"]
     want = k21_stats.pooled_stats(tok[(tok.model == "tiny-bert") & (tok.dataset == "wiki")]).set_index("method")
     got = tab2.data[tab2.data.model == "tiny-bert"].set_index("method") if "model" in tab2.data else \
         tab2.data.set_index("method")
     for m in METHODS:
         assert got.loc[m, "mean"] == pytest.approx(want.loc[m, "mean"], abs=1e-4)
-    fig3 = k21.build_fig3(ctx)
+    fig3 = categories.build_fig3(ctx)
     assert set(fig3.data.category) == {"Normal", "[MASK]", "[CLS]", "[SEP]", "Overall"}
 
 

@@ -302,7 +302,7 @@ def test_every_k24_figure_builds_from_computed_tables(models, computed):
     roles = Roles(primary_encoder="tiny-bert", primary_causal="tiny-llama", encoders=("tiny-bert", "tiny-llama"),
                   variants=(), seed_group=(), datasets=("wiki",))
     ctx = FigureContext(tables=tables, roles=roles)
-    for spec in k24.FIGURES:
+    for spec in k24.SPECS:
         try:
             r = spec.build(ctx)
         except NotConfigured as e:  # pragma: no cover - every K24 figure needs only these roles

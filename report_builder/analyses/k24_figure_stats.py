@@ -1,5 +1,6 @@
 """Numbers the K24 figures and the headline derive from the result tables (torch-free, pandas only).
 
+* `model_layouts` — each model's layer layout from the ``models`` table (or its scopes).
 * `diagonal_means` — mean self-attribution (diagonal of the row-normalised map) per scope.
 * `component_means` — mean change per component (1 − ρ) of one model.
 * `cancellation` — one model's mean change through FF (ATB → ``ff_after``) and over the whole layer
@@ -17,6 +18,22 @@ import numpy as np
 import pandas as pd
 
 from report_builder import schema
+
+
+def model_layouts(models: pd.DataFrame | None, rows: pd.DataFrame | None = None) -> dict[str, schema.Layout]:
+    """model -> `schema.Layout`, from the ``models`` table's ``ln_position``; a model only in ``rows``
+    (a table with ``scope`` or ``to_scope``) is recognised from its scopes (`schema.layout_for_scopes`),
+    the first layout when only the shared ATB is present."""
+    out: dict[str, schema.Layout] = {}
+    if models is not None and len(models):
+        out.update({m: schema.layout(p) for m, p in zip(models["model"], models["ln_position"])})
+    if rows is not None:
+        scol = "scope" if "scope" in rows.columns else ("to_scope" if "to_scope" in rows.columns else None)
+        for m in rows["model"].unique():
+            if m not in out:
+                seen = rows.loc[rows["model"] == m, scol].astype(str).unique() if scol is not None else ()
+                out[m] = schema.layout_for_scopes(seen) or schema.LAYOUTS[0]
+    return out
 
 
 def diagonal_means(maps: pd.DataFrame) -> pd.Series:

@@ -18,16 +18,14 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
+from report_builder import papers
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
 from report_builder.site.figure_files import DEFAULT_INLINE_LIMIT, FigureFiles, write_figure_files
 from report_builder.site.paths import MKDOCS_YML
 
-PAGES = {"K21": "k21.md", "K24": "k24.md"}
-PAPER_TITLES = {
-    "K21": "Incorporating Residual and Normalization Layers into Analysis of Masked Language Models",
-    "K24": "Analyzing Feed-Forward Blocks in Transformers through the Lens of Attention Maps",
-}
+#: Paper key -> its generated page (from `report_builder.papers`).
+PAGES = {key: p.page for key, p in papers.PAPERS.items()}
 
 
 @dataclass
@@ -203,8 +201,8 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
             groups[-1]["items"].append(env.get_template(tmpl_name).render(
                 fig=s, s=sections[s.id], h="###" if s.section else "##", roles=roles))
         write(page, env.get_template("pages/paper.md.j2").render(
-            paper=paper, paper_name=prov_mod.PAPER_NAMES[paper], paper_title=PAPER_TITLES[paper],
-            intro=f"{paper.lower()}_intro.md", groups=groups))
+            paper=paper, paper_name=prov_mod.PAPER_NAMES[paper], paper_title=papers.PAPERS[paper].title,
+            intro=papers.PAPERS[paper].intro_doc, groups=groups))
 
     figure_index = {p: [{"id": s.id, "title": s.title, "page": PAGES[p],
                          "built": sections[s.id].not_configured is None} for s in by_paper[p]]

@@ -13,11 +13,9 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from report_builder.analyses import headlines
 from report_builder.site import htmltable, mathml
 from report_builder.site.paths import HANDWRITTEN_DOCS, TEMPLATES_DIR
-
-K21_METHOD = "ATTNRESLN-N"
-
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -51,44 +49,17 @@ def spec_attr(spec: dict[str, Any]) -> str:
 
 
 def headline_mixing(tables: dict[str, pd.DataFrame], roles) -> list[dict[str, Any]]:
-    """Mean mixing ratio per method for the primary encoder on the primary dataset."""
-    tok = tables.get("k21_tokens")
+    """Mean mixing ratio per method for the primary encoder on the primary dataset (`headlines.home_mixing`)."""
     model = roles.primary_encoder or (roles.encoders[0] if roles.encoders else None)
-    if tok is None or tok.empty or model is None:
-        return []
-    sel = tok[tok["model"] == model]
-    if roles.datasets and "dataset" in sel and (sel["dataset"] == roles.datasets[0]).any():
-        sel = sel[sel["dataset"] == roles.datasets[0]]
-    out = []
-    for method in ("ATTN-N", "ATTNRES-N", K21_METHOD):
-        if method in sel and len(sel):
-            out.append({"model": model, "dataset": sel["dataset"].iloc[0] if "dataset" in sel else "",
-                        "method": method, "mean": float(sel[method].mean())})
-    return out
+    return headlines.home_mixing(tables, model, roles.datasets)
 
 
 def headline_cancellation(tables: dict[str, pd.DataFrame], roles) -> list[dict[str, Any]]:
     """Mean change through FF alone vs cumulative change over the whole layer, for the primary
-    encoder and the primary causal model on the primary dataset (every model if none is primary)."""
-    ctx = tables.get("k24_ctx")
-    if ctx is None or ctx.empty:
-        return []
+    encoder and the primary causal model on the primary dataset (every model if none is primary);
+    see `headlines.home_cancellation`."""
     primary = [m for m in (roles.primary_encoder, roles.primary_causal) if m]
-    if primary and ctx["model"].isin(primary).any():
-        ctx = ctx[ctx["model"].isin(primary)]
-    if roles.datasets and (ctx["dataset"] == roles.datasets[0]).any():
-        ctx = ctx[ctx["dataset"] == roles.datasets[0]]
-    out = []
-    for (model, dataset), g in ctx.groupby(["model", "dataset"], sort=False):
-        ff = g[(g["kind"] == "component") & (g["component"] == "FF")]
-        cum = g[g["kind"] == "cumulative"]
-        if ff.empty or cum.empty:
-            continue
-        last = cum["to_scope"].map(len).max()  # the whole-layer scope has the longest name
-        whole = cum[cum["to_scope"].map(len) == last]
-        out.append({"model": model, "dataset": dataset, "ff": float(ff["change"].mean()),
-                    "whole": float(whole["change"].mean()), "whole_scope": str(whole["to_scope"].iloc[0])})
-    return out
+    return headlines.home_cancellation(tables, primary, roles.datasets)
 
 
 # ---------------------------------------------------------------- Methods and Models & data

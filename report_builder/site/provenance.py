@@ -12,29 +12,11 @@ from typing import Any
 
 import pandas as pd
 
-PAPER_BIBTEX = {
-    "K21": """@inproceedings{kobayashi-etal-2021-incorporating,
-  title     = {Incorporating Residual and Normalization Layers into Analysis of Masked Language Models},
-  author    = {Kobayashi, Goro and Kuribayashi, Tatsuki and Yokoi, Sho and Inui, Kentaro},
-  booktitle = {Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing (EMNLP)},
-  year      = {2021},
-  publisher = {Association for Computational Linguistics},
-  eprint    = {2109.07152},
-  archivePrefix = {arXiv},
-}""",
-    "K24": """@inproceedings{kobayashi2024analyzing,
-  title     = {Analyzing Feed-Forward Blocks in Transformers through the Lens of Attention Maps},
-  author    = {Kobayashi, Goro and Kuribayashi, Tatsuki and Yokoi, Sho and Inui, Kentaro},
-  booktitle = {The Twelfth International Conference on Learning Representations (ICLR)},
-  year      = {2024},
-  eprint    = {2302.00456},
-  archivePrefix = {arXiv},
-}""",
-}
-PAPER_NAMES = {
-    "K21": "Kobayashi et al. (EMNLP 2021)",
-    "K24": "Kobayashi et al. (ICLR 2024)",
-}
+from report_builder import papers
+
+#: Paper key -> BibTeX entry and short name, from the one table of paper facts.
+PAPER_BIBTEX = {key: p.bibtex for key, p in papers.PAPERS.items()}
+PAPER_NAMES = {key: p.short_name for key, p in papers.PAPERS.items()}
 
 
 def max_recon_error(tables: dict[str, pd.DataFrame], models: tuple[str, ...] | list[str],

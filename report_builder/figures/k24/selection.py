@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder import schema
+from report_builder.analyses import k24_figure_stats as figstats
 from report_builder.figures import snippets
 from report_builder.figures.spec import FigureContext, NotConfigured
 
@@ -29,17 +30,7 @@ def result_table(ctx: FigureContext, name: str, entry: str = snippets.K24_BOTH) 
 
 def layouts(ctx: FigureContext, df: pd.DataFrame | None = None) -> dict[str, schema.Layout]:
     """model -> `schema.Layout`, from the models table or (fallback) from the scopes in ``df``."""
-    out: dict[str, schema.Layout] = {}
-    models = ctx.tables.get("models")
-    if models is not None and len(models):
-        out.update({m: schema.layout(p) for m, p in zip(models["model"], models["ln_position"])})
-    if df is not None:
-        scol = "scope" if "scope" in df.columns else ("to_scope" if "to_scope" in df.columns else None)
-        for m in df["model"].unique():
-            if m not in out:
-                seen = df.loc[df["model"] == m, scol].astype(str).unique() if scol is not None else ()
-                out[m] = schema.layout_for_scopes(seen) or schema.LAYOUTS[0]
-    return out
+    return figstats.model_layouts(ctx.tables.get("models"), df)
 
 
 def model_order(ctx: FigureContext, present) -> list[str]:

@@ -1,0 +1,170 @@
+"""K21 figures built from the synthetic fixtures: which ids need which roles, and the numbers they show.
+
+The per-figure contract (builds or says what to configure, valid spec, anchor) is generated from the
+registry in `tests/figures/test_contract.py`; this module checks K21-specific behaviour.
+"""
+import time
+
+import pandas as pd
+import pytest
+import yaml
+
+from report_builder import papers, schema
+from report_builder.analyses import k21_figure_stats as figstats
+from report_builder.figures import reported
+from report_builder.figures.k21 import SPECS, categories, frequency, mixing
+from report_builder.figures.registry import figure
+from report_builder.figures.spec import FigureContext, NotConfigured, Roles
+from tests.figures.test_contract import check_entry
+from tests.fixtures.contexts import context
+from tests.fixtures.k21_tables import fixture_roles, k21_fixture_tables
+
+METHODS = schema.K21_METHODS
+
+
+@pytest.fixture(scope="module")
+def plain_ctx():
+    return context("k21-plain")
+
+
+@pytest.fixture(scope="module")
+def built():
+    """Every K21 figure built once per context: ``{(which, id): FigureResult | NotConfigured}``."""
+    out = {}
+    for which in ("plain", "full"):
+        for s in SPECS:
+            try:
+                out[which, s.id] = s.build(context(f"k21-{which}"))
+            except NotConfigured as e:
+                out[which, s.id] = e
+    return out
+
+
+def test_fixtures_are_fast_and_schema_exact():
+    t = time.perf_counter()
+    tables = k21_fixture_tables(1)
+    assert time.perf_counter() - t < 2.0  # ~0.2 s; generous bound for slow CI
+    cols = schema.K21
+    for name, c in cols.items():
+        assert list(tables[name].columns) == c, name
+    assert {"model", "source", "ln_position", "norm", "d_model", "layers", "heads", "kv_heads", "ff_size"} <= set(
+        tables["models"].columns)
+    assert {"dataset", "model", "n_samples", "mean_tokens", "domain"} <= set(tables["datasets"].columns)
+    tok = tables["k21_tokens"]
+    assert tok[list(METHODS)].stack().between(0, 100).all()
+    assert set(tok["category"]) <= {"Normal", "[MASK]", "[CLS]", "[SEP]"}
+    assert (tables["k21_freq"]["freq_rank"] >= 1).all()
+
+
+def test_expected_not_configured(built):
+    """Plain roles: no variants, no seed group, two datasets -> these ids (and only these) are NotConfigured."""
+    def failing(which):
+        return [s.id for s in SPECS if isinstance(built[which, s.id], NotConfigured)]
+
+    plain = failing("plain")
+    assert plain == ["k21-tab5"] + [f"k21-fig{k}" for k in range(5, 12)] + ["k21-fig13", "k21-fig14", "k21-tab7",
+                                                                          "k21-fig15", "k21-fig16", "k21-fig17",
+                                                                          "k21-tab11"]
+    assert failing("full") == [f"k21-fig{k}" for k in range(8, 12)] + ["k21-fig13", "k21-fig14"]
+
+
+def test_no_primary_encoder_raises_with_entry():
+    tables = k21_fixture_tables(0)
+    roles = Roles(primary_encoder=None, primary_causal="tiny-llama", encoders=("tiny-llama",), variants=(),
+                  seed_group=(), datasets=("wiki",))
+    ctx = FigureContext(tables=tables, roles=roles)
+    for fid in ("k21-fig1", "k21-tab2", "k21-fig3", "k21-tab3", "k21-fig4", "k21-tab6", "k21-tab10"):
+        with pytest.raises(NotConfigured) as ei:
+            figure(fid).build(ctx)
+        check_entry(ei.value)
+    seed = pytest.raises(NotConfigured, figure("k21-tab7").build, ctx).value
+    assert len(yaml.safe_load(seed.config_entry)["models"]) == 25
+
+
+def test_missing_rows_are_not_configured_not_empty_charts(plain_ctx):
+    tables = dict(plain_ctx.tables)
+    tables["k21_tokens"] = tables["k21_tokens"][tables["k21_tokens"]["model"] != "tiny-bert"]
+    with pytest.raises(NotConfigured):
+        categories.build_fig3(FigureContext(tables=tables, roles=plain_ctx.roles))
+
+
+@pytest.mark.parametrize("fid", ["k21-fig1", "k21-fig3", "k21-fig4", "k21-tab8"])
+def test_compiles_to_svg(fid, built):
+    vl_convert = pytest.importorskip("vl_convert")
+    r = built["full", fid]
+    svg = vl_convert.vegalite_to_svg(r.chart.to_json())
+    assert svg.lstrip().startswith("<svg") and ("<rect" in svg or "<path" in svg)
+
+
+def test_fig1_layout_and_labels(built):
+    r = built["plain", "k21-fig1"]
+    d = r.chart.to_dict()
+    assert [p["name"] for p in d["params"]] == ["layer_sel"]
+    assert len(d["hconcat"]) == 2 and [c["title"] for c in d["hconcat"]] == ["ATTN-N", "ATTNRESLN-N"]
+    x = d["hconcat"][0]["encoding"]["x"]
+    assert x["sort"][:3] == ["0:[CLS]", "1:the", "2:man"]  # pos:token labels in position order
+    assert len(set(x["sort"])) == len(x["sort"])
+    assert r.params["tokens"] == 60 and r.params["layers"] == 6
+
+
+def test_fig3_fixed_scale_and_panels(built):
+    r = built["plain", "k21-fig3"]
+    d = r.chart.to_dict()
+    assert d["facet"]["sort"] == list(METHODS)
+    color = d["spec"]["layer"][0]["encoding"]["color"]
+    assert color["scale"]["domain"] == [0, 100]
+    assert set(r.data["category"]) == {"Normal", "[MASK]", "[CLS]", "[SEP]", "Overall"}
+
+
+def test_fig4_subsample_is_bounded_and_deterministic(plain_ctx, built):
+    a, b = built["plain", "k21-fig4"], frequency.build_fig4(plain_ctx)
+    assert (a.data["group"] == "other").sum() <= frequency.FIG4_MAX_OTHER
+    assert a.params["other_points_total"] > frequency.FIG4_MAX_OTHER  # the fixture exercises the subsample
+    pd.testing.assert_frame_equal(a.data, b.data)
+    assert set(a.data["group"]) == set(figstats.FIG4_GROUPS)
+
+
+def test_paper_numbers_only_under_paper_preset_and_matching_source():
+    tables = k21_fixture_tables(0)
+    models = tables["models"].copy()
+    models.loc[models["model"] == "tiny-bert", "source"] = "bert-base-uncased"
+    tables = {**tables, "models": models}
+    paper_ctx = FigureContext(tables=tables, roles=fixture_roles(preset="paper"))
+    default_ctx = FigureContext(tables=tables, roles=fixture_roles(preset="default"))
+    r = mixing.build_tab2(paper_ctx)
+    assert r.paper is not None and set(r.paper["model"]) == {"tiny-bert"}
+    got = r.paper[(r.paper["method"] == "ATTNRESLN-N") & (r.paper["report"] == "authors_run")]
+    assert got["mean"].iloc[0] == pytest.approx(18.75)
+    assert mixing.build_tab2(default_ctx).paper is None
+    r3 = frequency.build_tab3(paper_ctx)
+    assert r3.paper.set_index("method").loc["ATTNRESLN-N", "rho_all"] == pytest.approx(-0.544)
+    # sst2 numbers for bert-base come from Table 6
+    r6 = mixing.build_tab6(paper_ctx)
+    assert set(r6.paper["dataset"]) == {"wiki", "sst2"}
+    # fixtures' own sources never match
+    assert mixing.build_tab2(FigureContext(tables=k21_fixture_tables(0), roles=fixture_roles(preset="paper"))).paper is None
+
+
+def test_reference_for():
+    ref = reported.reference_for("k21-tab2", "sentence-transformers/all-MiniLM-L6-v2")
+    assert ref is not None and not ref.matches and ref.paper_model == "bert-base-uncased"
+    assert "bert-base-uncased" in ref.note
+    ref = reported.reference_for("k21-tab2", "roberta-base", "wiki")
+    assert ref.matches and ref.frame.set_index(["method", "report"]).loc[("ATTNRESLN-N", "authors_run"), "mean"] == 16.24
+    assert reported.reference_for("k21-tab8", "bert-base-uncased").frame["mean"].iloc[0] == 0.88
+    assert reported.reference_for("k21-tab7", "x").paper_model.startswith("google/multiberts")
+    assert reported.reference_for("k21-fig3", "bert-base-uncased") is None
+    assert reported.load_reported()["methods"] == list(METHODS)
+
+
+
+
+def test_not_configured_entries_name_the_paper_models(plain_ctx):
+    """The variant and seed-group entries list the papers' models (from `report_builder.papers`)."""
+    variant = pytest.raises(NotConfigured, figure("k21-fig5").build, plain_ctx).value
+    names = [m["source"] for m in yaml.safe_load(variant.config_entry)["models"]]
+    assert names == [papers.K21_VARIANTS[0].source]
+    tab5 = pytest.raises(NotConfigured, figure("k21-tab5").build, plain_ctx).value
+    assert [m["source"] for m in yaml.safe_load(tab5.config_entry)["models"]] == [m.source for m in papers.K21_VARIANTS]
+    seeds = pytest.raises(NotConfigured, figure("k21-fig15").build, plain_ctx).value
+    assert len(yaml.safe_load(seeds.config_entry)["models"]) == papers.N_SEEDS
