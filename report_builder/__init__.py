@@ -5,3 +5,7 @@ cached) -> figures (Altair specs) -> pages (Jinja -> Markdown) -> mkdocs build -
 """
 
 __version__ = "0.1.0"
+
+# The public surface. Submodules are not imported here: `schema` and `errors` stay import-light
+# (no pandas, no torch) for the render side and for tools.
+__all__ = ["__version__", "api", "errors", "schema"]

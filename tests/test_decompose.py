@@ -9,7 +9,7 @@ from report_builder.decompose.layer import K21_METHODS, decompose_layer
 from report_builder.decompose.reference import reference_layer, reference_maps, reference_ratio
 from report_builder.engine import Tokens, decompose_sequences
 from report_builder.models.capture import capture, forward_capture
-from report_builder.models.errors import FusedAttention, SequenceTooLong
+from report_builder.errors import FusedAttention, SequenceTooLong
 from tests.tiny_models import FAMILIES, tiny
 
 SEQS = [Tokens(list(range(5, 21))), Tokens(list(range(7, 16)))]
@@ -47,10 +47,7 @@ def test_fast_path_equals_naive_oracle(family):
         for s in lw.scopes:
             err = (fast.maps[s] - ref_maps[s]).abs().max() / ref_maps[s].abs().max()
             assert err < 1e-5, (family, layer, s, float(err))
-        post = lw.ln_position == "post"
-        pairs = {"ATTN-N": "ATTN", "ATTNRES-N": "ATTNRES" if post else "ATB",
-                 "ATTNRESLN-N": "ATB" if post else "ATBLN"}
-        for method, scope in pairs.items():
+        for method, scope in lw.layout.k21_points.items():
             m_err = (fast.maps[method] - ref_maps[scope]).abs().max() / ref_maps[scope].abs().max()
             assert m_err < 1e-5, (method, float(m_err))
             r_err = (fast.ratios[method] - reference_ratio(ref[scope][0])).abs().max()
@@ -111,7 +108,7 @@ def test_numerical_ig_option_is_close_and_complete(family):
     lw = lm.layer_weights(0)
     closed = decompose_layer(lw, cap.x[0], cap.alpha[0], maps=lw.scopes)
     num = decompose_layer(lw, cap.x[0], cap.alpha[0], maps=lw.scopes, ig=IGOptions("numerical", 256))
-    ff = lw.scopes[1] if lw.ln_position == "post" else lw.scopes[2]
+    ff = lw.layout.ff_after
     assert (num.maps[ff] - closed.maps[ff]).abs().max() / closed.maps[ff].max() < 1e-3
 
 
