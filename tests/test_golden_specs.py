@@ -18,7 +18,8 @@ import pytest
 from report_builder.figures.fixtures import fixture_roles, k21_fixture_tables
 from report_builder.figures.fixtures_k24 import k24_fixture_roles, k24_fixture_tables
 from report_builder.figures.spec import FigureContext, NotConfigured, all_figures
-from report_builder.site.figure_files import chart_to_spec, table_spec
+from report_builder.site.build import figure_title
+from report_builder.site.figure_files import export_spec
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -66,10 +67,8 @@ def golden_record(spec_id: str, ctx: FigureContext) -> dict:
         result = spec.build(ctx)
     except NotConfigured as exc:
         return {"id": spec_id, "not_configured": str(exc)}
-    if result.chart is not None:
-        vl = chart_to_spec(result.chart)
-    else:
-        vl = table_spec(result.table if result.table is not None else result.data)
+    table = result.table if result.table is not None else (result.data if result.chart is None else None)
+    vl = export_spec(result.chart, table, figure_title(spec, result, ctx.tables))
     return {"id": spec_id, "reading": result.reading, "spec": _summarise(vl)}
 
 
