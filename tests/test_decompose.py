@@ -162,3 +162,21 @@ def test_bfloat16_reports_its_error():
     lm._weights.clear()
     errs = [e for _, _, r in decompose_sequences(lm, SEQS[:1], maps=lm.layer_weights(0).scopes) for e in r.errors.values()]
     assert errs and all(0 <= e < 0.1 for e in errs)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bias_terms_match_the_oracle(family):
+    """``LayerResult.bias`` holds each check point's token-independent term (the notebook API shows it)."""
+    lm = tiny(family)
+    cap = _one(lm, 10)[0]
+    lw = lm.layer_weights(0)
+    x, a = cap.x[0], cap.alpha[0]
+    ref = reference_layer(lw, x, a)
+    fast = decompose_layer(lw, x, a, maps=lw.scopes)
+    assert set(fast.bias) == set(lw.checks)
+    for point, (_, ref_bias) in ref.items():
+        if point not in fast.bias:
+            continue
+        ours = fast.bias[point].expand_as(ref_bias)
+        err = float((ours - ref_bias).norm(dim=-1).max() / fast.sums[point].norm(dim=-1).max())
+        assert err < 1e-5, (family, point, err)

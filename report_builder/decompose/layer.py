@@ -79,6 +79,8 @@ class LayerResult:
         ratios: K21 method -> (n,) context-mixing ratio in [0, 1].
         sums: check point -> (n, d) sum of the terms plus the bias term (our reconstruction).
         errors: check point -> max_i relative error against the HF tensor (only where a reference was given).
+        bias: check point -> (n, d) or (d,) the token-independent bias term ``z_{i<-bias}`` of that point's sum
+            (broadcasts against ``sums``; pre-LN ``LN1`` has none: its beta is attributed to the token).
         extras: ``ff`` (n, d) FF output, ``residual`` (n, d) FF's residual input, ``ln_ff`` (n, d) the part
             of the following norm's output owed to FF, ``ln_weight`` (d,) that norm's gamma (when requested).
     """
@@ -88,6 +90,7 @@ class LayerResult:
     sums: dict[str, Tensor] = field(default_factory=dict)
     errors: dict[str, float] = field(default_factory=dict)
     extras: dict[str, Tensor] = field(default_factory=dict)
+    bias: dict[str, Tensor] = field(default_factory=dict)
 
 
 def relative_error(ours: Tensor, ref: Tensor) -> float:
@@ -172,12 +175,14 @@ def decompose_layer(
     else:
         y = apply_norm(lw.ln1, x)  # pre-LN: LN1(x_j) depends on x_j alone, attributed wholly to j
         res.sums["LN1"] = y
+        res.bias["LN1"] = torch.zeros_like(x[0])
     w = value_vectors(aw, y)  # (n, H, d)
     b_o = output_bias(aw, d, x)
     total = attn_total(alpha, w)
     res.sums["ATTN"] = total + b_o
     xres = total + b_o + x  # ATTN + RES: post LN1 input, pre x'
     res.sums[lay.attn_res] = xres
+    res.bias["ATTN"] = res.bias[lay.attn_res] = b_o
 
     # --- the norm in front of FF (post: LN1, pre: LN2), frozen at the real input's scale
     nrm = lw.ln1 if post else lw.ln2
@@ -189,6 +194,7 @@ def decompose_layer(
     xin = norm_linear(nrm, xres) / s + beta  # FF input (post: ATB, pre: ATBLN)
     ln_scope = lay.ff_input
     res.sums[ln_scope] = xin
+    res.bias[ln_scope] = n_bias
 
     need_self = ratios or bool(want & {"ATTNRES-N", "ATTNRESLN-N", lay.attn_res, ln_scope})
     if need_self:
@@ -336,6 +342,8 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
 
     res.sums[ff_name] = sum_ff + ff_bias
     res.sums[ffres_name] = sum_ffres + res_bias + ff_bias
+    res.bias[ff_name] = ff_bias
+    res.bias[ffres_name] = res_bias + ff_bias
     if maps_ff is not None:
         res.maps[ff_name] = maps_ff
     if maps_ffres is not None:
@@ -343,6 +351,7 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
     if post:
         ln2_bias = norm_linear(lw.ln2, res_bias + ff_bias) / s2 + beta2
         res.sums[ln2_name] = sum_ln2 + ln2_bias
+        res.bias[ln2_name] = ln2_bias
         if maps_ln2 is not None:
             res.maps[ln2_name] = maps_ln2
     if extras:
