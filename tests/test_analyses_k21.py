@@ -150,7 +150,7 @@ def test_schemas_exact(computed):
         assert len(computed[name]), name
     assert list(computed["models"].columns) == MODEL_COLS
     m = computed["models"].set_index("model")
-    assert m.loc["tiny-bert", "ln_position"] == "post" and m.loc["tiny-gpt2", "ln_position"] == "pre"
+    assert m.loc["tiny-bert", "ln_position"] == schema.POST_LN.id and m.loc["tiny-gpt2", "ln_position"] == schema.PRE_LN.id
     assert int(m.loc["tiny-bert", "layers"]) == 2 and int(m.loc["tiny-bert", "d_model"]) == 32
 
 
@@ -257,9 +257,7 @@ def test_example_maps(computed):
 
 def _oracle_tokens(lm, encoded: list[EncodedSeq], dataset: str) -> pd.DataFrame:
     """``k21_tokens`` built from the naive reference decomposition (one unpadded forward per sequence)."""
-    post = lm.adapter.ln_position == "post"
-    scope_of = {"ATTN-N": "ATTN", "ATTNRES-N": "ATTNRES" if post else "ATB",
-                "ATTNRESLN-N": "ATB" if post else "ATBLN"}
+    scope_of = lm.adapter.layout.k21_points
     rows = []
     for e in encoded:
         ids = torch.tensor([e.input_ids])

@@ -100,7 +100,7 @@ def computed(models):
         enc = _seqs(lm)
         out[key] = k24_compute.scope_analyses(lm, enc, model=lm.name, dataset="wiki", top_k=TOP_K, batch_size=2)
         out[key]["k24_maps"] = k24_compute.example_maps(lm, enc[:2], ["ex0", "ex1"], model=lm.name)
-        scopes = ks.scope_order(lm.adapter.ln_position)
+        scopes = lm.adapter.layout.scopes
         for k, layer, r in decompose_sequences(lm, [Tokens(e.input_ids, e.token_type_ids) for e in enc], maps=scopes):
             for s in scopes:
                 maps[key, k, layer, s] = r.maps[s].numpy().astype(np.float64)
@@ -132,8 +132,8 @@ def test_schemas(computed):
 @pytest.mark.parametrize("key", ["bert", "llama"])
 def test_ctx_table(key, models, computed):
     lm = models[key]
-    lp = lm.adapter.ln_position
-    scopes, comps = ks.SCOPES[lp], ks.COMPONENTS[lp]
+    lay = lm.adapter.layout
+    scopes, comps = lay.scopes, lay.components
     ctx = computed[0][key]["k24_ctx"]
     assert ctx.change.between(0, 2).all() and ctx.change_sd.dropna().ge(0).all()
     assert (ctx.n_seqs == len(TEXTS)).all()
@@ -160,7 +160,7 @@ def test_ctx_table(key, models, computed):
 @pytest.mark.parametrize("key", ["bert", "llama"])
 def test_ffamp_from_maps(key, models, computed):
     lm = models[key]
-    before_s, after_s = ks.FF_SCOPES[lm.adapter.ln_position]
+    before_s, after_s = lm.adapter.layout.ff_before, lm.adapter.layout.ff_after
     _, maps = computed
     pairs = computed[0][key]["k24_ffamp_pairs"]
     for layer in range(lm.n_layers):
@@ -282,7 +282,7 @@ def test_example_maps_row_normalised(key, models, computed):
     km = computed[0][key]["k24_maps"]
     enc = _seqs(lm)[:2]
     assert set(km.example) == {"ex0", "ex1"}
-    assert set(km.scope) == set(ks.scope_order(lm.adapter.ln_position))
+    assert set(km.scope) == set(lm.adapter.layout.scopes)
     assert km.value.between(0, 1).all()
     if lm.causal:
         assert (km.j <= km.i).all()

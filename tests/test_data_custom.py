@@ -9,7 +9,8 @@ import types
 import pytest
 
 from report_builder.config import from_dict
-from report_builder.data import DataError, load_entry, load_eval_set
+from report_builder.data import load_entry, load_eval_set
+from report_builder.errors import DataError
 from report_builder.data.evalset import DATASHEET_KEYS, items_hash
 
 

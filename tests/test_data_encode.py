@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from report_builder.data import DataError, EvalSet, TextItem, encode, load_eval_set, mean_tokens
+from report_builder.errors import DataError
+from report_builder.data import EvalSet, TextItem, encode, load_eval_set, mean_tokens
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from report_builder.data import DataError, load_eval_set
+from report_builder.data import load_eval_set
+from report_builder.errors import DataError
 
 
 def test_sst2_from_tsv(tmp_path):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from report_builder.data import DATASETS, DataError, EvalSet, TextItem, list_datasets, load_eval_set
+from report_builder.errors import DataError
+from report_builder.data import DATASETS, EvalSet, TextItem, list_datasets, load_eval_set
 from report_builder.data import wiki
 from report_builder.data.evalset import DATASHEET_KEYS, items_hash
 from report_builder.data.text import split_sentences

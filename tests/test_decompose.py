@@ -9,7 +9,7 @@ from report_builder.decompose.layer import K21_METHODS, decompose_layer
 from report_builder.decompose.reference import reference_layer, reference_maps, reference_ratio
 from report_builder.engine import Tokens, decompose_sequences
 from report_builder.models.capture import capture, forward_capture
-from report_builder.models.errors import FusedAttention, SequenceTooLong
+from report_builder.errors import FusedAttention, SequenceTooLong
 from tests.tiny_models import FAMILIES, tiny
 
 SEQS = [Tokens(list(range(5, 21))), Tokens(list(range(7, 16)))]
@@ -47,10 +47,7 @@ def test_fast_path_equals_naive_oracle(family):
         for s in lw.scopes:
             err = (fast.maps[s] - ref_maps[s]).abs().max() / ref_maps[s].abs().max()
             assert err < 1e-5, (family, layer, s, float(err))
-        post = lw.ln_position == "post"
-        pairs = {"ATTN-N": "ATTN", "ATTNRES-N": "ATTNRES" if post else "ATB",
-                 "ATTNRESLN-N": "ATB" if post else "ATBLN"}
-        for method, scope in pairs.items():
+        for method, scope in lw.layout.k21_points.items():
             m_err = (fast.maps[method] - ref_maps[scope]).abs().max() / ref_maps[scope].abs().max()
             assert m_err < 1e-5, (method, float(m_err))
             r_err = (fast.ratios[method] - reference_ratio(ref[scope][0])).abs().max()
@@ -111,7 +108,7 @@ def test_numerical_ig_option_is_close_and_complete(family):
     lw = lm.layer_weights(0)
     closed = decompose_layer(lw, cap.x[0], cap.alpha[0], maps=lw.scopes)
     num = decompose_layer(lw, cap.x[0], cap.alpha[0], maps=lw.scopes, ig=IGOptions("numerical", 256))
-    ff = lw.scopes[1] if lw.ln_position == "post" else lw.scopes[2]
+    ff = lw.layout.ff_after
     assert (num.maps[ff] - closed.maps[ff]).abs().max() / closed.maps[ff].max() < 1e-3
 
 
@@ -165,3 +162,21 @@ def test_bfloat16_reports_its_error():
     lm._weights.clear()
     errs = [e for _, _, r in decompose_sequences(lm, SEQS[:1], maps=lm.layer_weights(0).scopes) for e in r.errors.values()]
     assert errs and all(0 <= e < 0.1 for e in errs)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bias_terms_match_the_oracle(family):
+    """``LayerResult.bias`` holds each check point's token-independent term (the notebook API shows it)."""
+    lm = tiny(family)
+    cap = _one(lm, 10)[0]
+    lw = lm.layer_weights(0)
+    x, a = cap.x[0], cap.alpha[0]
+    ref = reference_layer(lw, x, a)
+    fast = decompose_layer(lw, x, a, maps=lw.scopes)
+    assert set(fast.bias) == set(lw.checks)
+    for point, (_, ref_bias) in ref.items():
+        if point not in fast.bias:
+            continue
+        ours = fast.bias[point].expand_as(ref_bias)
+        err = float((ours - ref_bias).norm(dim=-1).max() / fast.sums[point].norm(dim=-1).max())
+        assert err < 1e-5, (family, point, err)

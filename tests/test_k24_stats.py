@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
+from report_builder import schema
 from report_builder.analyses import k24_stats as ks
 
 WP_TOKENS = ["[CLS]", "the", "new", "york", "times", "play", "##ing", "the", ".", "[SEP]"]
@@ -72,8 +73,8 @@ def test_sequence_ctx_changes_and_summary():
     rng = np.random.default_rng(5)
     rows = []
     for seq in range(3):
-        maps = {s: rng.random((5, 5)) for s in ks.SCOPES["pre"]}
-        for r in ks.sequence_ctx_changes(maps, "pre", causal=True):
+        maps = {s: rng.random((5, 5)) for s in schema.PRE_LN.scopes}
+        for r in ks.sequence_ctx_changes(maps, schema.PRE_LN.id, causal=True):
             rows.append(dict(model="m", dataset="d", layer=0, seq=seq, **r))
     df = ks.summarise_ctx(pd.DataFrame(rows))
     assert list(df.columns) == ["model", "dataset", "layer", "kind", "component", "from_scope", "to_scope",

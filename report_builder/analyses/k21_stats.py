@@ -24,12 +24,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _stats
 
-#: The five K21 methods, in the paper's order.
-METHODS: tuple[str, ...] = ("ATTN-W", "ATTN-N", "ATTNRES-W", "ATTNRES-N", "ATTNRESLN-N")
-#: Token categories of K21 Fig. 3, in the paper's order (``Overall`` = all tokens).
-CATEGORIES: tuple[str, ...] = ("Normal", "[MASK]", "[CLS]", "[SEP]", "Overall")
+from report_builder import schema
+
+#: The five K21 methods, in the paper's order (`schema.K21_METHODS`).
+METHODS: tuple[str, ...] = schema.K21_METHODS
+#: Token categories of K21 Fig. 3, in the paper's order, then ``Overall`` (all tokens).
+CATEGORIES: tuple[str, ...] = (*schema.TOKEN_CATEGORIES, schema.OVERALL)
 #: Categories dropped for the "without [CLS], [SEP]" frequency correlation.
-SPECIAL_CATEGORIES: tuple[str, ...] = ("[CLS]", "[SEP]")
+SPECIAL_CATEGORIES: tuple[str, ...] = schema.SPECIAL_TOKEN_CATEGORIES
 
 _SEQ_KEYS = ("model", "dataset", "seq")
 
@@ -140,7 +142,7 @@ def layer_category_means(tokens_df: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("tokens_df needs a 'seq' column")
     per_seq_cat = tokens_df.groupby(keys + ["layer", "category"], sort=False, observed=True)[methods].mean()
     per_seq_all = tokens_df.groupby(keys + ["layer"], sort=False, observed=True)[methods].mean()
-    per_seq_all = per_seq_all.assign(category="Overall").set_index("category", append=True)
+    per_seq_all = per_seq_all.assign(category=schema.OVERALL).set_index("category", append=True)
     per_seq = pd.concat([per_seq_cat, per_seq_all]).reset_index()
     g = per_seq.groupby(["layer", "category"], sort=False, observed=True)
     means = g[methods].mean()

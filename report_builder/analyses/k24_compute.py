@@ -17,7 +17,7 @@ from report_builder.analyses.k21_compute import _tokens, errors_frame
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.engine import ERROR_BOUND, decompose_sequences
-from report_builder.models.errors import ReconstructionError
+from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
 
 # Check points that do not depend on the FF IG (a numerical IG is not complete, so FF scopes are only

@@ -22,29 +22,25 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from report_builder import schema
+
 # ---------------------------------------------------------------------------------------------
 # Scopes and components
 # ---------------------------------------------------------------------------------------------
 
-SCOPES = {
-    "post": ("ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN"),
-    "pre": ("ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES"),
-}
-"""K24 scopes in layer order for post-LN and pre-LN layers."""
+SCOPES = {lay.id: lay.scopes for lay in schema.LAYOUTS}
+"""Layout id -> K24 scopes in layer order (from `schema.LAYOUTS`; kept for the figures' lookups)."""
 
-COMPONENTS = {
-    "post": ("FF", "RES", "LN"),
-    "pre": ("LN", "FF", "RES"),
-}
-"""The component between consecutive scopes (``COMPONENTS[p][k]`` goes ``SCOPES[p][k] -> SCOPES[p][k+1]``)."""
+COMPONENTS = {lay.id: lay.components for lay in schema.LAYOUTS}
+"""Layout id -> the component between consecutive scopes (from `schema.LAYOUTS`)."""
 
-FF_SCOPES = {"post": ("ATB", "ATBFF"), "pre": ("ATBLN", "ATBLNFF")}
-"""The (before FF, after FF) scopes used for FF-amp."""
+FF_SCOPES = {lay.id: (lay.ff_before, lay.ff_after) for lay in schema.LAYOUTS}
+"""Layout id -> the (before FF, after FF) scopes used for FF-amp (from `schema.LAYOUTS`)."""
 
 
 def scope_order(ln_position: str) -> tuple[str, ...]:
-    """Scopes of a ``"post"`` or ``"pre"`` LN layer, in order."""
-    return SCOPES[ln_position]
+    """Scopes of a layer of layout ``ln_position`` (`schema.layout` id), in order."""
+    return schema.layout(ln_position).scopes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,8 +115,8 @@ def sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: 
     """All K24 changes for one sequence and layer.
 
     Args:
-        maps: scope name -> ``(n, n)`` map, for every scope of ``SCOPES[ln_position]``.
-        ln_position: ``"post"`` or ``"pre"``.
+        maps: scope name -> ``(n, n)`` map, for every scope of the layout.
+        ln_position: the layout id (`schema.layout`).
         causal: whether pairs are restricted to ``j <= i``.
 
     Returns:
@@ -128,16 +124,15 @@ def sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: 
         consecutive scope pair (component ``FF``/``RES``/``LN``) and one ``cumulative`` row per
         later scope (component ``"ATB→<scope>"``, from ATB).
     """
-    scopes = SCOPES[ln_position]
-    comps = COMPONENTS[ln_position]
+    lay = schema.layout(ln_position)
     rows = []
-    for k, comp in enumerate(comps):
-        s, t = scopes[k], scopes[k + 1]
+    for k, comp in enumerate(lay.components):
+        s, t = lay.scopes[k], lay.scopes[k + 1]
         rows.append(dict(kind="component", component=comp, from_scope=s, to_scope=t,
                          change=ctx_change(maps[s], maps[t], causal)))
-    for t in scopes[1:]:
-        rows.append(dict(kind="cumulative", component=f"ATB→{t}", from_scope="ATB", to_scope=t,
-                         change=ctx_change(maps["ATB"], maps[t], causal)))
+    for s, t in lay.cumulative():
+        rows.append(dict(kind="cumulative", component=f"{s}→{t}", from_scope=s, to_scope=t,
+                         change=ctx_change(maps[s], maps[t], causal)))
     return rows
 
 
@@ -187,9 +182,8 @@ def ffamp(before: np.ndarray, after: np.ndarray) -> np.ndarray:
 # Pair categories
 # ---------------------------------------------------------------------------------------------
 
-CATEGORY_ORDER = ("special token", "same word", "multi-word name", "adjacent", "identical token",
-                  "punctuation", "other")
-"""Pair categories; a pair gets the **first** that applies, in exactly this order."""
+CATEGORY_ORDER = schema.PAIR_CATEGORIES
+"""Pair categories (`schema.PAIR_CATEGORIES`); a pair gets the **first** that applies, in exactly this order."""
 
 _MARKERS = ("Ġ", "▁", "Ċ", " ")  # leading-space / newline markers of byte-level BPE and SentencePiece
 _NAME_RE = re.compile(r"\b[A-Z][\w'’.\-]*(?:[ \t]+[A-Z][\w'’\-]*)+")

@@ -11,17 +11,16 @@ Public surface:
 - :func:`report_builder.data.frequency.frequency_ranks` — token frequency ranks (wordfreq); kept
   out of this namespace's import so that loading sets does not import wordfreq.
 
-Pitfall: nothing here imports torch; tokenizers are duck-typed Hugging Face tokenizers.
+Errors are `report_builder.errors.DataError`. Pitfall: nothing here imports torch; tokenizers are duck-typed Hugging Face tokenizers.
 """
 
-from .encode import CATEGORIES, K21_MASK_RATE, EncodedSeq, apply_mask, encode, mean_tokens
+from .encode import K21_MASK_RATE, EncodedSeq, apply_mask, encode, mean_tokens
 from .custom import DataSource
-from .errors import DataError
 from .evalset import EvalSet, TextItem, items_hash
 from .registry import DATASETS, OFFLINE_DATASETS, list_datasets, load_entry, load_eval_set
 
 __all__ = [
-    "CATEGORIES", "DATASETS", "DataError", "DataSource", "EncodedSeq", "EvalSet", "K21_MASK_RATE",
+    "DATASETS", "DataSource", "EncodedSeq", "EvalSet", "K21_MASK_RATE",
     "OFFLINE_DATASETS", "TextItem", "apply_mask", "encode", "items_hash", "list_datasets",
     "load_entry", "load_eval_set", "mean_tokens",
 ]

@@ -9,7 +9,7 @@ text, not to the original newspaper layout.
 
 from __future__ import annotations
 
-from .errors import DataError
+from report_builder.errors import DataError
 from .evalset import EvalSet, TextItem, make_set
 from .glue import resolve_file
 from .hub import load_hub_split

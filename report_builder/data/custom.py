@@ -28,7 +28,7 @@ import json
 import os
 from typing import Any, Iterable
 
-from .errors import DataError
+from report_builder.errors import DataError
 from .evalset import EvalSet, TextItem, make_set
 from .hub import load_hub_split
 from .text import normalise_space

@@ -18,11 +18,12 @@ import dataclasses
 import random
 from typing import Any
 
-from .errors import DataError
+from report_builder.errors import DataError
 from .evalset import EvalSet, TextItem
+from report_builder.schema import TOKEN_CATEGORIES
 
-CATEGORIES = ("Normal", "[MASK]", "[CLS]", "[SEP]")
-"""Token categories of K21 Fig. 3 (RoBERTa's ``<mask>``, ``<s>``, ``</s>`` map to these)."""
+NORMAL, MASK, CLS, SEP = TOKEN_CATEGORIES
+"""Token categories of K21 Fig. 3 (`schema.TOKEN_CATEGORIES`; RoBERTa's ``<mask>``, ``<s>``, ``</s>`` map to these)."""
 K21_MASK_RATE = 0.12
 """The masking rate K21 used."""
 
@@ -69,14 +70,14 @@ def _special_categories(tokenizer: Any, causal: bool) -> dict[int, str]:
     cats: dict[int, str] = {}
     if causal:
         if tokenizer.bos_token_id is not None:
-            cats[tokenizer.bos_token_id] = "[CLS]"
+            cats[tokenizer.bos_token_id] = CLS
     else:
         if tokenizer.sep_token_id is not None:
-            cats[tokenizer.sep_token_id] = "[SEP]"
+            cats[tokenizer.sep_token_id] = SEP
         if tokenizer.cls_token_id is not None:
-            cats[tokenizer.cls_token_id] = "[CLS]"
+            cats[tokenizer.cls_token_id] = CLS
     if tokenizer.mask_token_id is not None:
-        cats[tokenizer.mask_token_id] = "[MASK]"
+        cats[tokenizer.mask_token_id] = MASK
     return cats
 
 
@@ -162,7 +163,7 @@ def _encode_one(tokenizer: Any, item: TextItem, causal: bool, max_length: int,
         word_ids = [None] + word_ids[:keep]
         token_type_ids = None if token_type_ids is None else [0] + token_type_ids[:keep]
 
-    category = [cats.get(i, "Normal") if sp else "Normal" for i, sp in zip(ids, special)]
+    category = [cats.get(i, NORMAL) if sp else NORMAL for i, sp in zip(ids, special)]
     return EncodedSeq(
         input_ids=ids, token_type_ids=token_type_ids,
         tokens=list(tokenizer.convert_ids_to_tokens(ids)), special=special,
@@ -203,7 +204,7 @@ def apply_mask(encoded: list[EncodedSeq], tokenizer: Any, *, rate: float = K21_M
             e.input_ids[p] = mask_id
             e.tokens[p] = mask_tok
             e.masked[p] = True
-            e.category[p] = "[MASK]"
+            e.category[p] = MASK
 
 
 def encode(eval_set: EvalSet, tokenizer: Any, *, causal: bool, max_length: int = 128,

@@ -99,7 +99,7 @@ class EvalSet:
         if n is None or n >= len(self.items):
             return self
         if n < 1:
-            from .errors import DataError
+            from report_builder.errors import DataError
 
             raise DataError(f"n must be a positive number of items, got {n!r}")
         sheet = dict(self.datasheet)
@@ -128,7 +128,7 @@ def make_set(
     Raises:
         DataError: If ``items`` is empty.
     """
-    from .errors import DataError
+    from report_builder.errors import DataError
 
     if not items:
         raise DataError(f"dataset {set_id!r} is empty (source: {source}); nothing to evaluate")

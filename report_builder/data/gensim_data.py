@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from .errors import DataError
+from report_builder.errors import DataError
 
 WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 SENTIMENT_FILE = "pang_lee_polarity.cor"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import os
 
-from .errors import DataError
+from report_builder.errors import DataError
 from .evalset import EvalSet, TextItem, make_set
 from .hub import load_hub_split
 

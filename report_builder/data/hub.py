@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import DataError
+from report_builder.errors import DataError
 
 
 def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local_hint: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .conll import build_conll2003
 from .custom import DataSource, build_custom
-from .errors import DataError
+from report_builder.errors import DataError
 from .evalset import EvalSet
 from .glue import build_mnli, build_sst2
 from .samples import build_news, build_sentiment

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from .errors import DataError
+from report_builder.errors import DataError
 from .evalset import EvalSet, TextItem, make_set
 from .gensim_data import NEWS_FILE, SENTIMENT_FILE, gensim_test_file
 from .text import normalise_space, split_sentences, word_count

@@ -179,7 +179,7 @@ def build_wiki(path: str | None = None) -> EvalSet:
     else:
         import os
 
-        from .errors import DataError
+        from report_builder.errors import DataError
 
         if not os.path.isfile(path):
             raise DataError(f"Wikipedia dump not found: {path} (expected a MediaWiki "

@@ -28,13 +28,8 @@ from report_builder.decompose.feedforward import (
     FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals,
 )
 from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
+from report_builder.schema import K21_METHODS, Layout
 
-POST_SCOPES = ("ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN")
-PRE_SCOPES = ("ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES")
-K21_METHODS = ("ATTN-W", "ATTN-N", "ATTNRES-W", "ATTNRES-N", "ATTNRESLN-N")
-# Points checked against the HF model, in forward order.
-POST_CHECKS = ("ATTN", "ATTNRES", "ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN")
-PRE_CHECKS = ("LN1", "ATTN", "ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES")
 
 
 @dataclass(frozen=True)
@@ -42,13 +37,13 @@ class LayerWeights:
     """Everything the mathematics needs about one layer (see models/ adapters for where it comes from).
 
     Attributes:
-        ln_position: ``"post"`` or ``"pre"``.
+        layout: the layer's `schema.Layout` (scopes, check points, where the norms sit).
         attn, ln1, ln2, ff: the blocks' weights.
         next_norm: pre-LN only, the norm that reads this layer's output (the next layer's LN1 or the
             final norm); used by the per-dimension LN analysis. None for post-LN.
     """
 
-    ln_position: str
+    layout: Layout
     attn: AttentionWeights
     ln1: NormWeights
     ln2: NormWeights
@@ -57,16 +52,22 @@ class LayerWeights:
 
     def to(self, device=None, dtype=None) -> "LayerWeights":
         nn_ = None if self.next_norm is None else self.next_norm.to(device, dtype)
-        return LayerWeights(self.ln_position, self.attn.to(device, dtype), self.ln1.to(device, dtype),
+        return LayerWeights(self.layout, self.attn.to(device, dtype), self.ln1.to(device, dtype),
                             self.ln2.to(device, dtype), self.ff.to(device, dtype), nn_)
 
     @property
+    def ln_position(self) -> str:
+        """The layout's stored id (``models.ln_position``)."""
+        return self.layout.id
+
+    @property
     def scopes(self) -> tuple[str, ...]:
-        return POST_SCOPES if self.ln_position == "post" else PRE_SCOPES
+        return self.layout.scopes
 
     @property
     def checks(self) -> tuple[str, ...]:
-        return POST_CHECKS if self.ln_position == "post" else PRE_CHECKS
+        """Points checked against the HF model, in forward order."""
+        return self.layout.checks
 
 
 @dataclass
@@ -78,6 +79,8 @@ class LayerResult:
         ratios: K21 method -> (n,) context-mixing ratio in [0, 1].
         sums: check point -> (n, d) sum of the terms plus the bias term (our reconstruction).
         errors: check point -> max_i relative error against the HF tensor (only where a reference was given).
+        bias: check point -> (n, d) or (d,) the token-independent bias term ``z_{i<-bias}`` of that point's sum
+            (broadcasts against ``sums``; pre-LN ``LN1`` has none: its beta is attributed to the token).
         extras: ``ff`` (n, d) FF output, ``residual`` (n, d) FF's residual input, ``ln_ff`` (n, d) the part
             of the following norm's output owed to FF, ``ln_weight`` (d,) that norm's gamma (when requested).
     """
@@ -87,6 +90,7 @@ class LayerResult:
     sums: dict[str, Tensor] = field(default_factory=dict)
     errors: dict[str, float] = field(default_factory=dict)
     extras: dict[str, Tensor] = field(default_factory=dict)
+    bias: dict[str, Tensor] = field(default_factory=dict)
 
 
 def relative_error(ours: Tensor, ref: Tensor) -> float:
@@ -156,7 +160,8 @@ def decompose_layer(
         A `LayerResult`.
     """
     want = set(maps)
-    post = lw.ln_position == "post"
+    lay = lw.layout
+    post = not lay.norm_first  # the mathematics below serves the two layouts of `schema.LAYOUTS`
     unknown = want - set(lw.scopes) - set(K21_METHODS)
     if unknown:
         raise ValueError(f"unknown scopes {sorted(unknown)}; this layer has {lw.scopes} and {K21_METHODS}")
@@ -170,12 +175,14 @@ def decompose_layer(
     else:
         y = apply_norm(lw.ln1, x)  # pre-LN: LN1(x_j) depends on x_j alone, attributed wholly to j
         res.sums["LN1"] = y
+        res.bias["LN1"] = torch.zeros_like(x[0])
     w = value_vectors(aw, y)  # (n, H, d)
     b_o = output_bias(aw, d, x)
     total = attn_total(alpha, w)
     res.sums["ATTN"] = total + b_o
     xres = total + b_o + x  # ATTN + RES: post LN1 input, pre x'
-    res.sums["ATTNRES" if post else "ATB"] = xres
+    res.sums[lay.attn_res] = xres
+    res.bias["ATTN"] = res.bias[lay.attn_res] = b_o
 
     # --- the norm in front of FF (post: LN1, pre: LN2), frozen at the real input's scale
     nrm = lw.ln1 if post else lw.ln2
@@ -185,10 +192,11 @@ def decompose_layer(
     mx = norm_linear(nrm, x)
     n_bias = norm_linear(nrm, b_o.expand(n, d)) / s + beta  # (n, d) bias term after the norm
     xin = norm_linear(nrm, xres) / s + beta  # FF input (post: ATB, pre: ATBLN)
-    res.sums["ATB" if post else "ATBLN"] = xin
-    ln_scope = "ATB" if post else "ATBLN"
+    ln_scope = lay.ff_input
+    res.sums[ln_scope] = xin
+    res.bias[ln_scope] = n_bias
 
-    need_self = ratios or bool(want & {"ATTNRES-N", "ATTNRESLN-N", "ATB", "ATBLN"})
+    need_self = ratios or bool(want & {"ATTNRES-N", "ATTNRESLN-N", lay.attn_res, ln_scope})
     if need_self:
         self_attn = attn_self(alpha, w)  # (n, d)
     a_mean = alpha.mean(0)
@@ -199,16 +207,18 @@ def decompose_layer(
         res.maps["ATTN-W"] = a_mean.float()
     if "ATTNRES-W" in want:
         res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
-    g_w = gram_norms(alpha, w) if want & {"ATTN-N", "ATTNRES-N"} or (not post and "ATB" in want) else None
+    # pre-LN: the ATTN + RES check point is also a K24 scope (ATB); post-LN: it is not (ATTNRES)
+    attn_res_map = lay.attn_res in lay.scopes and lay.attn_res in want
+    g_w = gram_norms(alpha, w) if want & {"ATTN-N", "ATTNRES-N"} or attn_res_map else None
     if "ATTN-N" in want:
         res.maps["ATTN-N"] = g_w
-    if want & {"ATTNRES-N"} or (not post and "ATB" in want):
+    if want & {"ATTNRES-N"} or attn_res_map:
         m = g_w.clone() if "ATTN-N" in want else g_w
         m.diagonal().copy_(_norm32(self_attn + x))
         if "ATTNRES-N" in want:
             res.maps["ATTNRES-N"] = m
-        if not post and "ATB" in want:
-            res.maps["ATB"] = m
+        if attn_res_map:
+            res.maps[lay.attn_res] = m
     if want & {"ATTNRESLN-N", ln_scope}:
         m = gram_norms(alpha, mw) / s.float()
         m.diagonal().copy_(_norm32(norm_linear(nrm, self_attn + x) / s))
@@ -227,7 +237,7 @@ def decompose_layer(
         res.ratios["ATTNRES-N"] = _ratio(ctx, self_res)
         res.ratios["ATTNRESLN-N"] = _ratio(norm_linear(nrm, ctx), norm_linear(nrm, self_res))
 
-    ff_scopes = set(lw.scopes[2:] if not post else lw.scopes[1:])
+    ff_scopes = set(lay.ff_scopes)
     # FF is decomposed only when an FF scope map or the K24 extras are asked for: the ratios and the
     # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
     ff_wanted = bool(want & ff_scopes) or extras
@@ -267,17 +277,17 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
     res_bias = n_bias if post else output_bias(lw.attn, d, x).expand(n, d)
 
     ff_total = ff_forward(fw, xin)  # the un-decomposed FF output: fixes the following norm's scale
-    resid = xin if post else res.sums["ATB"]
+    lay = lw.layout
+    resid = xin if post else res.sums[lay.attn_res]
     after_res = resid + ff_total
     if post:
         s2 = norm_scale(lw.ln2, after_res)
         beta2 = lw.ln2.bias if lw.ln2.bias is not None else torch.zeros(d, device=x.device, dtype=x.dtype)
 
-    sc = lw.scopes
-    ff_name, ffres_name = (sc[1], sc[2]) if post else (sc[2], sc[3])
+    ff_name, ffres_name, ln2_name = lay.ff_after, lay.scope_after("RES"), lay.whole_layer
     maps_ff = torch.empty(n, n, dtype=torch.float32, device=x.device) if ff_name in want else None
     maps_ffres = torch.empty(n, n, dtype=torch.float32, device=x.device) if ffres_name in want else None
-    maps_ln2 = torch.empty(n, n, dtype=torch.float32, device=x.device) if post and sc[3] in want else None
+    maps_ln2 = torch.empty(n, n, dtype=torch.float32, device=x.device) if post and ln2_name in want else None
     sum_ff = torch.zeros(n, d, dtype=x.dtype, device=x.device)
     sum_ffres = torch.zeros_like(sum_ff)
 
@@ -332,15 +342,18 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
 
     res.sums[ff_name] = sum_ff + ff_bias
     res.sums[ffres_name] = sum_ffres + res_bias + ff_bias
+    res.bias[ff_name] = ff_bias
+    res.bias[ffres_name] = res_bias + ff_bias
     if maps_ff is not None:
         res.maps[ff_name] = maps_ff
     if maps_ffres is not None:
         res.maps[ffres_name] = maps_ffres
     if post:
         ln2_bias = norm_linear(lw.ln2, res_bias + ff_bias) / s2 + beta2
-        res.sums[sc[3]] = sum_ln2 + ln2_bias
+        res.sums[ln2_name] = sum_ln2 + ln2_bias
+        res.bias[ln2_name] = ln2_bias
         if maps_ln2 is not None:
-            res.maps[sc[3]] = maps_ln2
+            res.maps[ln2_name] = maps_ln2
     if extras:
         res.extras["ff"] = ff_total
         res.extras["residual"] = resid

@@ -101,7 +101,8 @@ def reference_layer(lw, x: Tensor, alpha: Tensor, *, ig: str = "trapezoid") -> d
     n, d = x.shape
     H, dh = aw.n_heads, aw.head_dim
     rep = H // aw.n_kv_heads
-    post = lw.ln_position == "post"
+    lay = lw.layout
+    post = not lay.norm_first  # written for the two layouts of `schema.LAYOUTS`
     if post:
         y = x
     else:
@@ -122,14 +123,9 @@ def reference_layer(lw, x: Tensor, alpha: Tensor, *, ig: str = "trapezoid") -> d
     res_terms = attn + eye * x.unsqueeze(0)
     res_bias = b_o.expand(n, d)
     total = res_terms.sum(1) + res_bias
-    if post:
-        out["ATTNRES"] = (res_terms, res_bias)
-        ffin_t, ffin_b = _norm_terms(lw.ln1, res_terms, res_bias, total)
-        out["ATB"] = (ffin_t, ffin_b)
-    else:
-        out["ATB"] = (res_terms, res_bias)
-        ffin_t, ffin_b = _norm_terms(lw.ln2, res_terms, res_bias, total)
-        out["ATBLN"] = (ffin_t, ffin_b)
+    out[lay.attn_res] = (res_terms, res_bias)
+    ffin_t, ffin_b = _norm_terms(lw.ln1 if post else lw.ln2, res_terms, res_bias, total)
+    out[lay.ff_input] = (ffin_t, ffin_b)
     act = activation(fw.act)
     if fw.gated:
         a_t = ffin_t @ fw.w_gate
@@ -146,15 +142,11 @@ def reference_layer(lw, x: Tensor, alpha: Tensor, *, ig: str = "trapezoid") -> d
     ff_t = h_t @ fw.w2
     ff_b = h_b @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)
     resid_t, resid_b = (ffin_t, ffin_b) if post else (res_terms, res_bias)
-    sc = lw.scopes
+    out[lay.ff_after] = (ff_t, ff_b)
+    fr_t, fr_b = resid_t + ff_t, resid_b + ff_b
+    out[lay.scope_after("RES")] = (fr_t, fr_b)
     if post:
-        out[sc[1]] = (ff_t, ff_b)
-        fr_t, fr_b = resid_t + ff_t, resid_b + ff_b
-        out[sc[2]] = (fr_t, fr_b)
-        out[sc[3]] = _norm_terms(lw.ln2, fr_t, fr_b, fr_t.sum(1) + fr_b)
-    else:
-        out[sc[2]] = (ff_t, ff_b)
-        out[sc[3]] = (resid_t + ff_t, resid_b + ff_b)
+        out[lay.whole_layer] = _norm_terms(lw.ln2, fr_t, fr_b, fr_t.sum(1) + fr_b)
     return out
 
 

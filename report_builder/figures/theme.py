@@ -14,6 +14,37 @@ SEQUENTIAL = "blues"
 DIVERGING = "redblue"
 
 THEME_NAME = "report_builder"
+# Smallest text in any chart: 9 pt at 100 % (12 CSS px, the SVG user unit); titles a step larger.
+FONT_SIZE = 12
+TITLE_SIZE = 15
+
+_NARROW = set("il.,:;'|!ijtfI[]()`·")
+_WIDE = set("mwMW@%")
+
+
+def text_width(text: str, size: float = FONT_SIZE, bold: bool = False) -> float:
+    """Estimated advance width in px of ``text`` in the system sans-serif (Helvetica/Arial metrics).
+
+    Errs on the wide side, so layouts sized with it leave room; used where Vega cannot measure
+    (column widths of static tables, label limits).
+    """
+    w = 0.0
+    for ch in str(text):
+        if ch == " ":
+            w += 0.28
+        elif ch in _NARROW:
+            w += 0.3
+        elif ch in _WIDE:
+            w += 0.86
+        elif ch.isupper():
+            w += 0.68
+        elif ch.isdigit():
+            w += 0.56
+        elif ord(ch) > 0x2e80:
+            w += 1.0
+        else:
+            w += 0.55
+    return w * size * (1.07 if bold else 1.0)
 
 
 @alt.theme.register(THEME_NAME, enable=True)
@@ -27,18 +58,21 @@ def report_theme() -> alt.theme.ThemeConfig:
             "axis": {
                 "labelFont": FONT,
                 "titleFont": FONT,
-                "labelFontSize": 11,
-                "titleFontSize": 12,
+                "labelFontSize": FONT_SIZE,
+                "titleFontSize": FONT_SIZE,
                 "titleFontWeight": "normal",
                 "gridColor": "#e6e6e6",
                 "domainColor": "#888",
                 "tickColor": "#888",
             },
-            "legend": {"labelFont": FONT, "titleFont": FONT, "labelFontSize": 11, "titleFontSize": 12},
-            "header": {"labelFont": FONT, "titleFont": FONT, "labelFontSize": 12, "titleFontSize": 12},
-            "title": {"font": FONT, "fontSize": 14, "fontWeight": "normal", "anchor": "start"},
+            "legend": {"labelFont": FONT, "titleFont": FONT, "labelFontSize": FONT_SIZE, "titleFontSize": FONT_SIZE,
+                       "symbolOpacity": 1},
+            "header": {"labelFont": FONT, "titleFont": FONT, "labelFontSize": FONT_SIZE + 1,
+                       "titleFontSize": FONT_SIZE + 1},
+            "title": {"font": FONT, "fontSize": TITLE_SIZE, "fontWeight": "normal", "anchor": "start",
+                      "subtitleFont": FONT, "subtitleFontSize": FONT_SIZE, "subtitleColor": "#444"},
             "range": {"category": CATEGORICAL},
-            "text": {"font": FONT},
+            "text": {"font": FONT, "fontSize": FONT_SIZE},
         }
     }
 

@@ -3,6 +3,8 @@
 An adapter names the layer list, the attention module (which returns the probabilities), the value
 and output projections, the norms and FF weights, and the module points whose tensors the
 decomposition must reproduce. The mathematics in `decompose/` is shared by all families.
+Adapters are found through `models.registry` (which imports the family modules; this base module
+imports none of them).
 
 Pitfall: all weights are returned in row-vector convention (``y = x @ W + b``): ``nn.Linear``
 stores ``W.T``, GPT-2's ``Conv1D`` stores ``W``.
@@ -15,7 +17,6 @@ from typing import Callable
 from torch import nn
 
 from report_builder.decompose.layer import LayerWeights
-from report_builder.models.errors import UnsupportedArchitecture
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,9 @@ class Adapter:
         family: short name ("bert", "gpt2", "llama").
         class_names: HF base-model classes served (e.g. ``BertModel``).
         model_types: ``config.model_type`` values served (checked before weights are loaded).
-        ln_position: ``"post"`` or ``"pre"``.
+        layout: the layer wiring (`schema.POST_LN`, `schema.PRE_LN`, ...): scopes and check points.
+        causal: True for decoder-only models (each token sees only itself and earlier tokens; the
+            statistics then use only pairs ``j <= i`` and sequences are never masked).
         layers: base model -> list of layer modules.
         attention: path of the module whose forward returns ``(output, attn_probs)`` inside a layer.
         weights: (base model, layer index) -> `LayerWeights`.
@@ -46,7 +49,8 @@ class Adapter:
     family: str
     class_names: tuple[str, ...]
     model_types: tuple[str, ...]
-    ln_position: str
+    layout: Layout
+    causal: bool
     layers: Callable[[nn.Module], list[nn.Module]]
     attention: str
     weights: Callable[[nn.Module, int], LayerWeights]
@@ -54,53 +58,10 @@ class Adapter:
     facts: Callable[[object], dict]
     max_positions: Callable[[object], int]
 
-
-_ADAPTERS: dict[str, Adapter] = {}
-
-
-def register(adapter: Adapter) -> Adapter:
-    for name in adapter.class_names:
-        _ADAPTERS[name] = adapter
-    return adapter
-
-
-def _load_all() -> None:
-    from report_builder.models import bert, gpt2, llama  # noqa: F401
-
-
-def supported() -> list[str]:
-    """Supported HF base-model class names."""
-    _load_all()
-    return sorted(_ADAPTERS)
-
-
-def supported_model_types() -> list[str]:
-    _load_all()
-    return sorted({t for a in _ADAPTERS.values() for t in a.model_types})
-
-
-def for_model_type(model_type: str) -> Adapter:
-    """The adapter for ``config.model_type`` (fails fast before any weights are loaded)."""
-    _load_all()
-    for a in _ADAPTERS.values():
-        if model_type in a.model_types:
-            return a
-    raise UnsupportedArchitecture(
-        f"model type {model_type!r} has no adapter; supported model types: {', '.join(supported_model_types())} "
-        f"(classes: {', '.join(supported())}). Adding a family is one file in report_builder/models/."
-    )
-
-
-def for_model(model: nn.Module) -> Adapter:
-    """The adapter for an instantiated base model, by HF class name."""
-    _load_all()
-    name = type(model).__name__
-    if name not in _ADAPTERS:
-        raise UnsupportedArchitecture(
-            f"{name} has no adapter; supported: {', '.join(supported())}. "
-            "Adding a family is one file in report_builder/models/."
-        )
-    return _ADAPTERS[name]
+    @property
+    def ln_position(self) -> str:
+        """The layout's stored id (``models.ln_position``)."""
+        return self.layout.id
 
 
 def get_module(root: nn.Module, path: str) -> nn.Module:

@@ -8,7 +8,8 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w, register
+from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w
+from report_builder.schema import POST_LN
 
 
 def _layers(model):
@@ -27,7 +28,7 @@ def _weights(model, idx: int) -> LayerWeights:
     dh = cfg.hidden_size // h
     act = cfg.hidden_act if isinstance(cfg.hidden_act, str) else "gelu"
     return LayerWeights(
-        ln_position="post",
+        layout=POST_LN,
         attn=AttentionWeights(linear_w(sa.value), bias_of(sa.value), linear_w(so.dense), bias_of(so.dense), h, h, dh),
         ln1=_ln(so.LayerNorm),
         ln2=_ln(layer.output.LayerNorm),
@@ -38,7 +39,7 @@ def _weights(model, idx: int) -> LayerWeights:
 
 def _facts(cfg) -> dict:
     return {
-        "ln_position": "post", "norm": "LayerNorm", "activation": cfg.hidden_act, "gated": False,
+        "norm": "LayerNorm", "activation": cfg.hidden_act, "gated": False,
         "d_model": cfg.hidden_size, "layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
         "kv_heads": cfg.num_attention_heads, "ff_size": cfg.intermediate_size,
     }
@@ -50,11 +51,12 @@ def _max_positions(cfg) -> int:
     return n - (cfg.pad_token_id + 1) if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta") else n
 
 
-ADAPTER = register(Adapter(
+ADAPTER = Adapter(
     family="bert",
     class_names=("BertModel", "RobertaModel", "ElectraModel", "XLMRobertaModel"),
     model_types=("bert", "roberta", "electra", "xlm-roberta"),
-    ln_position="post",
+    layout=POST_LN,
+    causal=False,
     layers=_layers,
     attention="attention.self",
     weights=_weights,
@@ -68,4 +70,4 @@ ADAPTER = register(Adapter(
     },
     facts=_facts,
     max_positions=_max_positions,
-))
+)

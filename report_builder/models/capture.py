@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from report_builder.models.adapter import Adapter, get_module
-from report_builder.models.errors import FusedAttention
+from report_builder.errors import FusedAttention
 
 
 @dataclass

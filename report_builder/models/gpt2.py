@@ -9,7 +9,8 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, register
+from report_builder.models.adapter import Adapter, Probe, bias_of
+from report_builder.schema import PRE_LN
 
 
 def _layers(model):
@@ -30,7 +31,7 @@ def _weights(model, idx: int) -> LayerWeights:
     bb = b.attn.c_attn.bias.detach()
     nxt = _ln(blocks[idx + 1].ln_1) if idx + 1 < len(blocks) else _ln(model.ln_f)
     return LayerWeights(
-        ln_position="pre",
+        layout=PRE_LN,
         attn=AttentionWeights(w[:, 2 * d:], bb[2 * d:], b.attn.c_proj.weight.detach(), bias_of(b.attn.c_proj), h, h, d // h),
         ln1=_ln(b.ln_1),
         ln2=_ln(b.ln_2),
@@ -42,17 +43,18 @@ def _weights(model, idx: int) -> LayerWeights:
 
 def _facts(cfg) -> dict:
     return {
-        "ln_position": "pre", "norm": "LayerNorm", "activation": cfg.activation_function, "gated": False,
+        "norm": "LayerNorm", "activation": cfg.activation_function, "gated": False,
         "d_model": cfg.hidden_size, "layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
         "kv_heads": cfg.num_attention_heads, "ff_size": cfg.n_inner or 4 * cfg.hidden_size,
     }
 
 
-ADAPTER = register(Adapter(
+ADAPTER = Adapter(
     family="gpt2",
     class_names=("GPT2Model",),
     model_types=("gpt2",),
-    ln_position="pre",
+    layout=PRE_LN,
+    causal=True,
     layers=_layers,
     attention="attn",
     weights=_weights,
@@ -66,4 +68,4 @@ ADAPTER = register(Adapter(
     },
     facts=_facts,
     max_positions=lambda cfg: cfg.n_positions,
-))
+)

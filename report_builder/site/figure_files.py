@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import vl_convert as vlc
 
-from report_builder.site.htmltable import fmt
+from report_builder.site.htmltable import fmt_column
 
 VL_SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 DEFAULT_INLINE_LIMIT = 200_000  # bytes of JSON data kept inline in a page
@@ -65,32 +65,77 @@ def chart_to_spec(chart: Any) -> dict[str, Any]:
     return json.loads(_canonical_names(json.dumps(spec, sort_keys=True)))
 
 
-def table_spec(table: pd.DataFrame, max_rows: int = 40) -> dict[str, Any]:
-    """A Vega-Lite text-mark rendering of a table, so tables get an SVG/PNG like charts do."""
+def table_spec(table: pd.DataFrame, max_rows: int = 40, title: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Vega-Lite text-mark rendering of a table, so tables get an SVG/PNG like charts do.
+
+    Each column is as wide as its widest cell (estimated text width plus padding), text columns are
+    left-aligned and numeric ones right-aligned, so no two cells touch. When rows are cut, a last
+    line says how many more the CSV holds.
+    """
+    from report_builder.figures import theme
+
+    size, pad, row_h = theme.FONT_SIZE, 18.0, 20
     shown = table.head(max_rows)
     cols = [str(c) for c in shown.columns]
-    values = [
-        {"row": r, "column": str(c), "text": fmt(v)}
-        for r, rec in enumerate(shown.itertuples(index=False, name=None))
-        for c, v in zip(cols, rec)
-    ]
-    width = max(120, min(1100, sum(max(60, 7 * max([len(c)] + [len(fmt(v)) for v in shown[c0]]))
-                                   for c, c0 in zip(cols, shown.columns))))
-    return {
+    numeric = [pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])
+               for c in shown.columns]
+    texts = [fmt_column(shown[c]) for c in shown.columns]
+    widths = [max([theme.text_width(h, size, bold=True)] + [theme.text_width(t, size) for t in col]) + pad
+              for h, col in zip(cols, texts)]
+    lefts = [sum(widths[:k]) for k in range(len(widths))]
+    width = max(120.0, sum(widths))
+
+    def x_of(k: int) -> float:
+        return round(lefts[k] + widths[k] - pad / 2 if numeric[k] else lefts[k] + pad / 2, 1)
+
+    values = [{"x": x_of(k), "y": 0, "text": h, "part": "head", "align": "right" if numeric[k] else "left"}
+              for k, h in enumerate(cols)]
+    for r in range(len(shown)):
+        for k in range(len(cols)):
+            values.append({"x": x_of(k), "y": (r + 1) * row_h + 4, "text": texts[k][r], "part": "body",
+                           "align": "right" if numeric[k] else "left"})
+    n_rows = len(shown) + 1
+    if len(table) > len(shown):
+        values.append({"x": pad / 2, "y": n_rows * row_h + 8, "text": f"… {len(table) - len(shown)} more rows "
+                       f"(first {len(shown)} of {len(table)} shown; data.csv has all)", "part": "note",
+                       "align": "left"})
+        n_rows += 1
+    height = n_rows * row_h + 8
+    px = {"type": "linear", "zero": False, "nice": False}
+
+    def layer(part: str, align: str, **mark: Any) -> dict[str, Any]:
+        return {
+            "transform": [{"filter": {"and": [{"field": "part", "equal": part}, {"field": "align", "equal": align}]}}],
+            "mark": {"type": "text", "fontSize": size, "align": align, "baseline": "middle", **mark},
+            "encoding": {"x": {"field": "x", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, width], "range": [0, width]}},
+                         "y": {"field": "y", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, height], "range": [0, height]}},
+                         "text": {"field": "text", "type": "nominal"}},
+        }
+
+    layers = [layer("head", a, fontWeight="bold") for a in ("left", "right")]
+    layers += [layer("body", a) for a in ("left", "right")] + [layer("note", "left", fontStyle="italic")]
+    rule = {"data": {"values": [{"x": 0, "x2": width, "y": row_h / 2 + 6}]},
+            "mark": {"type": "rule", "color": "#888"},
+            "encoding": {"x": {"field": "x", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, width], "range": [0, width]}},
+                         "x2": {"field": "x2"},
+                         "y": {"field": "y", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, height], "range": [0, height]}}}}
+    spec: dict[str, Any] = {
         "$schema": VL_SCHEMA,
         "data": {"values": values},
-        "mark": {"type": "text", "fontSize": 11},
-        "encoding": {
-            "x": {"field": "column", "type": "nominal", "sort": cols, "title": None,
-                  "axis": {"orient": "top", "labelAngle": 0, "domain": False, "ticks": False,
-                           "labelFontWeight": "bold", "labelLimit": 200}},
-            "y": {"field": "row", "type": "ordinal", "axis": None},
-            "text": {"field": "text", "type": "nominal"},
-        },
-        "width": width,
-        "height": 20 * max(1, len(shown)),
-        "config": {"view": {"stroke": None}},
+        "layer": layers + [rule],
+        "width": round(width, 1),
+        "height": height,
+        "config": {"view": {"stroke": None}, "font": theme.FONT, "text": {"font": theme.FONT},
+                   "title": {"font": theme.FONT, "fontSize": theme.TITLE_SIZE, "fontWeight": "normal",
+                             "anchor": "start", "subtitleFontSize": size, "subtitleFont": theme.FONT}},
     }
+    if title:
+        spec["title"] = title
+    return spec
 
 
 def _size(values: Any) -> int:
@@ -163,8 +208,39 @@ def _externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit
     return page
 
 
+def export_title(title: str, fig_id: str, models: tuple[str, ...] = (), datasets: tuple[str, ...] = (),
+                 dataset_names: dict[str, str] | None = None) -> dict[str, Any]:
+    """The title of a static export: what it shows, which models and data, and its permanent id.
+
+    Layers and scopes are named by the chart itself (panel headers), where they apply.
+    """
+    names = dataset_names or {}
+    sub = []
+    if models:
+        sub.append(("Model: " if len(models) == 1 else "Models: ") + ", ".join(models))
+    if datasets:
+        sub.append("Data: " + "; ".join(f"{d} = {names[d]}" if names.get(d) and names[d] != d else d
+                                        for d in datasets))
+    sub.append(f"report_builder figure {fig_id}")
+    return {"text": title, "subtitle": sub}
+
+
+def export_spec(chart: Any | None, table: pd.DataFrame | None, title: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The self-contained Vega-Lite spec written to ``spec.json`` and drawn as ``chart.svg``/``.png``.
+
+    ``title`` (see `export_title`) becomes the spec's title unless the chart carries its own.
+    """
+    if chart is not None:
+        spec = chart_to_spec(chart)
+        if title and "title" not in spec:
+            spec["title"] = title
+        return spec
+    return table_spec(table, title=title)
+
+
 def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table: pd.DataFrame | None,
-                       figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT) -> FigureFiles:
+                       figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT,
+                       title: dict[str, Any] | None = None) -> FigureFiles:
     """Write every file of one figure and return its content hash and the spec for the page.
 
     Args:
@@ -174,6 +250,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
         table: the frame shown for tables (rendered as a text-mark chart when ``chart`` is None).
         figures_dir: ``<docs>/figures``; files go to ``figures_dir/<fig_id>/``.
         inline_limit: datasets with more JSON bytes than this are written to files.
+        title: the static export's title (`export_title`); not repeated on the page.
     """
     fig_dir = figures_dir / fig_id
     fig_dir.mkdir(parents=True, exist_ok=True)
@@ -184,12 +261,8 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     (fig_dir / "data.csv").write_text(csv, encoding="utf-8")
     files["csv"] = f"{rel}/data.csv"
 
-    if chart is not None:
-        spec = chart_to_spec(chart)
-        on_page = True
-    else:
-        spec = table_spec(table if table is not None else data)
-        on_page = False
+    spec = export_spec(chart, table if table is not None else data, title)
+    on_page = chart is not None
     spec_text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     if len(spec_text) < inline_limit:
         spec_text = json.dumps(spec, sort_keys=True, indent=1)  # readable when small
@@ -204,4 +277,6 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
 
     content_hash = sha(spec_text + "\n" + csv)
     page_spec = _externalise(spec, fig_dir, rel, inline_limit, files) if on_page else None
+    if page_spec is not None and title is not None and page_spec.get("title") == title:
+        del page_spec["title"]  # the page's heading and caption say it
     return FigureFiles(content_hash=content_hash, page_spec=page_spec, files=files)

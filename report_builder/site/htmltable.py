@@ -12,8 +12,10 @@ from numbers import Integral, Real
 import pandas as pd
 
 
-def fmt(value) -> str:
-    """A cell value as text: ints as is, floats with sensible precision, NaN as an en dash."""
+def fmt(value, column_decimals: int | None = None) -> str:
+    """A cell value as text: ints as is, floats with sensible precision, NaN as an en dash.
+
+    ``column_decimals`` (from `fmt_column`) aligns the decimals of one column."""
     if value is None:
         return "–"
     if isinstance(value, bool):
@@ -29,12 +31,33 @@ def fmt(value) -> str:
         a = abs(v)
         if a < 1e-3:
             return f"{v:.2e}"
-        if a < 1:
-            return f"{v:.3f}"
-        if a < 100:
-            return f"{v:.2f}"
-        return f"{v:,.1f}"
+        # never more decimals than the value has (0.62 stays "0.62", not "0.620": no false digits)
+        decimals = min(_target(a), _decimals(v) if column_decimals is None else column_decimals)
+        return f"{v:,.{decimals}f}"
     return str(value)
+
+
+def _target(a: float) -> int:
+    return 3 if a < 1 else 2 if a < 100 else 1
+
+
+def fmt_column(values) -> list[str]:
+    """Cells of one column: floats share the decimals the column's values carry (95.90 beside 47.95),
+    each capped by its own magnitude's precision, never more than any value has."""
+    vals = list(values)
+    floats = [float(v) for v in vals if isinstance(v, Real) and not isinstance(v, (bool, Integral))
+              and not math.isnan(float(v)) and 1e-3 <= abs(float(v))]
+    col = max((min(_target(abs(v)), _decimals(v)) for v in floats), default=None)
+    return [fmt(v, col) for v in vals]
+
+
+def _decimals(v: float) -> int:
+    """Decimals in the shortest repr of ``v`` (at least 1 for a non-integer; 1 for an integral float)."""
+    text = repr(abs(v))
+    if "e" in text or "." not in text:
+        return 99 if "e" in text else 1
+    frac = text.split(".")[1].rstrip("0")
+    return max(1, len(frac))
 
 
 def _is_num(series: pd.Series) -> bool:
@@ -56,9 +79,10 @@ def to_html(df: pd.DataFrame, max_rows: int = 200, index: bool = False) -> str:
         f'<th class="num">{html.escape(str(c))}</th>' if num[c] else f"<th>{html.escape(str(c))}</th>"
         for c in df.columns
     )
+    texts = [fmt_column(shown[c]) for c in shown.columns]
     rows = []
-    for rec in shown.itertuples(index=False, name=None):
-        cells = "".join(_cell(fmt(v), num[c]) for c, v in zip(df.columns, rec))
+    for r in range(len(shown)):
+        cells = "".join(_cell(texts[k][r], num[c]) for k, c in enumerate(df.columns))
         rows.append(f"<tr>{cells}</tr>")
     more = ""
     if len(df) > max_rows:

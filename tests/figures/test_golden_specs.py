@@ -1,5 +1,5 @@
 """Golden Vega-Lite specs: every figure id, built from the fixed fixture tables, must give the spec and
-reading committed under ``tests/golden/<id>.json``; an unintended chart change fails here.
+reading committed under ``tests/figures/golden/<id>.json``; an unintended chart change fails here.
 
 After an intended change, regenerate with ``UPDATE_GOLDEN=1 pytest tests/test_golden_specs.py`` and
 review the diff like code. A golden replaces each inline dataset by its row count, the SHA-256 of its
@@ -19,7 +19,8 @@ from tests.fixtures.k21_tables import fixture_roles, k21_fixture_tables
 from tests.fixtures.k24_tables import k24_fixture_roles, k24_fixture_tables
 from report_builder.figures.registry import all_figures
 from report_builder.figures.spec import FigureContext, NotConfigured
-from report_builder.site.figure_files import chart_to_spec, table_spec
+from report_builder.site.build import figure_title
+from report_builder.site.figure_files import export_spec
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -67,10 +68,8 @@ def golden_record(spec_id: str, ctx: FigureContext) -> dict:
         result = spec.build(ctx)
     except NotConfigured as exc:
         return {"id": spec_id, "not_configured": str(exc)}
-    if result.chart is not None:
-        vl = chart_to_spec(result.chart)
-    else:
-        vl = table_spec(result.table if result.table is not None else result.data)
+    table = result.table if result.table is not None else (result.data if result.chart is None else None)
+    vl = export_spec(result.chart, table, figure_title(spec, result, ctx.tables))
     return {"id": spec_id, "reading": result.reading, "spec": _summarise(vl)}
 
 
@@ -87,7 +86,7 @@ def test_spec_matches_golden(spec_id, contexts):
     assert path.is_file(), f"no golden for {spec_id}: run UPDATE_GOLDEN=1 pytest {Path(__file__).name}"
     expected = json.loads(path.read_text(encoding="utf-8"))
     assert json.loads(text) == expected, (
-        f"{spec_id}: spec or reading differs from tests/golden/{spec_id}.json; if intended, "
+        f"{spec_id}: spec or reading differs from tests/figures/golden/{spec_id}.json; if intended, "
         f"regenerate with UPDATE_GOLDEN=1 and review the diff")
 
 

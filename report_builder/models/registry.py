@@ -1,0 +1,70 @@
+"""Which adapter serves which model: the registry of architecture families.
+
+This module imports the family plugins (``bert``, ``gpt2``, ``llama``) and indexes their
+``ADAPTER`` by HF class name and by ``config.model_type``; the base module `models.adapter` imports
+none of them, so there is no import cycle. Adding a family is one file defining ``ADAPTER`` and its
+name in `FAMILIES`. Pitfall: two families must not claim the same class name or model type (checked
+when the registry is built).
+"""
+from __future__ import annotations
+
+import importlib
+
+from torch import nn
+
+from report_builder.errors import UnsupportedArchitecture
+from report_builder.models.adapter import Adapter
+
+FAMILIES: tuple[str, ...] = ("bert", "gpt2", "llama")
+"""Family modules under `report_builder.models`, each defining ``ADAPTER``."""
+
+
+def _build() -> tuple[tuple[Adapter, ...], dict[str, Adapter], dict[str, Adapter]]:
+    adapters = tuple(importlib.import_module(f"report_builder.models.{f}").ADAPTER for f in FAMILIES)
+    by_class: dict[str, Adapter] = {}
+    by_type: dict[str, Adapter] = {}
+    for a in adapters:
+        for table, names in ((by_class, a.class_names), (by_type, a.model_types)):
+            for name in names:
+                if name in table:
+                    raise RuntimeError(f"{name!r} is claimed by both {table[name].family} and {a.family}")
+                table[name] = a
+    return adapters, by_class, by_type
+
+
+ADAPTERS, _BY_CLASS, _BY_TYPE = _build()
+"""Every registered adapter, in `FAMILIES` order."""
+
+
+def supported() -> list[str]:
+    """Supported HF base-model class names."""
+    return sorted(_BY_CLASS)
+
+
+def supported_model_types() -> list[str]:
+    return sorted(_BY_TYPE)
+
+
+def for_model_type(model_type: str) -> Adapter:
+    """The adapter for ``config.model_type`` (fails fast before any weights are loaded)."""
+    if model_type in _BY_TYPE:
+        return _BY_TYPE[model_type]
+    raise UnsupportedArchitecture(
+        f"model type {model_type!r} has no adapter; supported model types: {', '.join(supported_model_types())} "
+        f"(classes: {', '.join(supported())}). Adding a family is one file in report_builder/models/."
+    )
+
+
+def for_model(model: nn.Module) -> Adapter:
+    """The adapter for an instantiated base model, by HF class name."""
+    return for_class_name(type(model).__name__)
+
+
+def for_class_name(name: str) -> Adapter:
+    """The adapter for an HF base-model class name (e.g. ``models.class_name`` of a cached result)."""
+    if name not in _BY_CLASS:
+        raise UnsupportedArchitecture(
+            f"{name} has no adapter; supported: {', '.join(supported())}. "
+            "Adding a family is one file in report_builder/models/."
+        )
+    return _BY_CLASS[name]

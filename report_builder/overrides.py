@@ -1,0 +1,93 @@
+"""``--set key=value``: override any configuration key from the command line (Hydra-style).
+
+Keys are dotted paths into the configuration mapping, with list items by index:
+``k24.top_k=5``, ``device=cuda``, ``datasets.0.n=16`` (or ``datasets[0].n=16``), ``figures=[k21-tab2]``.
+Values are read as YAML scalars or flow collections, so ``5`` is an integer, ``true`` a boolean,
+``null`` nothing and ``[a, b]`` a list; quote a string that would read otherwise (``name='007'``).
+The result goes through the same validation as a YAML file, so an unknown key or a bad value is
+refused with the key's name. Pitfall: overrides apply to the *resolved* configuration (after the
+preset and the config file), so ``--set preset=paper`` does not switch presets; use ``--preset``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from report_builder.errors import ConfigError
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def parse_assignment(item: str) -> tuple[list[str | int], Any]:
+    """``"k24.top_k=5"`` -> ``(["k24", "top_k"], 5)``.
+
+    Raises:
+        ConfigError: No ``=``, an empty key or part, or a value that is not valid YAML.
+    """
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set k24.top_k=5")
+    parts: list[str | int] = []
+    for part in _INDEX.sub(r".\1", key).split("."):
+        if not part:
+            raise ConfigError(f"--set {item!r}: empty part in the key {key!r}")
+        parts.append(int(part) if part.isdigit() else part)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--set {key}: cannot read the value {raw!r} ({str(e).splitlines()[0]})") from None
+    return parts, value
+
+
+def apply_assignments(data: dict, items: list[str]) -> dict:
+    """A copy of the configuration mapping ``data`` with every ``KEY=VALUE`` of ``items`` applied, in order.
+
+    Raises:
+        ConfigError: A path that crosses a value that is not a mapping or list, or a list index out of
+            range (unknown *names* are left to the configuration's own validation, which names them).
+    """
+    import copy
+
+    out = copy.deepcopy(data)
+    for item in items:
+        parts, value = parse_assignment(item)
+        node: Any = out
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            where = ".".join(str(p) for p in parts[: depth + 1])
+            if isinstance(node, list):
+                if not isinstance(part, int) or not 0 <= part < len(node):
+                    raise ConfigError(f"--set {item.partition('=')[0]}: {where} needs an index 0..{len(node) - 1}")
+            elif isinstance(node, dict):
+                if isinstance(part, int):
+                    raise ConfigError(f"--set {item.partition('=')[0]}: {where} is a key, not a list index")
+            else:
+                raise ConfigError(f"--set {item.partition('=')[0]}: "
+                                  f"{'.'.join(str(p) for p in parts[:depth])} is not a mapping or list")
+            if last:
+                node[part] = value
+            else:
+                if isinstance(node, dict) and node.get(part) is None:
+                    node[part] = {}
+                node = node[part]
+    return out
+
+
+def with_assignments(cfg, items: list[str]):
+    """The ``Config`` ``cfg`` with ``--set`` items applied and validated again.
+
+    Args:
+        cfg: A resolved ``report_builder.config.Config``.
+        items: ``KEY=VALUE`` strings.
+
+    Returns:
+        A new ``Config`` (``cfg`` itself when ``items`` is empty).
+    """
+    if not items:
+        return cfg
+    from report_builder.config import from_dict
+
+    return from_dict(apply_assignments(cfg.to_dict(), items), source="--set")

@@ -1,0 +1,142 @@
+"""Token strings as a reader should see them: byte-level BPE decoded, spaces visible, specials named.
+
+Tokenizers store tokens in their own alphabets: byte-level BPE (GPT-2, RoBERTa, SmolLM2) writes each
+byte as a printable stand-in (a leading space is ``Ġ``, a newline ``Ċ``, the UTF-8 bytes of an en
+dash ``âĢĵ``); WordPiece (BERT) marks word continuations with ``##``; SentencePiece (Llama 2, T5)
+marks a word start with ``▁``. For display every style is shown the same way: a word-initial space
+is the visible marker ``▁`` (as SentencePiece does), WordPiece ``##`` is kept, bytes that are not a
+whole UTF-8 character are written ``<0xE2>`` (SentencePiece's byte-fallback form).
+
+Special tokens are named by the role they play for the model: a causal model's first special token
+is ``BOS`` (not ``[CLS]``, which is K21's category name for it); an encoder's keep their own strings.
+
+Pitfall: the style is a property of the tokenizer, not of one token; decide it once per model from
+all of its tokens with :func:`token_style` (a WordPiece token like ``Ã©`` must not be "decoded").
+The raw strings are never replaced in result tables; figures show both (``token`` and ``token_raw``).
+
+No torch, no rendering imports: both compute and figures may use this module.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+SPACE_MARK = "▁"
+NEWLINE_MARK = "↵"
+TAB_MARK = "⇥"
+BOS = "BOS"
+
+BYTE_BPE = "byte-level BPE"
+WORDPIECE = "WordPiece"
+SENTENCEPIECE = "SentencePiece"
+PLAIN = "plain"
+STYLES = (BYTE_BPE, WORDPIECE, SENTENCEPIECE, PLAIN)
+
+_SPECIAL = re.compile(r"^(\[[A-Z]+\]|<\|[^|<>]+\|>|</?[a-z_]+>)$")
+
+
+@lru_cache(maxsize=1)
+def _byte_alphabet() -> dict[str, int]:
+    """GPT-2's ``bytes_to_unicode`` inverted: stand-in character -> byte value."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1))
+    chars = list(keep)
+    n = 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars)}
+
+
+def is_special(token: str) -> bool:
+    """Whether a token string has the shape of a special token (``[CLS]``, ``<s>``, ``<|im_start|>``)."""
+    return bool(_SPECIAL.match(token))
+
+
+def token_style(tokens: Iterable[str]) -> str:
+    """The tokenizer style of one model, judged from (a sample of) its token strings.
+
+    Byte-level BPE when every non-special token is written in the byte alphabet and some token uses
+    a stand-in character (``Ġ``, ``Ċ``, ...); SentencePiece when some token starts with ``▁``;
+    WordPiece when some token starts with ``##``; otherwise plain.
+    """
+    alphabet = _byte_alphabet()
+    in_alphabet, shifted, sp, wp = True, False, False, False
+    for t in tokens:
+        if not isinstance(t, str) or is_special(t):
+            continue
+        if t.startswith(SPACE_MARK):
+            sp = True
+        if t.startswith("##") and len(t) > 2:
+            wp = True
+        for ch in t:
+            if ch not in alphabet:
+                in_alphabet = False
+            elif ord(ch) >= 256:
+                shifted = True
+    if in_alphabet and shifted:
+        return BYTE_BPE
+    if sp:
+        return SENTENCEPIECE
+    if wp:
+        return WORDPIECE
+    return PLAIN
+
+
+def _visible(text: str) -> str:
+    return text.replace(" ", SPACE_MARK).replace("\n", NEWLINE_MARK).replace("\t", TAB_MARK)
+
+
+def _decode_bytes(data: bytes) -> str:
+    """UTF-8 text of ``data``; bytes that are not part of a whole character become ``<0xNN>``."""
+    out, k = [], 0
+    while k < len(data):
+        for width in (1, 2, 3, 4):
+            try:
+                out.append(data[k:k + width].decode("utf-8"))
+                k += width
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append(f"<0x{data[k]:02X}>")
+            k += 1
+    return "".join(out)
+
+
+def display_token(token: str, style: str, *, causal: bool = False, first: bool = False) -> str:
+    """The display form of one token.
+
+    Args:
+        token: the tokenizer's raw token string.
+        style: the model's :func:`token_style`.
+        causal: whether the model is causal (its leading special token is shown as ``BOS``).
+        first: whether the token is at position 0 of its sequence.
+    """
+    if not isinstance(token, str):
+        return token
+    if is_special(token):
+        return BOS if causal and first else token
+    if style == BYTE_BPE:
+        alphabet = _byte_alphabet()
+        if all(ch in alphabet for ch in token):
+            return _visible(_decode_bytes(bytes(alphabet[ch] for ch in token)))
+        return _visible(token)
+    return _visible(token)
+
+
+def display_tokens(tokens: Iterable[str], style: str | None = None, *, causal: bool = False,
+                   positions: Iterable[int] | None = None) -> list[str]:
+    """Display forms of many tokens of one model (style judged from them when not given)."""
+    toks = list(tokens)
+    style = style or token_style(toks)
+    pos = list(positions) if positions is not None else [None] * len(toks)
+    return [display_token(t, style, causal=causal, first=p == 0) for t, p in zip(toks, pos)]
+
+
+def category_label(category: str, causal: bool) -> str:
+    """K21 token category as shown for a model: a causal model's ``[CLS]`` category is its BOS token."""
+    return BOS if causal and category == "[CLS]" else category
