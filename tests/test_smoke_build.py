@@ -89,3 +89,19 @@ def test_render_from_cache_needs_no_torch(smoke):
     a = json.loads((tmp / "site" / "figures" / "manifest.json").read_text())["figures"]
     b = json.loads((tmp / "site-again" / "figures" / "manifest.json").read_text())["figures"]
     assert {k: v["hash"] for k, v in a.items()} == {k: v["hash"] for k, v in b.items()}
+
+
+def test_provenance_counts_the_sequences_each_analysis_used(smoke):
+    """K21 figures were computed from `n` sequences per dataset, K24 figures from `k24_n` (smoke preset)."""
+    from report_builder.config import PRESETS
+
+    conf = {d["id"]: d for d in PRESETS["smoke"]["datasets"]}
+    site = smoke[0] / "site"
+    for fig in all_figures():
+        p = site / "figures" / fig.id / "provenance.json"
+        if not p.is_file() or not any(a.startswith(("k21_tokens", "k21_freq", "k24_")) for a in fig.analysis):
+            continue
+        rec = json.loads(p.read_text())
+        key = "k24_n" if fig.paper == "K24" else "n"
+        for d, entry in rec["datasets"].items():
+            assert entry["n"] == conf[d][key], (fig.id, d, entry["n"], conf[d][key])

@@ -169,7 +169,7 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     rec = prov_mod.figure_provenance(prov, ctx.tables, tuple(result.models), tuple(result.datasets),
-                                     {**spec.params, **result.params}, ff.content_hash)
+                                     {**spec.params, **result.params}, ff.content_hash, tuple(spec.analysis))
     fig_dir = figures_dir / spec.id
     (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
     bib = prov_mod.figure_bibtex(spec.id, spec.title, spec.paper, ff.content_hash, prov)

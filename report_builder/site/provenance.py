@@ -36,17 +36,69 @@ def max_recon_error(tables: dict[str, pd.DataFrame], models: tuple[str, ...] | l
     return None if math.isnan(value) else value
 
 
+# K24 tables computed in one pass over the same sequences; k24_ctx records how many per layer.
+_K24_PASS = ("k24_ctx", "k24_ffamp_pairs", "k24_ffamp_base", "k24_res_norms", "k24_ln_dims")
+_EXAMPLE_TABLES = ("k21_maps", "k24_maps")
+
+
+def sequences_used(tables: dict[str, pd.DataFrame], analysis: tuple[str, ...], models: tuple[str, ...],
+                   dataset: str) -> dict[str, int]:
+    """How many sequences of ``dataset`` each model's results in ``analysis`` were computed from.
+
+    Counted from the result tables themselves (distinct ``seq``; for the K24 pass the largest
+    ``n_seqs`` of ``k24_ctx``), never from the configuration, so a figure says what it used.
+    """
+    out: dict[str, int] = {}
+    for name in analysis:
+        col, t = ("n_seqs", tables.get("k24_ctx")) if name in _K24_PASS else ("seq", tables.get(name))
+        if t is None or t.empty or col not in t.columns or "dataset" not in t.columns:
+            continue
+        sel = t[t["dataset"] == dataset]
+        if models:
+            sel = sel[sel["model"].isin(list(models))]
+        for model, grp in sel.groupby("model", sort=True):
+            n = int(grp[col].max()) if col == "n_seqs" else int(grp["seq"].nunique())
+            out[str(model)] = max(out.get(str(model), 0), n)
+    return out
+
+
+def _examples_used(tables: dict[str, pd.DataFrame], analysis: tuple[str, ...], models: tuple[str, ...]) -> int | None:
+    counts = []
+    for name in analysis:
+        t = tables.get(name)
+        if name in _EXAMPLE_TABLES and t is not None and not t.empty and "example" in t.columns:
+            sel = t[t["model"].isin(list(models))] if models else t
+            counts.append(int(sel["example"].nunique()))
+    return max(counts) if counts else None
+
+
 def figure_provenance(prov: dict[str, Any], tables: dict[str, pd.DataFrame], models: tuple[str, ...],
-                      datasets: tuple[str, ...], params: dict[str, Any], content_hash: str) -> dict[str, Any]:
-    """The provenance record of one figure (also written as ``figures/<id>/provenance.json``)."""
+                      datasets: tuple[str, ...], params: dict[str, Any], content_hash: str,
+                      analysis: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The provenance record of one figure (also written as ``figures/<id>/provenance.json``).
+
+    ``analysis`` names the result tables the figure reads; each dataset's ``n`` is then the number
+    of sequences those results were computed from (`sequences_used`; one number, or one per model
+    when they differ), and map figures record how many ``examples`` they show.
+    """
     all_models = prov.get("models", {}) or {}
     all_data = prov.get("datasets", {}) or {}
     used_m = {m: all_models.get(m, {}) for m in (models or tuple(all_models))}
-    used_d = {d: all_data.get(d, {}) for d in (datasets or tuple(all_data))}
+    examples = _examples_used(tables, analysis, tuple(used_m))
+    default_d = () if examples is not None and not any(
+        a not in _EXAMPLE_TABLES and a != "models" for a in analysis) else tuple(all_data)
+    used_d = {}
+    for d in (datasets or default_d):
+        rec_d = dict(all_data.get(d, {}))
+        counts = sequences_used(tables, analysis, tuple(used_m), d)
+        if counts:
+            rec_d["n"] = next(iter(counts.values())) if len(set(counts.values())) == 1 else counts
+        used_d[d] = rec_d
     merged = {**(prov.get("params") or {}), **params}
     return {
         "models": used_m,
         "datasets": used_d,
+        **({"examples": examples} if examples is not None else {}),
         "params": merged,
         "report_builder_version": prov.get("report_builder_version"),
         "git_commit": prov.get("git_commit"),
@@ -81,9 +133,14 @@ def provenance_html(rec: dict[str, Any]) -> str:
         bits = [html.escape(str(name))]
         if d.get("hash"):
             bits.append("hash " + _code(d["hash"]))
-        if d.get("n") is not None:
-            bits.append(f"{d['n']} sequences")
+        n = d.get("n")
+        if isinstance(n, dict):
+            bits.append(", ".join(f"{v} sequences ({html.escape(str(m))})" for m, v in n.items()))
+        elif n is not None:
+            bits.append(f"{n} sequences")
         rows.append(("Dataset", ", ".join(bits)))
+    if rec.get("examples") is not None:
+        rows.append(("Examples", f"{rec['examples']} example sequence(s) shown"))
     if rec["params"]:
         rows.append(("Parameters", "; ".join(f"{html.escape(str(k))} = {_code(v)}" for k, v in rec["params"].items())))
     err = rec["max_reconstruction_error"]

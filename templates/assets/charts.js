@@ -1,14 +1,79 @@
 /* report_builder: embed every <div class="rb-chart" data-spec="..."> with the vendored vega-embed.
  * The spec is inline (HTML-escaped JSON); large data sits in content-hashed JSON files next to the
- * figure's other assets and is loaded by relative URL. In the dark scheme charts sit on a light card (CSS), so
- * every chart keeps the one light theme its static SVG/PNG also use. */
+ * figure's other assets and is loaded by relative URL. The page adapts the spec, never the files:
+ * in the dark scheme (material's "slate") chart text, axes and grid get light colours; on a narrow
+ * window side-by-side panels are stacked and legends go below, so nothing is off-screen. Charts are
+ * re-embedded when the scheme is toggled or the window crosses the narrow width. */
 (function () {
   "use strict";
+
+  var NARROW_PX = 600;
+  var DARK = {
+    axis: { labelColor: "#e3e3e3", titleColor: "#e3e3e3", gridColor: "#3c4150", domainColor: "#9aa0aa",
+            tickColor: "#9aa0aa" },
+    legend: { labelColor: "#e3e3e3", titleColor: "#e3e3e3" },
+    header: { labelColor: "#e3e3e3", titleColor: "#e3e3e3" },
+    title: { color: "#f0f0f0", subtitleColor: "#c8c8c8" },
+    text: { color: "#e3e3e3" },
+    style: { "guide-label": { fill: "#e3e3e3" }, "guide-title": { fill: "#e3e3e3" } }
+  };
+
+  function isDark() {
+    var s = document.body && document.body.getAttribute("data-md-color-scheme");
+    return s === "slate";
+  }
+
+  function isNarrow() { return window.innerWidth < NARROW_PX; }
+
+  function merge(a, b) {  // b's values win; nested objects are merged
+    var out = {}, k;
+    for (k in a) { if (Object.prototype.hasOwnProperty.call(a, k)) out[k] = a[k]; }
+    for (k in b) {
+      if (!Object.prototype.hasOwnProperty.call(b, k)) continue;
+      var av = out[k], bv = b[k];
+      out[k] = (av && bv && typeof av === "object" && typeof bv === "object" && !Array.isArray(av) && !Array.isArray(bv))
+        ? merge(av, bv) : bv;
+    }
+    return out;
+  }
+
+  function stack(spec) {  // side-by-side panels -> one column
+    if (!spec || typeof spec !== "object") return spec;
+    if (spec.hconcat) { spec.vconcat = spec.hconcat; delete spec.hconcat; }
+    if (spec.concat) { spec.columns = 1; }
+    if (spec.facet) {
+      if (spec.facet.column && !spec.facet.row) { spec.facet = spec.facet.column; spec.columns = 1; }
+      else if (spec.facet.field) { spec.columns = 1; }
+    }
+    var enc = spec.encoding;
+    if (enc && enc.column && !enc.row) { enc.facet = enc.column; delete enc.column; spec.columns = 1; }
+    if (enc && enc.facet) { spec.columns = 1; }
+    ["vconcat", "concat"].forEach(function (k) { (spec[k] || []).forEach(stack); });
+    if (spec.spec) stack(spec.spec);
+    return spec;
+  }
+
+  function fitWidth(spec, max) {  // continuous panels wider than the window shrink to fit it
+    if (!spec || typeof spec !== "object") return;
+    if (typeof spec.width === "number" && spec.width > max) spec.width = max;
+    ["vconcat", "concat", "layer"].forEach(function (k) { (spec[k] || []).forEach(function (s) { fitWidth(s, max); }); });
+    if (spec.spec) fitWidth(spec.spec, max);
+  }
+
+  function adapt(spec) {
+    if (isNarrow()) {
+      spec = stack(spec);
+      fitWidth(spec, Math.max(200, window.innerWidth - 110));
+      spec.config = merge(spec.config || {}, { legend: { orient: "bottom", direction: "horizontal", columns: 2 } });
+    }
+    if (isDark()) spec.config = merge(spec.config || {}, DARK);
+    return spec;
+  }
 
   function embed(el) {
     var spec;
     try {
-      spec = JSON.parse(el.getAttribute("data-spec"));
+      spec = adapt(JSON.parse(el.getAttribute("data-spec")));
     } catch (err) {
       console.error("report_builder: bad chart spec in " + el.id, err);
       return Promise.resolve();
@@ -52,7 +117,19 @@
     });
   }
 
-  function start() { embedAll(); }
+  function start() {
+    embedAll();
+    var state = isDark() + "/" + isNarrow();
+    function maybeRedo() {
+      var now = isDark() + "/" + isNarrow();
+      if (now !== state) { state = now; embedAll(); }
+    }
+    if (window.MutationObserver && document.body) {
+      new MutationObserver(maybeRedo).observe(document.body, { attributes: true, attributeFilter: ["data-md-color-scheme"] });
+    }
+    var timer = null;
+    window.addEventListener("resize", function () { clearTimeout(timer); timer = setTimeout(maybeRedo, 200); });
+  }
 
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
