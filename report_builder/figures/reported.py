@@ -21,7 +21,9 @@ from typing import Any, Mapping
 import pandas as pd
 import yaml
 
-METHODS = ("ATTN-W", "ATTN-N", "ATTNRES-W", "ATTNRES-N", "ATTNRESLN-N")
+from report_builder import schema
+
+METHODS = schema.K21_METHODS
 
 #: Our dataset ids -> the paper's dataset keys.
 DATASET_ALIASES = {
