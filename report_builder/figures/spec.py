@@ -45,6 +45,12 @@ class FigureContext:
     roles: Roles
     reported: dict[str, Any] = field(default_factory=dict)  # parsed k21_reported.yaml
 
+    def __post_init__(self) -> None:
+        # figures show tokens in their display form; the tokenizer's strings stay in *_raw columns
+        from report_builder.figures.display import display_tables
+
+        object.__setattr__(self, "tables", display_tables(self.tables))
+
 
 @dataclass
 class FigureResult:

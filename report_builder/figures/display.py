@@ -1,0 +1,78 @@
+"""Result tables as figures show them: token strings in their display form, raw strings kept beside.
+
+Every figure reads tables through its `FigureContext`, which passes them through `display_tables`
+once: each ``token`` / ``token_i`` / ``token_j`` column becomes the display form of
+`report_builder.tokens` (byte-level BPE decoded with ``▁`` for a space, WordPiece ``##`` kept, a
+causal model's first special token named ``BOS``) and the tokenizer's own string moves to
+``token_raw`` / ``token_i_raw`` / ``token_j_raw``, so the CSVs carry both.
+
+Pitfall: the tokenizer style is judged per model from all of its tokens (never per token), and a
+model counts as causal when its first token mixes nothing under ATTN-W in every sequence and layer
+(a causal mask lets position 0 attend only to itself); without K21 results, a model whose layers
+are not post-LN is taken as causal.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from report_builder import tokens as tok
+
+TOKEN_COLUMNS = {"token": "pos", "token_i": "i", "token_j": "j"}
+
+
+def _causal_models(tables: dict[str, pd.DataFrame]) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    models = tables.get("models")
+    if models is not None and {"model", "ln_position"} <= set(models.columns):
+        out.update({str(m): str(p) != "post" for m, p in zip(models["model"], models["ln_position"])})
+    k21 = tables.get("k21_tokens")
+    if k21 is not None and not k21.empty and {"pos", "ATTN-W"} <= set(k21.columns):
+        first = k21[k21["pos"] == 0]
+        for m, g in first.groupby("model", sort=False):
+            out[str(m)] = bool((g["ATTN-W"].abs() < 1e-9).all())
+    return out
+
+
+def _styles(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
+    seen: dict[str, set] = {}
+    for df in tables.values():
+        if df is None or "model" not in df.columns:
+            continue
+        for col in TOKEN_COLUMNS:
+            if col in df.columns:
+                for m, g in df.groupby("model", sort=False):
+                    seen.setdefault(str(m), set()).update(g[col].dropna().astype(str).unique()[:20000])
+    return {m: tok.token_style(v) for m, v in seen.items()}
+
+
+def display_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """A copy of ``tables`` with display tokens (idempotent: tables that have ``*_raw`` are kept)."""
+    todo = {name: [c for c in TOKEN_COLUMNS if c in df.columns and f"{c}_raw" not in df.columns]
+            for name, df in tables.items() if df is not None and "model" in getattr(df, "columns", ())}
+    todo = {k: v for k, v in todo.items() if v}
+    if not todo:
+        return tables
+    styles, causal = _styles(tables), _causal_models(tables)
+    out = dict(tables)
+    for name, cols in todo.items():
+        df = tables[name].copy()
+        for col in cols:
+            pos_col = TOKEN_COLUMNS[col]
+            raw = df[col]
+            first = (df[pos_col] == 0) if pos_col in df.columns else pd.Series(False, index=df.index)
+            shown = raw.copy()
+            for m, idx in df.groupby("model", sort=False).groups.items():
+                style, is_causal = styles.get(str(m), tok.PLAIN), causal.get(str(m), False)
+                keys = pd.Series(list(zip(raw.loc[idx], first.loc[idx])), index=idx)
+                cache = {k: tok.display_token(k[0], style, causal=is_causal, first=bool(k[1])) for k in set(keys)}
+                shown.loc[idx] = keys.map(cache)
+            at = list(df.columns).index(col)
+            df[col] = shown
+            df.insert(at + 1, f"{col}_raw", raw)
+        out[name] = df
+    return out
+
+
+def is_causal(tables: dict[str, pd.DataFrame], model: str) -> bool:
+    """Whether ``model`` is causal (see the module pitfall)."""
+    return _causal_models(tables).get(model, False)
