@@ -74,6 +74,7 @@ class FigureResult:
     models: tuple[str, ...] = ()
     datasets: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
+    title: str = ""  # this build's title when it names what the declaration cannot (a dataset, a model)
 
 
 class NotConfigured(Exception):

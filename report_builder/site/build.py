@@ -147,7 +147,7 @@ def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.Da
     names = {}
     if ds is not None and not ds.empty and {"dataset", "name"} <= set(ds.columns):
         names = dict(zip(ds["dataset"].astype(str), ds["name"].astype(str)))
-    return export_title(spec.title, spec.id, tuple(result.models), tuple(result.datasets), names)
+    return export_title(result.title or spec.title, spec.id, tuple(result.models), tuple(result.datasets), names)
 
 
 def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], figures_dir: Path,
@@ -172,7 +172,7 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
                                      {**spec.params, **result.params}, ff.content_hash, tuple(spec.analysis))
     fig_dir = figures_dir / spec.id
     (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
-    bib = prov_mod.figure_bibtex(spec.id, spec.title, spec.paper, ff.content_hash, prov)
+    bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, ff.content_hash, prov)
     paper_bib = prov_mod.PAPER_BIBTEX.get(spec.paper)
     (fig_dir / "cite.bib").write_text(bib + ("\n\n" + paper_bib if paper_bib else "") + "\n", encoding="utf-8")
     files = {**ff.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib"}

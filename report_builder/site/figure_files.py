@@ -238,6 +238,14 @@ def export_spec(chart: Any | None, table: pd.DataFrame | None, title: dict[str, 
     return table_spec(table, title=title)
 
 
+def csv_frame(data: pd.DataFrame) -> pd.DataFrame:
+    """The frame written as ``data.csv``: result tables keep 0-based layers, the CSV shows them 1-based
+    (``layer = 1`` is the first layer), like every chart, reading and table of the site."""
+    if "layer" in data.columns and pd.api.types.is_integer_dtype(data["layer"]):
+        return data.assign(layer=data["layer"] + 1)
+    return data
+
+
 def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table: pd.DataFrame | None,
                        figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT,
                        title: dict[str, Any] | None = None) -> FigureFiles:
@@ -257,7 +265,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     rel = f"figures/{fig_id}"
     files: dict[str, str] = {}
 
-    csv = data.to_csv(index=False)
+    csv = csv_frame(data).to_csv(index=False)
     (fig_dir / "data.csv").write_text(csv, encoding="utf-8")
     files["csv"] = f"{rel}/data.csv"
 

@@ -196,6 +196,6 @@ def layer_diagram(layout: schema.Layout, title: str, width: int = 620, height: i
         shape="triangle-right", size=40, filled=True, color="#555").encode(x=X("x:Q"), y=Y("y:Q"))
     rules = alt.Chart(inline_data(scopes)).mark_rule(strokeDash=[4, 3], color=theme.CATEGORICAL[3]).encode(
         x=X("x:Q"), y=Y("y0:Q"), y2="y1:Q")
-    labels = alt.Chart(inline_data(scopes)).mark_text(fontSize=11, color=theme.CATEGORICAL[3], dy=8, baseline="top").encode(
+    labels = alt.Chart(inline_data(scopes)).mark_text(fontSize=theme.FONT_SIZE, color=theme.CATEGORICAL[3], dy=8, baseline="top").encode(
         x=X("x:Q"), y=Y("y0:Q"), text="label:N")
     return alt.layer(lines, heads, rect, text, rules, labels).properties(title=title, **base_props)

@@ -31,14 +31,14 @@ def annotated_heatmap(
     domain: tuple[float, float] = (0.0, 100.0),
     scheme: str = theme.SEQUENTIAL,
     fmt: str = ".1f",
-    cell_width: int = 30,
-    cell_height: int = 18,
+    cell_width: int = 38,
+    cell_height: int = 20,
     columns: int = 5,
     x_title: str | None = None,
     y_title: str | None = None,
     value_title: str | None = None,
     tooltip_extra: Sequence[str] = (),
-    font_size: int = 9,
+    font_size: int = theme.FONT_SIZE,
     legend_orient: str = "right",
 ) -> alt.Chart:
     """Heatmap with the value printed in each cell on a fixed colour scale.
@@ -99,27 +99,34 @@ def category_lift_heatmap(df: pd.DataFrame, categories: Sequence[str], clip: flo
     """Heatmap of log2(top_share / base_share) per layer × category; text = top_count.
 
     ``df``: ``k24_ffamp_base`` rows (model, dataset, layer, category, top_count, top_share, base_count,
-    base_share). Cells with no top pair or no base pair are clipped to ±``clip``.
+    base_share). Cells with no top pair are grey "no data" (text "–"); a top pair in a category with no
+    base pair is clipped to +``clip``.
     """
     d = shown(df)
     with np.errstate(divide="ignore", invalid="ignore"):
         lift = np.log2(d["top_share"] / d["base_share"])
     d["log2_lift"] = np.clip(lift.replace([np.inf, -np.inf], np.nan).fillna(-clip).where(
         d["base_share"] > 0, clip), -clip, clip)
-    d.loc[(d["top_share"] == 0) & (d["base_share"] == 0), "log2_lift"] = 0.0
+    # a cell without any top pair carries no evidence of under-representation: "no data", not −clip
+    d.loc[d["top_count"] == 0, "log2_lift"] = np.nan
+    d["count_text"] = d["top_count"].map(lambda c: "–" if c == 0 else str(int(c)))
     base = alt.Chart(inline_data(d)).encode(
-        x=alt.X("category:N", sort=list(categories), title=None, axis=alt.Axis(labelAngle=-35)),
+        x=alt.X("category:N", sort=list(categories), title=None, axis=alt.Axis(labelAngle=-40)),
         y=alt.Y("layer:O", title=LAYER_TITLE))
-    heat = base.mark_rect().encode(
+    empty = base.mark_rect(color="#eeeeee").encode(
+        tooltip=["layer:O", "category:N", alt.Tooltip("top_count:Q", title="top pairs (none: no data)"),
+                 "base_count:Q"]).transform_filter("datum.top_count == 0")
+    heat = base.mark_rect().transform_filter("datum.top_count > 0").encode(
         color=alt.Color("log2_lift:Q", title="log₂(top / base)",
                         scale=alt.Scale(scheme=theme.DIVERGING, domain=[-clip, clip], reverse=True)),
         tooltip=["layer:O", "category:N", "top_count:Q", alt.Tooltip("top_share:Q", format=".1%"),
                  "base_count:Q", alt.Tooltip("base_share:Q", format=".1%"), alt.Tooltip("log2_lift:Q", format=".2f")])
-    txt = base.mark_text(fontSize=9).encode(
-        text="top_count:Q",
-        color=alt.condition("abs(datum.log2_lift) > 1.5", alt.value("white"), alt.value("black")))
-    n_layers = int(d["layer"].max()) + 1
-    ch = alt.layer(heat, txt).properties(width=22 * len(categories), height=min(16 * n_layers, 400)).facet(
+    txt = base.mark_text(fontSize=theme.FONT_SIZE).encode(
+        text="count_text:N",
+        color=alt.condition("datum.top_count > 0 && abs(datum.log2_lift) > 1.5", alt.value("white"),
+                            alt.value("black")))
+    n_layers = int(d["layer"].max())
+    ch = alt.layer(empty, heat, txt).properties(width=34 * len(categories), height=20 * n_layers).facet(
         row=alt.Row("model:N", title=None, sort=list(models) if models else "ascending"),
         column=alt.Column("dataset:N", title=None, sort=list(datasets) if datasets else "ascending"))
     return ch.resolve_scale(y="independent").properties(title=title) if title else ch.resolve_scale(y="independent")

@@ -36,6 +36,7 @@ def per_layer_chart(
     width: int = DEFAULT_WIDTH,
     height: int = 280,
     strokedash: str | None = None,
+    rule_at: float | None = None,
 ) -> alt.Chart:
     """A value per layer: one line (with points) or grouped bars per ``color`` group.
 
@@ -46,11 +47,16 @@ def per_layer_chart(
         mark: ``"line"`` (line + points) or ``"bar"`` (grouped bars, ``xOffset`` by group).
         band: optional ``(low, high)`` columns drawn as a shaded band behind the line.
         strokedash: optional nominal column mapped to the line dash (e.g. ``report``: ours vs paper).
+        rule_at: draw a dashed reference line at this value (the y axis then includes it).
     """
     data = df.assign(_layer=df[layer] + (1 if one_based else 0))
     lt = LAYER_TITLE if one_based else "layer"
     x = alt.X("_layer:O", title=lt, axis=alt.Axis(labelAngle=0))
-    yscale = alt.Scale(domain=list(y_domain)) if y_domain else alt.Scale(zero=zero)
+    if y_domain is None and rule_at is not None and len(df):
+        lo, hi = float(df[y].min()), float(df[y].max())
+        pad = 0.08 * (max(hi, rule_at) - min(lo, rule_at) or 1.0)
+        y_domain = (min(lo, rule_at) - pad, max(hi, rule_at) + pad)
+    yscale = alt.Scale(domain=list(y_domain), nice=False) if y_domain else alt.Scale(zero=zero)
     tips = [alt.Tooltip(f"{field(color)}:N", title=color)] if color else []
     tips += [alt.Tooltip("_layer:O", title=lt), alt.Tooltip(f"{field(y)}:Q", title=y_title or y, format=y_format)]
     tips += [alt.Tooltip(typed(df, c), title=c) for c in tooltip]
@@ -72,6 +78,8 @@ def per_layer_chart(
         if color:
             benc["color"] = enc["color"]
         chart = alt.layer(base.mark_area(opacity=0.15).encode(**benc), chart)
+    if rule_at is not None:
+        chart = alt.layer(chart, base.mark_rule(color="#777", strokeDash=[4, 3]).encode(y=alt.datum(rule_at)))
     return chart.properties(width=width, height=height)
 
 
@@ -79,7 +87,7 @@ def per_layer_lines(df: pd.DataFrame, y: str, color: str, *, y_title: str, color
                     color_range: Sequence[str] | None = None, row: str | None = None, column: str | None = None,
                     band: tuple[str, str] | None = None, tooltip: Sequence | None = None,
                     width: int = 260, height: int = 170, title: str = "", y_zero: bool = True,
-                    rule_at: float | None = None, independent_x: bool = False,
+                    rule_at: float | None = None, independent_x: bool = False, log_y: bool = False,
                     row_sort: Sequence[str] | None = None, column_sort: Sequence[str] | None = None):
     """Line + points of ``y`` against ``layer``, coloured by ``color``, optionally with a band and facets."""
     scale = alt.Scale(domain=list(color_sort), range=list(color_range)) if color_range else (
@@ -92,11 +100,14 @@ def per_layer_lines(df: pd.DataFrame, y: str, color: str, *, y_title: str, color
     layers = []
     if band:
         layers.append(base.mark_area(opacity=0.18).encode(y=alt.Y(f"{band[0]}:Q"), y2=f"{band[1]}:Q"))
+    yscale = alt.Scale(type="log") if log_y else alt.Scale(zero=y_zero)
+    if band:
+        layers[0] = base.mark_area(opacity=0.18).encode(y=alt.Y(f"{band[0]}:Q", scale=yscale), y2=f"{band[1]}:Q")
     layers.append(base.mark_line(strokeWidth=1.6).encode(
-        y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(zero=y_zero))))
+        y=alt.Y(f"{y}:Q", title=y_title, scale=yscale)))
     layers.append(base.mark_point(filled=True, size=28).encode(y=f"{y}:Q", tooltip=tt))
     if rule_at is not None:
-        layers.append(alt.Chart(inline_data(df)).mark_rule(color="#999", strokeDash=[3, 3]).encode(
+        layers.append(alt.Chart(base.data).mark_rule(color="#777", strokeDash=[4, 3]).encode(  # same data: facets
             y=alt.datum(rule_at)))
     ch = alt.layer(*layers).properties(width=width, height=height)
     if row or column:

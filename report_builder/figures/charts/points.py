@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from report_builder.figures.charts.data import DEFAULT_WIDTH, LAYER_TITLE, field, inline_data, shown, typed
@@ -46,11 +47,16 @@ def scatter(
         rank = {c: k for k, c in enumerate(color_order)}
         data = df.assign(_z=df[color].map(lambda c: -rank.get(c, len(rank)))).sort_values("_z", kind="stable")
         data = data.drop(columns="_z")
+    x_axis = alt.Undefined
+    if log_x and len(df) and (df[x] > 0).any():  # one label per decade: 1, 10, 100, … (never colliding)
+        top = int(np.ceil(np.log10(float(df[x].max()))))
+        x_axis = alt.Axis(values=[10 ** k for k in range(0, top + 1)], format=",")
     enc = {
-        "x": alt.X(f"{field(x)}:Q", title=x_title or x,
+        "x": alt.X(f"{field(x)}:Q", title=x_title or x, axis=x_axis,
                    scale=alt.Scale(type="log") if log_x else alt.Scale(zero=False)),
         "y": alt.Y(f"{field(y)}:Q", title=y_title or y,
-                   scale=alt.Scale(type="log") if log_y else alt.Scale(domain=list(y_domain)) if y_domain else alt.Scale()),
+                   scale=alt.Scale(type="log") if log_y else alt.Scale(domain=list(y_domain)) if y_domain
+                   else alt.Scale(zero=False, nice=True)),  # fitted to the data
         "tooltip": [alt.Tooltip(typed(df, c), title=c) for c in tooltip]
         + [alt.Tooltip(f"{field(x)}:Q", title=x_title or x), alt.Tooltip(f"{field(y)}:Q", title=y_title or y, format=".2f")],
     }
@@ -115,3 +121,47 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
         ).transform_filter(alt.datum.layer == alt.expr.min(layer, last)).properties(width=240, height=200, title=m))
     ch = alt.hconcat(*panels).add_params(layer)
     return ch.properties(title=title) if title else ch
+
+
+def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequence[str], per_layer: int,
+                    key: str = "top", context_chars: int = 90) -> alt.Chart:
+    """The top ``per_layer`` pairs of one (model, dataset, layer) at a time, as a text table with widgets.
+
+    ``df``: ``k24_ffamp_pairs`` rows (0-based ``layer``); the model, dataset and layer (1-based) are
+    chosen with a select / select / slider, so the page shows a few rows instead of every layer's,
+    and the title of the (static) table names what it shows.
+    """
+    from report_builder.figures import theme
+
+    d = shown(df[df["rank"] <= per_layer])
+    ctxt = d["context"].astype(str)
+    rows = pd.DataFrame({
+        "model": d["model"].astype(str), "dataset": d["dataset"].astype(str), "layer": d["layer"].astype(int),
+        "rank": d["rank"].astype(int).astype(str),
+        "pair": d["token_i"].astype(str) + " ← " + d["token_j"].astype(str),
+        "category": d["category"].astype(str), "amp": d["amp"].map(lambda v: f"{v:.3f}"),
+        "context": ctxt.where(ctxt.str.len() <= context_chars, ctxt.str.slice(0, context_chars - 1) + "…"),
+    })
+    n_layers = int(d["layer"].max()) if len(d) else 1
+    layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
+                      bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer (1 = first) "))
+    model = alt.param(name=f"model_{key}", value=models[0], bind=alt.binding_select(options=list(models), name="model "))
+    dataset = alt.param(name=f"dataset_{key}", value=datasets[0],
+                        bind=alt.binding_select(options=list(datasets), name="dataset "))
+    cols = [("rank", 24, "right"), ("pair", 40, "left"), ("category", 250, "left"), ("amp", 400, "right"),
+            ("context", 420, "left")]
+    width = 420 + int(context_chars * 0.55 * theme.FONT_SIZE)
+    y = alt.Y("rank:O", axis=None, sort=[str(k) for k in range(1, per_layer + 1)],
+              scale=alt.Scale(domain=[str(k) for k in range(1, per_layer + 1)]))
+    base = alt.Chart(inline_data(rows)).transform_filter(
+        (alt.datum.layer == layer) & (alt.datum.model == model) & (alt.datum.dataset == dataset))
+    cells = [base.mark_text(align=align, baseline="middle", fontSize=theme.FONT_SIZE, x=x,
+                            limit=(width - x) if name == "context" else (205 if name == "pair" else 0)).encode(
+        y=y, text=f"{name}:N") for name, x, align in cols]
+    heads = [alt.Chart(inline_data([{"t": name}])).mark_text(
+        align=align, baseline="bottom", fontSize=theme.FONT_SIZE, fontWeight="bold", x=x, y=-6).encode(text="t:N")
+        for name, x, align in cols]
+    title = alt.Title(alt.ExprRef(f"'Top {per_layer} FF-amplified pairs: ' + model_{key} + ' on ' + dataset_{key}"
+                                  f" + ', layer ' + layer_{key}"))
+    return alt.layer(*cells, *heads).add_params(layer, model, dataset).properties(
+        width=width, height=20 * per_layer, title=title)

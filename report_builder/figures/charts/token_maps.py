@@ -13,6 +13,8 @@ columns in the main data and looks the token labels up from a small second table
 """
 from __future__ import annotations
 
+import json
+
 from typing import Sequence
 
 import altair as alt
@@ -40,6 +42,7 @@ def token_map_heatmap(
     scheme: str = theme.SEQUENTIAL,
     value_format: str = ".3f",
     digits: int = 4,
+    label: str = "",
 ) -> alt.Chart:
     """Token-to-token maps, one panel per ``panel`` value side by side, with a layer slider.
 
@@ -56,6 +59,8 @@ def token_map_heatmap(
             layers are stacked vertically, one row of panels per layer.
         one_based: label layers 1..L (the data keeps its 0-based column).
         digits: values are rounded to this many decimals to keep the spec small.
+        label: prefix of every panel title (e.g. the model), so an exported panel says what it shows;
+            the panel title also names the layer shown (the slider's value).
 
     Returns:
         An ``hconcat`` (slider) or ``vconcat`` of ``hconcat`` rows (no slider) chart.
@@ -66,6 +71,7 @@ def token_map_heatmap(
     )
     order = labels["label"].tolist()
     n = max(len(order), 1)
+    size = max(size, int(n * (theme.FONT_SIZE + 2)))  # a token label per row at full text size
     long = df[df[panel].isin(panels)]
     wide = (
         long.pivot_table(index=[layer, i, j], columns=panel, values=value, aggfunc="first")
@@ -86,7 +92,7 @@ def token_map_heatmap(
         for r in packed.to_dict("records")
     ]
     data = inline_data(values)
-    fsize = max(5, min(11, int(size / n * 0.9)))
+    fsize = theme.FONT_SIZE
     lookup = alt.LookupData(data=inline_data(labels), key="pos", fields=["label"])
 
     def one(pcol: str, filt) -> alt.Chart:
@@ -99,9 +105,9 @@ def token_map_heatmap(
             .mark_rect()
             .encode(
                 x=alt.X("col:N", sort=order, title="input token j",
-                        axis=alt.Axis(labelFontSize=fsize, labelAngle=-90, orient="top", labelLimit=80)),
+                        axis=alt.Axis(labelFontSize=fsize, labelAngle=-90, orient="top", labelLimit=110)),
                 y=alt.Y("row:N", sort=order, title="output token i",
-                        axis=alt.Axis(labelFontSize=fsize, labelLimit=80)),
+                        axis=alt.Axis(labelFontSize=fsize, labelLimit=110)),
                 color=alt.Color(f"{field(pcol)}:Q", title=pcol, scale=alt.Scale(scheme=scheme),
                                 legend=alt.Legend(orient="bottom", gradientLength=min(size, 200))),
                 tooltip=[
@@ -111,7 +117,9 @@ def token_map_heatmap(
                     alt.Tooltip(f"{field(pcol)}:Q", title=pcol, format=value_format),
                 ],
             )
-            .properties(width=size, height=size, title=pcol)
+            .properties(width=size, height=size,
+                        title=alt.Title(alt.ExprRef(f"{json.dumps(label + pcol + ', layer ')} + layer_sel"))
+                        if slider else f"{label}{pcol}")
         )
         return ch
 
@@ -128,7 +136,7 @@ def token_map_heatmap(
         rows = []
         for lay in layers:
             rows.append(alt.hconcat(*[one(pc, f"datum.layer == {int(lay)}").properties(
-                title=f"{pc}, layer {int(lay)}") for pc in pcols], spacing=16))
+                title=f"{label}{pc}, layer {int(lay)}") for pc in pcols], spacing=16))
         out = alt.vconcat(*rows, spacing=16, data=data)
     if independent:
         out = out.resolve_scale(color="independent")
@@ -171,7 +179,7 @@ def _expand(chart: alt.Chart, toks: pd.DataFrame, example_field: str | None) -> 
 
 
 def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True) -> dict:
-    axis = (alt.Axis(labelFontSize=min(9, max(cell - 1, 5)), labelLimit=80,
+    axis = (alt.Axis(labelFontSize=theme.FONT_SIZE, labelLimit=110,
                      title=None if not title_axes else alt.Undefined) if show_labels else None)
     return dict(
         x=alt.X("label_j:N", sort=alt.EncodingSortField("j", op="min"),
@@ -195,7 +203,8 @@ def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: i
         tooltip=[alt.Tooltip("scope:N"), alt.Tooltip("label_i:N", title="i (query)"),
                  alt.Tooltip("label_j:N", title="j (source)"), alt.Tooltip("value:Q", format=".3f")],
     ).properties(width=cell * n, height=cell * n).facet(
-        column=alt.Column("scope:N", sort=list(scopes), title=None)
+        facet=alt.Facet("scope:N", sort=list(scopes), title=None, header=alt.Header(labelFontSize=theme.FONT_SIZE + 1)),
+        columns=2 if show_labels else len(scopes),
     ).properties(title=title)
 
 
@@ -217,7 +226,7 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
     ex_index = {e: k for k, e in enumerate(examples)}
     n_layers = int(maps["layer"].max()) + 1
     n_max = int(maps["i"].max()) + 1
-    cell = cell or max(4, min(14, 600 // n_max))
+    cell = cell or theme.FONT_SIZE + 2  # every token label at full text size
     main = shown(maps[["example", "layer", "scope", "i", "j", "value"]])
     main["example"] = main["example"].map(ex_index)
     layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
@@ -235,4 +244,6 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
         tooltip=[alt.Tooltip("layer:O", title=LAYER_TITLE), alt.Tooltip("scope:N"),
                  alt.Tooltip("label_i:N", title="i (query)"), alt.Tooltip("label_j:N", title="j (source)"),
                  alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=cell * n_max, height=cell * n_max, title=title)
+    ).properties(width=cell * n_max, height=cell * n_max,
+                 title=alt.Title(alt.ExprRef(f"{json.dumps(title + ' — scope ')} + scope_{key} + ', layer ' + layer_{key}"
+                                             f" + ', example ' + (example_{key} + 1)")))

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Callable
 
 from report_builder import papers
+from report_builder import tokens as token_display
 from report_builder.analyses import k21_stats as st
-from report_builder.figures import snippets
+from report_builder.figures import display, snippets
 from report_builder.figures.charts import heatmap
 from report_builder.figures.k21 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
@@ -24,16 +25,24 @@ def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: 
     means.insert(0, "dataset", dataset)
     means.insert(0, "model", model)
     plot = means.assign(Layer=means["layer"] + 1, value=means["value"].round(2))
+    causal = display.is_causal(ctx.tables, model)
     cats = [c for c in st.CATEGORIES if c in set(plot["category"])]
     cats += sorted(set(plot["category"]) - set(cats))
+    # a causal model's "[CLS]" category is its BOS token: shown under that name
+    plot["category"] = plot["category"].map(lambda c: token_display.category_label(c, causal))
+    cats = [token_display.category_label(c, causal) for c in cats]
     chart = heatmap.annotated_heatmap(
         plot, x="category", y="Layer", value="value", facet="method", facet_order=st.METHODS,
         x_order=cats, y_order=sorted(plot["Layer"].unique()), domain=(0, 100), fmt=".1f",
-        cell_width=26, cell_height=18 if plot["Layer"].max() <= 16 else 13, columns=5,
+        cell_width=40, cell_height=20 if plot["Layer"].max() <= 16 else 16, columns=5,
         x_title="token category", y_title="layer", value_title="mixing ratio (%)", tooltip_extra=("n_seqs",),
         legend_orient="bottom",
     )
-    reading = readings.category_reading(means)
+    reading = readings.category_reading(
+        means.assign(category=means["category"].map(lambda c: token_display.category_label(c, causal))))
+    if causal and token_display.BOS in cats:
+        reading += (f" {model} is causal: its first token (BOS) can attend only to itself, so its mixing ratio "
+                    "is 0 by construction in every layer and method.")
     return FigureResult(data=means, chart=chart, reading=reading, models=(model,), datasets=(dataset,),
                         params={"layers": int(means["layer"].nunique()), "categories": cats})
 
@@ -54,7 +63,9 @@ def variant_builder(k: int) -> Callable[[FigureContext], FigureResult]:
             raise NotConfigured(
                 f"k21-fig{5 + k} shows model variant #{k + 1} (roles.variants[{k}]); {len(v)} variant(s) configured. "
                 "Variants are taken in configuration order; add these entries to the models list.", entry)
-        return category_heatmap_result(ctx, v[k], ctx.roles.datasets[0], "variant")
+        res = category_heatmap_result(ctx, v[k], ctx.roles.datasets[0], "variant")
+        res.title = f"Mixing ratio per layer and category: {v[k]} (model variant {k + 1})"
+        return res
     return build
 
 
@@ -68,7 +79,9 @@ def dataset_builder(k: int) -> Callable[[FigureContext], FigureResult]:
             raise NotConfigured(
                 f"k21-fig{12 + k} shows non-primary dataset #{k + 1} (roles.datasets[{k + 1}]); "
                 f"{max(len(d) - 1, 0)} configured. Add these entries to the datasets list.", snippets.datasets_yaml(need))
-        return category_heatmap_result(ctx, model, d[k + 1], "primary_encoder")
+        res = category_heatmap_result(ctx, model, d[k + 1], "primary_encoder")
+        res.title = f"Mixing ratio per layer and category: {sel.dataset_label(ctx, d[k + 1])}"
+        return res
     return build
 
 
@@ -80,5 +93,7 @@ def seed_builder(k: int) -> Callable[[FigureContext], FigureResult]:
             raise NotConfigured(
                 f"k21-fig{15 + k} shows seed #{k + 1} of the seed group (roles.seed_group[{k}]); "
                 f"{len(g)} seed model(s) configured. The paper used {papers.N_SEEDS} MultiBERTs seeds.", snippets.seed_group_yaml())
-        return category_heatmap_result(ctx, g[k], ctx.roles.datasets[0], "seed_group")
+        res = category_heatmap_result(ctx, g[k], ctx.roles.datasets[0], "seed_group")
+        res.title = f"Mixing ratio per layer and category: {g[k]} (seed {k + 1} of the seed group)"
+        return res
     return build

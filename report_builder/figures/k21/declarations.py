@@ -78,8 +78,9 @@ SPECS.append(_spec(
 SPECS.append(_spec(
     "k21-fig4", "Frequency rank vs ATTNRESLN-N mixing ratio",
     "One point per token occurrence (unmasked inputs, primary encoder, primary dataset): frequency rank on a log "
-    "axis (1 = most frequent) vs ATTNRESLN-N mixing ratio averaged over layers (%). [CLS], [SEP], '.' and ',' "
-    f"are coloured; 'other' occurrences are subsampled uniformly (seed 0) to at most {frequency.FIG4_MAX_OTHER} points, "
+    "axis (1 = most frequent) vs ATTNRESLN-N mixing ratio averaged over layers (%). '.' and ',' are coloured; "
+    "[CLS] and [SEP] are left out of the chart (they have no word frequency; the paper ranks them 1) but counted in ρ "
+    f"with specials; 'other' occurrences are subsampled uniformly (seed 0) to at most {frequency.FIG4_MAX_OTHER} points, "
     "ρ in the reading uses all occurrences.", ("k21_freq",), frequency.build_fig4, section="Word frequency"))
 SPECS.append(_spec(
     "k21-tab4", "Analysed models",

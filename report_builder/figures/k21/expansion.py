@@ -45,7 +45,7 @@ def build_tab8(ctx: FigureContext) -> FigureResult:
     chart = per_layer_chart(
         lines, y="expansion_rate", color="model", color_order=list(dict.fromkeys(lines["model"])),
         strokedash="report" if lines["report"].nunique() > 1 else None,
-        y_title="expansion rate ‖T‖_F / √(d+1)", tooltip=("report",),
+        y_title="expansion rate ‖T‖_F / √(d+1) (dashed: 1 = no expansion)", tooltip=("report",), rule_at=1.0,
     )
     data = summ.drop(columns="group")
     return FigureResult(data=data, chart=chart, table=table, reading=readings.expansion_reading(summ.iloc[0]),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from report_builder import schema
 from report_builder.analyses import k21_figure_stats as figstats
 from report_builder.analyses import k21_stats as st
 from report_builder.figures import snippets
@@ -37,17 +38,25 @@ def build_fig4(ctx: FigureContext) -> FigureResult:
     model, ds = sel.primary(ctx)
     freq = sel.rows(ctx, "k21_freq", model, ds)
     pts, n_other = figstats.frequency_points(freq, FIG4_MAX_OTHER, seed=0)
+    # [CLS]/[SEP] have no word frequency (their rank 1 is assigned), so the chart leaves them out
+    specials = pts["group"].isin(schema.SPECIAL_TOKEN_CATEGORIES)
+    n_special = int(specials.sum())
+    shown_pts = pts[~specials].reset_index(drop=True)
+    groups = [g for g in figstats.FIG4_GROUPS if g not in schema.SPECIAL_TOKEN_CATEGORIES]
+    colours = [c for g, c in zip(figstats.FIG4_GROUPS, FIG4_COLOURS) if g in groups]
     chart = points.scatter(
-        pts, x="freq_rank", y="ATTNRESLN-N", color="group", color_order=figstats.FIG4_GROUPS, color_range=FIG4_COLOURS,
+        shown_pts, x="freq_rank", y="ATTNRESLN-N", color="group", color_order=groups, color_range=colours,
         log_x=True, x_title="frequency rank (log; 1 = most frequent)",
-        y_title="ATTNRESLN-N mixing ratio, mean over layers (%)", y_domain=(0, 100), tooltip=("token",),
+        y_title="ATTNRESLN-N mixing ratio, mean over layers (%)", tooltip=("token",),
     )
     rho = st.frequency_spearman(freq)
+    note = (f" The chart leaves out the {n_special} [CLS]/[SEP] occurrences: special tokens have no word "
+            "frequency (their rank 1 is assigned); ρ is given with and without them." if n_special else "")
     return FigureResult(
-        data=pts, chart=chart, reading=readings.rho_reading(rho, model), paper=sel.paper(ctx, "k21-fig4", [(model, ds)]),
-        models=(model,), datasets=(ds,),
+        data=shown_pts, chart=chart, reading=readings.rho_reading(rho, model) + note,
+        paper=sel.paper(ctx, "k21-fig4", [(model, ds)]), models=(model,), datasets=(ds,),
         params={"other_points_shown": int(min(n_other, FIG4_MAX_OTHER)), "other_points_total": int(n_other),
-                "subsample_seed": 0},
+                "subsample_seed": 0, "special_tokens_left_out": n_special},
     )
 
 

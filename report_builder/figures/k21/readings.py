@@ -49,7 +49,7 @@ def category_reading(means: pd.DataFrame) -> str:
         reading = (f"ATTNRESLN-N overall mixing goes from {first:.1f}% in layer 1 to {last:.1f}% in layer "
                    f"{int(ov['layer'].iloc[-1]) + 1}")
         rn = means[(means["method"] == "ATTNRESLN-N")].groupby("category")["value"].mean()
-        sp = [c for c in ("[CLS]", "[SEP]") if c in rn]
+        sp = [c for c in ("BOS", "[CLS]", "[SEP]") if c in rn]
         if "Normal" in rn and sp:
             reading += ("; averaged over layers, " + ", ".join(f"{c} {rn[c]:.1f}%" for c in sp)
                         + f" vs Normal tokens {rn['Normal']:.1f}%")
@@ -59,8 +59,12 @@ def category_reading(means: pd.DataFrame) -> str:
 
 def variants_reading(r: pd.Series) -> str:
     """K21 Table 5: the range of ATTNRESLN-N mean mixing ratio over variants (model -> mean)."""
+    if len(r) == 1:
+        return f"ATTNRESLN-N mean mixing ratio of the one configured variant, {r.index[0]}: {r.iloc[0]:.1f}%."
+    if r.round(1).nunique() == 1:
+        return f"ATTNRESLN-N mean mixing ratio is {r.iloc[0]:.1f}% for all {len(r)} variants."
     return (f"ATTNRESLN-N mean mixing ratio ranges from {r.min():.1f}% ({r.idxmin()}) to {r.max():.1f}% "
-            f"({r.idxmax()}) across the {len(r)} variant(s).")
+            f"({r.idxmax()}) across the {len(r)} variants.")
 
 
 def datasets_reading(model: str, r: pd.Series) -> str:

@@ -102,3 +102,13 @@ def paper_seed_group(ctx: FigureContext, fid: str, models: Sequence[str], datase
     if all(s.startswith(reported.SEED_GROUP_PREFIX) for s in srcs):
         return reported.paper_numbers(fid, srcs[0], dataset, ctx.reported or None)
     return None
+
+
+def dataset_label(ctx: FigureContext, dataset: str) -> str:
+    """``name (id)`` of a dataset from the datasets table, or the id alone."""
+    ds = ctx.tables.get("datasets")
+    if ds is not None and {"dataset", "name"} <= set(ds.columns):
+        hit = ds.loc[ds["dataset"] == dataset, "name"]
+        if len(hit) and str(hit.iloc[0]) not in ("", dataset):
+            return f"{hit.iloc[0]} ({dataset})"
+    return dataset

@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 
 from report_builder import schema
-from report_builder.analyses import k24_figure_stats as figstats
+from report_builder.analyses import headlines, k24_figure_stats as figstats
 from report_builder.figures import snippets, theme
 from report_builder.figures.charts import lines
 from report_builder.figures.k24 import readings, selection as sel
@@ -82,8 +82,18 @@ def _cumulative_chart(c: pd.DataFrame, models, lays, datasets, title=""):
     return d.rename(columns={"scope": "to_scope"}), ch
 
 
-def _cancellation_reading(c: pd.DataFrame, models, lays) -> str:
-    return readings.cancellation_reading([(m, lays[m], *figstats.cancellation(c, m, lays[m])) for m in models])
+def _cancellation_reading(ctx: FigureContext, c: pd.DataFrame, models, lays, datasets) -> str:
+    """Per model, on the primary dataset (the Home page's headline, from the same function)."""
+    rows = []
+    for m in models:
+        cm = c[c["model"] == m]
+        ds = next((d for d in datasets if (cm["dataset"] == d).any()), None)
+        if ds is None:
+            continue
+        cum = cm[(cm["kind"] == "cumulative") & (cm["dataset"] == ds)].groupby("to_scope")["change"].mean()
+        path = {**cum.to_dict(), lays[m].scopes[0]: 0.0}
+        rows.append((m, lays[m], ds, headlines.cancellation({**ctx.tables, "k24_ctx": c}, m, [ds]), path))
+    return readings.cancellation_reading(rows)
 
 
 def build_ctx_cumulative(ctx: FigureContext) -> FigureResult:
@@ -92,7 +102,7 @@ def build_ctx_cumulative(ctx: FigureContext) -> FigureResult:
     models = sel.primaries(ctx, c["model"].unique())
     lays = sel.layouts(ctx, c)
     d, chart = _cumulative_chart(c, models, lays, sel.dataset_order(ctx, c["dataset"].unique()))
-    return FigureResult(data=d, chart=chart, reading=_cancellation_reading(c, models, lays), models=tuple(models),
+    return FigureResult(data=d, chart=chart, reading=_cancellation_reading(ctx, c, models, lays, sel.dataset_order(ctx, c["dataset"].unique())), models=tuple(models),
                         datasets=tuple(sel.dataset_order(ctx, d["dataset"].unique())))
 
 
@@ -109,5 +119,5 @@ def build_models(ctx: FigureContext) -> FigureResult:
     _, cum = _cumulative_chart(c, models, lays, ds, title="Cumulative change from ATB")
     chart = alt.vconcat(ff, comp, cum, spacing=28).resolve_scale(color="independent")
     d = c[c["model"].isin(models)]
-    return FigureResult(data=d, chart=chart, reading=_cancellation_reading(c, models, lays), models=tuple(models),
+    return FigureResult(data=d, chart=chart, reading=_cancellation_reading(ctx, c, models, lays, sel.dataset_order(ctx, c["dataset"].unique())), models=tuple(models),
                         datasets=tuple(sel.dataset_order(ctx, d["dataset"].unique())))

@@ -16,20 +16,19 @@ from report_builder.figures.k24 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult
 
 
-def build_ffamp_top(ctx: FigureContext, per_layer: int = 5) -> FigureResult:
+def build_ffamp_top(ctx: FigureContext, per_layer: int = 10) -> FigureResult:
     """k24-ffamp-top: the top FF-amplified pairs (table: top ``per_layer`` per layer; chart: all kept)."""
     p = sel.result_table(ctx, "k24_ffamp_pairs")
     models = sel.model_order(ctx, p["model"].unique())
     datasets = sel.dataset_order(ctx, p["dataset"].unique())
     p = p.assign(_m=p["model"].map(models.index), _d=p["dataset"].map(datasets.index))
     p = p.sort_values(["_m", "_d", "layer", "rank"]).drop(columns=["_m", "_d"]).reset_index(drop=True)
-    table = p[p["rank"] <= per_layer].copy()
-    table["pair"] = table["token_i"].astype(str) + " ← " + table["token_j"].astype(str)
-    table = table[["model", "dataset", "layer", "rank", "pair", "category", "amp", "before", "after", "context"]]
-    table[["amp", "before", "after"]] = table[["amp", "before", "after"]].round(3)
-    chart = points.top_pairs_strip(p, schema.PAIR_CATEGORIES, models=models, datasets=datasets)
+    strip = points.top_pairs_strip(p, schema.PAIR_CATEGORIES, models=models, datasets=datasets)
+    # the pairs themselves: one (model, dataset, layer) at a time, chosen with widgets; the CSV has every row
+    table = points.top_pairs_table(p, models=models, datasets=datasets, per_layer=per_layer)
+    chart = alt.vconcat(table, strip, spacing=24)
     reading = readings.top_pairs_reading(p["category"].value_counts(normalize=True), p.loc[p["amp"].idxmax()])
-    return FigureResult(data=p, chart=chart, table=table, reading=reading, models=tuple(models),
+    return FigureResult(data=p, chart=chart, reading=reading, models=tuple(models),
                         datasets=tuple(datasets), params={"rows_per_layer_in_table": per_layer,
                                                          "k": int(p.groupby(["model", "dataset", "layer"]).size().max())})
 
@@ -41,7 +40,7 @@ def build_ffamp_categories(ctx: FigureContext) -> FigureResult:
     cats = list(schema.PAIR_CATEGORIES)
     chart = alt.vconcat(
         bars.pooled_share_bars(b, cats, title="Pooled over layers and datasets", models=models),
-        heatmap.category_lift_heatmap(b, cats, title="Per layer: log2(share among top pairs / base rate); text = count",
+        heatmap.category_lift_heatmap(b, cats, title="Per layer: log2(share among top pairs / base rate); text = count; grey = no top pair (no data)",
                                  models=models, datasets=sel.dataset_order(ctx, b["dataset"].unique())),
         spacing=20,
     ).resolve_scale(color="independent")

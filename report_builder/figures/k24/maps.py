@@ -36,7 +36,8 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
         panels.append(diagrams.layer_diagram(lay, f"{lay.label} layer ({m}): where each scope is read"))
         n_tok = int(cut["i"].max()) + 1
         panels.append(token_maps.scope_map_strip(cut, scopes, f"{m}, example {example}, layer {layer + 1} of {n_layers}",
-                                                 cell=max(6, min(14, 240 // max(n_tok, 1))), show_labels=n_tok <= 30))
+                                                 cell=14 if n_tok <= 30 else max(4, 240 // max(n_tok, 1)),
+                                                 show_labels=n_tok <= 30))
         parts.append(readings.self_attribution(m, layer, figstats.diagonal_means(cut), scopes))
         used.append(m)
         data.append(cut)

@@ -48,20 +48,43 @@ def _fmt(x: float, p: int = 2) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{x:.{p}f}"
 
 
+def _step_verb(component: str, before: float, after: float) -> str:
+    """What one component did to the cumulative change, from the numbers (never assumed)."""
+    if not (np.isfinite(before) and np.isfinite(after)):
+        return f"{component}: n/a"
+    if abs(after - before) < 5e-4:
+        return f"{component} leaves it unchanged ({before:.3f} → {after:.3f})"
+    if after < before:
+        return f"{component} undoes part of it ({before:.3f} → {after:.3f})"
+    return f"{component} adds change ({before:.3f} → {after:.3f})"
+
+
 def cancellation_reading(rows) -> str:
-    """k24-ctx-cumulative / k24-models: ``rows`` of (model, layout, change through FF, whole-layer change);
-    the verdict names the components after FF in the model's layout."""
+    """k24-ctx-cumulative / k24-models: ``rows`` of (model, layout, dataset, headline, path) where
+    ``headline`` is `analyses.headlines.cancellation` (the Home page's numbers) and ``path`` maps each
+    scope to the mean cumulative change from ATB. Each component after FF gets the direction of its
+    own step; the verdict compares the whole-layer change with the change right after FF."""
     parts = []
-    for m, lay, ff, whole in rows:
-        after = lay.components[lay.components.index("FF") + 1:]
-        rest, v = " and ".join(after), ("" if len(after) > 1 else "s")
-        verdict = (f"{rest} largely cancel{v} FF's effect" if whole < 0.5 * ff else
-                   (f"{rest} partly undo{'es' if v else ''} it" if whole < ff else
-                    f"{rest} do{'es' if v else ''} not undo it"))
-        parts.append(f"{m}: through FF the maps change by {_fmt(ff, 3)} (ATB→{lay.ff_after}, 1 − ρ, "
-                     f"mean over layers and datasets), but by only {_fmt(whole, 3)} over the whole layer "
-                     f"(ATB→{lay.whole_layer}): {verdict}")
-    return "; ".join(parts) + "."
+    for m, lay, dataset, head, path in rows:
+        k = lay.components.index("FF")
+        steps = [_step_verb(comp, path.get(lay.scopes[i], np.nan), path.get(lay.scopes[i + 1], np.nan))
+                 for i, comp in enumerate(lay.components) if i > k]
+        after_ff, whole = path.get(lay.ff_after, np.nan), path.get(lay.whole_layer, np.nan)
+        after = lay.components[k + 1:]
+        rest, one = " and ".join(after), len(after) == 1
+        if not (np.isfinite(after_ff) and np.isfinite(whole)):
+            verdict = "n/a"
+        elif whole < 0.5 * after_ff:
+            verdict = f"{rest} together largely cancel FF's change" if not one else f"{rest} largely cancels FF's change"
+        elif whole < after_ff:
+            verdict = f"{rest} together partly undo it" if not one else f"{rest} partly undoes it"
+        else:
+            verdict = f"{rest} together do not undo it" if not one else f"{rest} does not undo it"
+        ff_txt = (f"FF alone changes the maps by {_fmt(head.ff, 3)} ({lay.ff_before}→{lay.ff_after}) and the whole "
+                  f"layer by {_fmt(head.whole, 3)} (ATB→{head.whole_scope})" if head is not None else "")
+        parts.append(f"{m} on {dataset}: {ff_txt}; from ATB the change after FF is {_fmt(after_ff, 3)}, then "
+                     + ", ".join(steps) + f": {verdict}")
+    return "Mean over layers (1 − ρ). " + "; ".join(parts) + "."
 
 
 def top_pairs_reading(shares: pd.Series, best: pd.Series) -> str:
