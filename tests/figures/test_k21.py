@@ -100,7 +100,10 @@ def test_fig1_layout_and_labels(built):
     r = built["plain", "k21-fig1"]
     d = r.chart.to_dict()
     assert [p["name"] for p in d["params"]] == ["layer_sel"]
-    assert len(d["hconcat"]) == 2 and [c["title"] for c in d["hconcat"]] == ["ATTN-N", "ATTNRESLN-N"]
+    assert len(d["hconcat"]) == 2
+    # each panel names the model, the method and the layer the slider shows (so a static export says it)
+    titles = [c["title"]["text"]["expr"] for c in d["hconcat"]]
+    assert titles == ['"tiny-bert: ATTN-N, layer " + layer_sel', '"tiny-bert: ATTNRESLN-N, layer " + layer_sel']
     x = d["hconcat"][0]["encoding"]["x"]
     assert x["sort"][:3] == ["0:[CLS]", "1:the", "2:man"]  # pos:token labels in position order
     assert len(set(x["sort"])) == len(x["sort"])
@@ -121,7 +124,12 @@ def test_fig4_subsample_is_bounded_and_deterministic(plain_ctx, built):
     assert (a.data["group"] == "other").sum() <= frequency.FIG4_MAX_OTHER
     assert a.params["other_points_total"] > frequency.FIG4_MAX_OTHER  # the fixture exercises the subsample
     pd.testing.assert_frame_equal(a.data, b.data)
-    assert set(a.data["group"]) == set(figstats.FIG4_GROUPS)
+    # [CLS]/[SEP] have no word frequency: left out of the chart, counted and said so in the reading
+    assert set(a.data["group"]) == set(figstats.FIG4_GROUPS) - {"[CLS]", "[SEP]"}
+    assert a.params["special_tokens_left_out"] > 0
+    assert f"leaves out the {a.params['special_tokens_left_out']} [CLS]/[SEP]" in a.reading
+    y = a.chart.to_dict()["encoding"]["y"]
+    assert y["scale"]["zero"] is False and "domain" not in y["scale"]  # fitted to the data, not 0-100
 
 
 def test_paper_numbers_only_under_paper_preset_and_matching_source():

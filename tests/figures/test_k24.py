@@ -5,6 +5,7 @@ The per-figure contract is generated from the registry in `tests/figures/test_co
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 import altair as alt
@@ -53,10 +54,14 @@ def test_analysis_tables_exist(tables):
         assert set(s.analysis) <= set(tables), s.id
 
 
-def test_ffamp_top_table(results):
-    t = results["k24-ffamp-top"].table
-    assert t is not None and {"pair", "category", "amp", "context"} <= set(t.columns)
-    assert t.groupby(["model", "dataset", "layer"]).size().max() <= 5
+def test_ffamp_top_table(results, tables):
+    r = results["k24-ffamp-top"]
+    assert r.table is None and len(r.data) == len(tables["k24_ffamp_pairs"])  # every pair in the CSV
+    d = r.chart.to_dict()
+    assert {p["name"] for p in d["params"]} == {"layer_top", "model_top", "dataset_top"}
+    table = d["vconcat"][0]
+    assert table["height"] == 20 * 10  # one (model, dataset, layer) at a time: 10 rows, not every layer's
+    assert "layer_top" in table["title"]["text"]["expr"]
 
 
 def test_cumulative_reading_reports_cancellation(results):
@@ -92,3 +97,23 @@ def test_maps_explorer_cuts_long_examples(tables, ctx):
     r = maps.build_maps(ctx, max_tokens=8)
     assert r.data.i.max() < 8 and r.data.j.max() < 8
     assert "first 8 tokens" in r.reading
+
+
+def test_cancellation_reading_computes_each_components_direction():
+    """LN adding change back after RES is said so (the numbers decide the verb, never the paper)."""
+    from report_builder import schema
+    from report_builder.analyses.headlines import Cancellation
+    from report_builder.figures.k24 import readings
+
+    lay = schema.POST_LN
+    path = {"ATB": 0.0, "ATBFF": 0.042, "ATBFFRES": 0.030, "ATBFFRESLN": 0.052}
+    text = readings.cancellation_reading([("m", lay, "wiki", Cancellation("m", 0.042, 0.052, "ATBFFRESLN"), path)])
+    assert "RES undoes part of it (0.042 → 0.030)" in text
+    assert "LN adds change (0.030 → 0.052)" in text
+    assert "RES and LN together do not undo it" in text
+
+
+def test_ffamp_categories_zero_counts_are_no_data(results):
+    d = results["k24-ffamp-categories"].chart.to_dict()
+    text = json.dumps(d)
+    assert "datum.top_count == 0" in text and "no data" in text

@@ -73,14 +73,15 @@ SPECS: list[FigureSpec] = [
         analysis=("k24_ctx", "models"), build=ctx.build_ctx_cumulative,
     ),
     FigureSpec(
-        id="k24-ffamp-top", paper=PAPER, kind="table", section=SECTION,
+        id="k24-ffamp-top", paper=PAPER, section=SECTION,
         title="Top FF-amplified token pairs",
         caption=("FF-amp[i, j] = Â_after[i, j] − Â_before[i, j], where Â is the map with rows normalised to sum "
                  "to 1, before = ATB (post-LN) or ATBLN (pre-LN) and after = the scope right after FF. Per "
                  "(model, dataset, layer) the k largest values over all sequences and pairs i ≠ j (j ≤ i for "
-                 "causal models) are kept; the table lists the top 5 per layer with the query ← source tokens, "
-                 "the text around them (⟦…⟧ marks both tokens) and the pair's linguistic category; the chart "
-                 "shows every kept pair. " + IG_NOTE),
+                 "causal models) are kept. The table shows the top 10 of one model, dataset and layer at a time "
+                 "(choose them above it) with the query ← source tokens (▁ marks a word-initial space), the text "
+                 "around them (⟦…⟧ marks both tokens) and the pair's linguistic category; the chart below shows "
+                 "every kept pair, and the CSV lists them all. " + IG_NOTE),
         analysis=("k24_ffamp_pairs", "models"), build=ffamp.build_ffamp_top,
     ),
     FigureSpec(
