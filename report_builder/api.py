@@ -81,6 +81,27 @@ def configure(path: str | None = None, *, preset: str | None = None, models=(), 
     return cfg
 
 
+def with_overrides(cfg: Config, items: list[str]) -> Config:
+    """``cfg`` with ``--set KEY=VALUE`` items applied (dotted keys, list indexes) and validated again."""
+    from report_builder.overrides import with_assignments
+
+    return with_assignments(cfg, list(items))
+
+
+def environment(cfg: Config | None = None) -> dict[str, Any]:
+    """Versions, the torch device, the embedded models and the cache locations and sizes (`report-builder env`)."""
+    from report_builder import envinfo
+
+    return envinfo.collect(cache_dir=cfg.cache_dir if cfg else None, out_dir=cfg.out_dir if cfg else None)
+
+
+def format_environment(info: dict[str, Any]) -> str:
+    """The text form of `environment`'s result."""
+    from report_builder import envinfo
+
+    return envinfo.format_env(info)
+
+
 def roles_of(cfg: Config):
     """`Roles` for the figures from the configured model roles and dataset order."""
     from report_builder.figures.spec import Roles
@@ -340,7 +361,7 @@ def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenanc
         tables, provenance = tables_from_cache(cfg)
     reported = load_reported()
     report = render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
-                         log=log, reported=reported)
+                         log=log, reported=reported, site_url=cfg.site_url)
     import yaml
 
     (Path(cfg.out_dir) / "config.resolved.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
@@ -374,13 +395,16 @@ def summary_lines(tables: dict[str, pd.DataFrame], cfg: Config) -> list[str]:
     return lines
 
 
-def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True):
-    """analyze + render; prints what was reused/computed and the headline numbers."""
+def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True,
+          out: Callable[[str], Any] | None = None):
+    """analyze + render; logs what was reused/computed, and reports the headline numbers to ``out``
+    (default: ``log``; the CLI sends them to stdout and the log to stderr)."""
+    out = out or log
     t0 = time.perf_counter()
     rep = analyze(cfg, log=log, progress=progress)
-    log(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
+    out(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     for line in summary_lines(rep.tables, cfg):
-        log(line)
+        out(line)
     site = render(cfg, rep.tables, rep.provenance, log=log)
     log(f"build finished in {time.perf_counter() - t0:.1f}s -> {cfg.out_dir}/")
     return rep, site
@@ -423,11 +447,11 @@ def format_bench(result: dict) -> str:
     return fmt(result)
 
 
-def serve(site_dir: str | Path = "site", port: int = 8000) -> None:
-    """Preview a built site over HTTP on 127.0.0.1 (blocks until interrupted)."""
+def serve(site_dir: str | Path = "site", port: int = 8000, *, host: str = "127.0.0.1") -> None:
+    """Preview a built site over HTTP on ``host:port`` (default 127.0.0.1:8000; blocks until interrupted)."""
     from report_builder.site.serve import serve as _serve
 
-    _serve(Path(site_dir), port)
+    _serve(Path(site_dir), port, host=host)
 
 
 def list_figures() -> list[dict]:

@@ -92,6 +92,7 @@ class Config:
     k24: K24Config = field(default_factory=K24Config)
     cache_dir: str = ".cache/report_builder"
     out_dir: str = "site"
+    site_url: str | None = None  # where the site will be published (mkdocs site_url: canonical links, sitemap)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -254,6 +255,9 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
     cfg = Config(**{**base, **kw})
     if cfg.ig.method not in ("closed", "numerical"):
         raise ConfigError("ig.method: expected `closed` or `numerical`")
+    if cfg.site_url is not None and not cfg.site_url.startswith(("https://", "http://")):
+        raise ConfigError(f"site_url: expected the published address, e.g. https://example.org/report/, "
+                          f"got {cfg.site_url!r}")
     if cfg.dtype not in ("float32", "bfloat16", "float16"):
         raise ConfigError("dtype: expected float32, bfloat16 or float16")
     try:

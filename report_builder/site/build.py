@@ -76,7 +76,8 @@ class Section:
 def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
                 out_dir: Path = Path("site"), docs_dir: Path = Path("docs/generated"),
                 log: Callable[[str], Any] = print, figures: Iterable[FigureSpec] | None = None,
-                inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None) -> RenderReport:
+                inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None,
+                site_url: str | None = None) -> RenderReport:
     """Build the whole site from result tables.
 
     Args:
@@ -125,7 +126,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         (tmp_docs / "figures" / "manifest.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
         _write_pages(tmp_docs, specs, sections, tables, roles, provenance, changes, inline_limit)
         log(f"site: mkdocs build --strict ({len(specs)} figures)")
-        _mkdocs_build(tmp_docs, tmp_site)
+        _mkdocs_build(tmp_docs, tmp_site, site_url=site_url)
         _replace_dir(tmp_site, out_dir)
         _replace_dir(tmp_docs, docs_dir)
         cache_manifest.parent.mkdir(parents=True, exist_ok=True)
@@ -243,12 +244,14 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
         rows=[r for r in rows if r["hash"] != "–"]))
 
 
-def _mkdocs_build(docs: Path, site: Path) -> None:
-    """``mkdocs build --strict`` of the root mkdocs.yml with docs and site folders redirected."""
+def _mkdocs_build(docs: Path, site: Path, site_url: str | None = None) -> None:
+    """``mkdocs build --strict`` of the root mkdocs.yml with docs and site folders redirected (and the
+    configured ``site_url``: canonical links and the sitemap)."""
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
-    cfg = load_config(config_file=str(MKDOCS_YML), docs_dir=str(docs), site_dir=str(site), strict=True)
+    extra = {"site_url": site_url} if site_url else {}
+    cfg = load_config(config_file=str(MKDOCS_YML), docs_dir=str(docs), site_dir=str(site), strict=True, **extra)
     cfg.plugins.on_startup(command="build", dirty=False)
     try:
         build(cfg)
