@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers as tr
 
-from report_builder.decompose.feedforward import activation, gated_integrals
+from report_builder.decompose.feedforward import gated_integrals
 from report_builder.decompose.layer import K21_METHODS, decompose_layer
 from report_builder.engine import Tokens, decompose_sequences
 from report_builder.models import registry

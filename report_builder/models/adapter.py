@@ -18,6 +18,7 @@ from torch import nn
 
 from report_builder.decompose.layer import LayerWeights
 from report_builder.errors import UnsupportedArchitecture
+from report_builder.schema import Layout
 
 
 @dataclass(frozen=True)
