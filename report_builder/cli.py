@@ -151,8 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p, models=False)
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p = _sub(sub, "clean", "remove the results cache and the generated site",
-             "Only what report_builder made is removed.", common)
+             "Only what report_builder made is removed (directories carrying its marker file).", common)
     _add_config_args(p, models=False)
+    p.add_argument("--all", action="store_true", dest="all",
+                   help="also remove converted models in the user cache and stale temporary folders")
     p = _sub(sub, "serve", "preview the built site over HTTP",
              "A static file server (no rebuild on change); Ctrl+C stops it.", common)
     p.add_argument("--dir", default="site", help="the built site folder (default site)")
@@ -178,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(getattr(args, "verbose", 0) or 0, getattr(args, "quiet", False))
+
+    from report_builder.guard import install_sigterm
+
+    install_sigterm()  # SIGTERM cleans up like Ctrl-C: no temp dirs left behind
     try:
         return _dispatch(args)
     except (ReportBuilderError, FileNotFoundError) as e:
@@ -188,10 +194,12 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished cache entries are kept; no partial entry or half-written site remains",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        from report_builder.guard import Terminated
+
+        print(f"\n{'terminated' if isinstance(e, Terminated) else 'interrupted'}: finished cache entries are "
+              "kept; no partial entry, temporary folder or half-written site remains", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
 
 
 def _dispatch(args) -> int:
@@ -234,7 +242,7 @@ def _dispatch(args) -> int:
         info = api.environment(cfg)
         print(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
     elif args.cmd == "clean":
-        print(api.clean(cfg))
+        print(api.clean(cfg, all=args.all))
     elif args.cmd == "render":
         api.render(cfg, log=log.info)
     elif args.cmd == "analyze":

@@ -285,7 +285,12 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None) ->
 
 def with_models(cfg: Config, sources: list[str], roles: list[str]) -> Config:
     """Replace the configured models (CLI ``--model``)."""
-    ms = tuple(ModelConfig(name=s, source=s, role=r) for s, r in zip(sources, roles))
+    import os
+
+    def name(s: str) -> str:  # a local path is named by its folder (no local path in the report)
+        return os.path.basename(os.path.normpath(s)) if os.path.exists(os.path.expanduser(s)) else s
+
+    ms = tuple(ModelConfig(name=name(s), source=s, role=r) for s, r in zip(sources, roles))
     return Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "models": ms})
 
 
