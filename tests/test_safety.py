@@ -351,7 +351,7 @@ _SLOW_RENDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import report_builder.site.build as b
-    def slow(docs, site):
+    def slow(docs, site, **kw):
         Path(sys.argv[1]).write_text("ready")
         time.sleep(120)
     b._mkdocs_build = slow
