@@ -30,7 +30,7 @@ __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build"
            "tables_from_cache"]
 
 ANALYSIS_VERSIONS = {"k21_mixing": 1, "k21_frequency": 1, "k21_expansion": 1, "k21_example": 1,
-                     "k24_scopes": 1, "k24_examples": 1, "architecture": 1}
+                     "k24_scopes": 1, "k24_examples": 1, "architecture": 2}
 
 
 @dataclass

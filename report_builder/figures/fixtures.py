@@ -263,7 +263,11 @@ def k21_fixture_tables(
                     rec.append({"model": m["model"], "dataset": ds, "layer": layer, "scope": sc,
                                 "max_rel_error": float(10 ** rng.uniform(-7, -5.5))})
     model_cols = ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated",
-                  "d_model", "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"]
+                  "d_model", "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device",
+                  "multipliers", "licence"]
+    for m in models:
+        m.setdefault("multipliers", "")
+        m.setdefault("licence", "synthetic fixture")
     return {
         "k21_tokens": pd.concat(tok, ignore_index=True),
         "k21_freq": pd.concat(freq, ignore_index=True),

@@ -44,11 +44,11 @@ _MODEL_ROWS = [
     dict(model="tiny-bert", source="fixture/tiny-bert", family="bert", class_name="BertModel",
          ln_position="post", norm="LayerNorm", activation="gelu", gated=False, d_model=128,
          layers=6, heads=4, kv_heads=4, ff_size=512, params=1_200_000,
-         fingerprint="fixture-tiny-bert", dtype="float32", device="cpu"),
+         fingerprint="fixture-tiny-bert", dtype="float32", device="cpu", multipliers="", licence="synthetic fixture"),
     dict(model="tiny-llama", source="fixture/tiny-llama", family="llama", class_name="LlamaForCausalLM",
          ln_position="pre", norm="RMSNorm", activation="silu", gated=True, d_model=96,
          layers=8, heads=6, kv_heads=2, ff_size=256, params=900_000,
-         fingerprint="fixture-tiny-llama", dtype="float32", device="cpu"),
+         fingerprint="fixture-tiny-llama", dtype="float32", device="cpu", multipliers="", licence="synthetic fixture"),
 ]
 
 

@@ -50,6 +50,9 @@ class Adapter:
         submodules: the names of a layer's child modules this layout expects (dropouts and
             activations aside); a layer with any other child or without one of these is refused
             by name before anything is computed (`check_structure`). None: not checked.
+        multipliers: config attributes that scale the residual branches or the embeddings linearly
+            (Granite); the residual one is folded into the blocks' output weights (a property of the
+            family, shown in the models table; the layout is unchanged).
         variant: config -> the adapter that serves this config (a family whose layout depends on a
             config flag, e.g. OPT's ``do_layer_norm_before``); None: this adapter itself.
     """
@@ -66,6 +69,7 @@ class Adapter:
     facts: Callable[[object], dict]
     max_positions: Callable[[object], int]
     submodules: frozenset[str] | None = None
+    multipliers: tuple[str, ...] = ()
     variant: Callable[[object], "Adapter"] | None = None
 
     @property

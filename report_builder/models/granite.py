@@ -16,6 +16,7 @@ ADAPTER = LLAMA.with_(
     family="granite",
     class_names=("GraniteModel",),
     model_types=("granite",),
+    multipliers=("residual_multiplier", "embedding_multiplier", "attention_multiplier"),
     weights=lambda model, idx: _weights(model, idx, float(model.config.residual_multiplier)),
     probes={**LLAMA.probes, "ATTN": Probe("self_attn", "out", scale="residual_multiplier"),
             "ATBLNFF": Probe("mlp", "out", scale="residual_multiplier")},

