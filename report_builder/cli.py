@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(sub, "check", "print per layer and check point the reconstruction error against the HF forward",
              "Exits non-zero when a float32 error exceeds 1e-4.", common)
     p.add_argument("--model", required=True, metavar="SOURCE",
-                   help="embedded name (minilm, smollm2), local dir or hub id")
+                   help="embedded name (minilm, smollm2, gemma3-270m), local dir or hub id")
     p.add_argument("--text", action="append", help="a sentence to decompose (repeatable; default: two examples)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],

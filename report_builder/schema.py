@@ -45,6 +45,9 @@ class Layout:
         checks: points compared with the HF model's own tensors, in forward order.
         scope_labels: scope -> short human description.
         families: model families that use this layout (documentation only; the adapters decide).
+        scope_blocks: for each scope, the index in `blocks` after which it is read, where that is not
+            simply "the first residual addition, then one block per scope" (parallel layers); empty
+            otherwise. Diagrams place the scope markers with `scope_block_indexes`.
     """
 
     id: str
@@ -63,6 +66,16 @@ class Layout:
     checks: tuple[str, ...]
     scope_labels: dict
     families: tuple[str, ...] = ()
+    scope_blocks: tuple[int, ...] = ()
+
+    def scope_block_indexes(self) -> tuple[int, ...]:
+        """Index in `blocks` after which each scope is read (in `scopes` order)."""
+        if self.scope_blocks:
+            return self.scope_blocks
+        first = self.blocks.index("RES")
+        if not self.norm_first and first + 1 < len(self.blocks) and self.blocks[first + 1].startswith("LN"):
+            first += 1  # post-LN: the attention block ends after the norm that follows the addition
+        return tuple(first + k for k in range(len(self.scopes)))
 
     @property
     def pre_ff_checks(self) -> tuple[str, ...]:
@@ -174,6 +187,7 @@ PARALLEL = Layout(
     scope_labels={"ATB": "attention block (x + attention branch)",
                   "ATBPFF": "whole layer (+ the FF branch, which reads x_i alone: its map is diagonal)"},
     families=("gpt_neox", "phi"),
+    scope_blocks=(2, 5),  # ATB after the first addition, the whole layer after the FF branch's addition
 )
 """GPT-NeoX/Pythia (``use_parallel_residual``), Phi: attention and FF read the same layer input. In the
 per-layer view FF at position i sees only x_i, so its whole output is attributed to token i (a

@@ -26,6 +26,9 @@ def test_layout_rows_are_consistent(lay):
     norms = [lay.blocks[k] for k in lay.ln_positions]
     assert norms[0] == "LN1" and any(b.startswith("LN2") for b in norms)
     assert schema.layout(lay.id) is lay
+    marks = lay.scope_block_indexes()  # each scope is read after a block, in forward order
+    assert len(marks) == len(lay.scopes) and list(marks) == sorted(set(marks)) and marks[-1] == len(lay.blocks) - 1
+    assert lay.blocks[marks[0]] in ("RES", "LN1")  # ATB ends with the residual addition (post-LN: its norm)
     assert schema.layout_for_scopes(lay.scopes) is lay
 
 
