@@ -54,7 +54,7 @@ def cancellation_reading(rows) -> str:
     parts = []
     for m, lay, ff, whole in rows:
         after = lay.components[lay.components.index("FF") + 1:]
-        rest, v = " and ".join(after), ("" if len(after) > 1 else "s")
+        rest, v = (" and ".join(after) or "the rest of the layer"), ("" if len(after) > 1 else "s")
         verdict = (f"{rest} largely cancel{v} FF's effect" if whole < 0.5 * ff else
                    (f"{rest} partly undo{'es' if v else ''} it" if whole < ff else
                     f"{rest} do{'es' if v else ''} not undo it"))
