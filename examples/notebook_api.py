@@ -60,7 +60,8 @@ config = {
     "datasets": [{"id": "wiki", "n": 2, "k24_n": 1, "max_length": 32}],
     "k24": {"top_k": 3, "examples": 1},
 }
-analysis, site = rb.build(config, cache_dir=str(out / "cache"), out_dir=str(out / "site"), log=None)
+analysis, site = rb.build(config, cache_dir=str(out / "cache"), out_dir=str(out / "site"), log=None,
+                          site_url="https://example.org/my-report/")
 print(f"site: {site.site_dir} ({len(site.figures_built)} figures)")
 tables = rb.load_results(out / "cache")
 print(sorted(tables))

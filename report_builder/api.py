@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from report_builder import __version__
+from report_builder import __version__, guard
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config
 from report_builder.schema import ERROR_BOUND
@@ -30,7 +30,7 @@ __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build"
            "tables_from_cache"]
 
 ANALYSIS_VERSIONS = {"k21_mixing": 1, "k21_frequency": 1, "k21_expansion": 1, "k21_example": 1,
-                     "k24_scopes": 1, "k24_examples": 1, "architecture": 1}
+                     "k24_scopes": 1, "k24_examples": 1, "architecture": 2}
 
 
 @dataclass
@@ -81,6 +81,27 @@ def configure(path: str | None = None, *, preset: str | None = None, models=(), 
     return cfg
 
 
+def with_overrides(cfg: Config, items: list[str]) -> Config:
+    """``cfg`` with ``--set KEY=VALUE`` items applied (dotted keys, list indexes) and validated again."""
+    from report_builder.overrides import with_assignments
+
+    return with_assignments(cfg, list(items))
+
+
+def environment(cfg: Config | None = None) -> dict[str, Any]:
+    """Versions, the torch device, the embedded models and the cache locations and sizes (`report-builder env`)."""
+    from report_builder import envinfo
+
+    return envinfo.collect(cache_dir=cfg.cache_dir if cfg else None, out_dir=cfg.out_dir if cfg else None)
+
+
+def format_environment(info: dict[str, Any]) -> str:
+    """The text form of `environment`'s result."""
+    from report_builder import envinfo
+
+    return envinfo.format_env(info)
+
+
 def roles_of(cfg: Config):
     """`Roles` for the figures from the configured model roles and dataset order."""
     from report_builder.figures.spec import Roles
@@ -126,11 +147,30 @@ def choose_threads(requested: int | None) -> int:
     return 1 if busy else cores
 
 
+def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | None:
+    """Check, before any work, that the cache and the output can be written without touching
+    foreign files; sweep temp dirs left by dead processes. Raises `guard.UnsafeOutput` with advice."""
+    c = None
+    if cache:
+        c = Cache(cfg.cache_dir)
+        guard.check_writable(c.base, "the cache directory", "--cache")
+        c.sweep()
+        from report_builder.guard import user_cache_dir
+
+        guard.sweep([user_cache_dir() / "models"], legacy_age_s=None)
+    if site:
+        out = Path(cfg.out_dir)
+        guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+        guard.check_writable(out.resolve().parent, "the output's parent directory", "--out")
+    return c
+
+
 def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True) -> AnalyzeReport:
     """Run (or reuse from the cache) every analysis the configuration needs.
 
     Returns the concatenated result tables and the build provenance.
     """
+    cache = preflight(cfg, site=False)
     import torch
     import transformers
 
@@ -143,7 +183,6 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     if cfg.device == "cpu":
         torch.set_num_threads(choose_threads(cfg.threads))
         log(f"torch CPU threads: {torch.get_num_threads()}")
-    cache = Cache(cfg.cache_dir)
     rep = AnalyzeReport(tables={}, provenance={})
     parts: dict[str, list[pd.DataFrame]] = {}
     ig = IGOptions(method=cfg.ig.method, steps=cfg.ig.steps)
@@ -181,7 +220,8 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
                    lambda: ({"models": pd.DataFrame([lm().facts()])}, {}), f"{mc.name}")
         facts = arch.tables["models"].iloc[0].to_dict()
         causal = registry.for_class_name(facts["class_name"]).causal
-        models_prov[mc.name] = {"source": mc.source, "fingerprint": fp, "class_name": facts["class_name"],
+        models_prov[mc.name] = {"source": guard.public_path(mc.source), "fingerprint": fp,
+                                "class_name": facts["class_name"],
                                 "role": mc.role}
         run("k21_expansion", base, lambda: ({"k21_expansion": k21_compute.expansion_rates(lm(), model=mc.name)}, {}),
             f"{mc.name}")
@@ -272,7 +312,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
-        "config": cfg.to_dict(), "models": models_prov, "datasets": data_prov,
+        "config": guard.public_config(cfg.to_dict()), "models": models_prov, "datasets": data_prov,
         "params": {"ig": ig.describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
                    "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
                    "ffamp_normalise": cfg.k24.ffamp_normalise, "max_memory": cfg.max_memory},
@@ -336,15 +376,18 @@ def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenanc
     from report_builder.figures.reported import load_reported
     from report_builder.site.build import render_site
 
-    if tables is None:
-        tables, provenance = tables_from_cache(cfg)
-    reported = load_reported()
-    report = render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
-                         log=log, reported=reported)
     import yaml
 
-    (Path(cfg.out_dir) / "config.resolved.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    return report
+    preflight(cfg, cache=False)
+    if tables is None:
+        tables, provenance = tables_from_cache(cfg)
+    if "models" in tables and "source" in tables["models"]:  # local paths never reach the site
+        tables = {**tables, "models": tables["models"].assign(source=tables["models"]["source"].map(guard.public_path))}
+    reported = load_reported()
+    resolved = yaml.safe_dump(guard.public_config(cfg.to_dict()), sort_keys=False)
+    return render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
+                       log=log, reported=reported, site_url=cfg.site_url,
+                       extra_files={"config.resolved.yaml": resolved})
 
 
 def summary_lines(tables: dict[str, pd.DataFrame], cfg: Config) -> list[str]:
@@ -369,13 +412,17 @@ def summary_lines(tables: dict[str, pd.DataFrame], cfg: Config) -> list[str]:
     return lines
 
 
-def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True):
-    """analyze + render; prints what was reused/computed and the headline numbers."""
+def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True,
+          out: Callable[[str], Any] | None = None):
+    """analyze + render; logs what was reused/computed, and reports the headline numbers to ``out``
+    (default: ``log``; the CLI sends them to stdout and the log to stderr)."""
+    out = out or log
     t0 = time.perf_counter()
+    preflight(cfg)  # output and cache checked before any analysis runs
     rep = analyze(cfg, log=log, progress=progress)
-    log(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
+    out(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     for line in summary_lines(rep.tables, cfg):
-        log(line)
+        out(line)
     site = render(cfg, rep.tables, rep.provenance, log=log)
     log(f"build finished in {time.perf_counter() - t0:.1f}s -> {cfg.out_dir}/")
     return rep, site
@@ -418,11 +465,11 @@ def format_bench(result: dict) -> str:
     return fmt(result)
 
 
-def serve(site_dir: str | Path = "site", port: int = 8000) -> None:
-    """Preview a built site over HTTP on 127.0.0.1 (blocks until interrupted)."""
+def serve(site_dir: str | Path = "site", port: int = 8000, *, host: str = "127.0.0.1") -> None:
+    """Preview a built site over HTTP on ``host:port`` (default 127.0.0.1:8000; blocks until interrupted)."""
     from report_builder.site.serve import serve as _serve
 
-    _serve(Path(site_dir), port)
+    _serve(Path(site_dir), port, host=host)
 
 
 def list_figures() -> list[dict]:
@@ -445,11 +492,37 @@ def list_datasets() -> list[dict]:
     return ld()
 
 
-def clean(cfg: Config) -> str:
+def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
+    """Remove the results cache and the site — only what carries the tool's marker.
+
+    ``all`` also removes the converted models in the user cache and stale temporary folders.
+    Raises `guard.UnsafeOutput` (nothing removed) when the site or cache directory holds foreign files.
+    """
     import shutil
 
-    n = Cache(cfg.cache_dir).clean()
-    for p in (Path(cfg.out_dir), Path("docs/generated")):
-        if p.exists():
-            shutil.rmtree(p)
-    return f"removed {n} cache entries, {cfg.out_dir}/ and docs/generated/"
+    out = Path(cfg.out_dir)
+    guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+    cache = Cache(cfg.cache_dir)  # refuses a foreign directory
+    n = cache.clean()
+    done = [f"{n} cache entries"]
+    if out.exists():
+        with guard.lock_for(out):
+            shutil.rmtree(out)
+        done.append(f"{cfg.out_dir}/")
+    swept = guard.sweep([out.resolve().parent], guard.site_temp_prefixes(out), legacy_age_s=None)
+    if all:
+        from report_builder.guard import user_cache_dir
+
+        models = user_cache_dir() / "models"
+        k = 0
+        if models.is_dir():
+            for d in models.iterdir():
+                if d.is_dir() and d.name.startswith(("smollm2-", "gemma3-270m-")):
+                    with guard.lock_for(d):
+                        shutil.rmtree(d, ignore_errors=True)
+                    k += 1
+        swept += guard.sweep([models])
+        done.append(f"{k} converted models")
+    if swept:
+        done.append(f"{len(swept)} stale temporary folders")
+    return "removed " + ", ".join(done)

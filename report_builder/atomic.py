@@ -1,34 +1,40 @@
 """Atomic publication of a directory: write everything into a temporary sibling, then rename.
 
-Used for cache entries and converted models, so an interrupted run (Ctrl-C, a crash) never leaves a
-half-written directory behind. Pitfall: the temporary dir must be on the same filesystem as the
-target (a sibling), or the final rename is not atomic.
+Used for cache entries and converted models, so an interrupted run (Ctrl-C, SIGTERM, a crash) never
+leaves a half-written directory behind. First writer wins: when ``target`` already exists at
+publication (another process published it meanwhile) the new copy is discarded and the existing
+one kept; callers that want to replace a damaged target remove it first, under its lock.
+Pitfall: the temporary dir must be on the same filesystem as the target (a sibling), or the final
+rename is not atomic.
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from report_builder.guard import make_tmp_dir
+
 
 @contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
-    """Yield a temporary directory that replaces ``target`` when the block succeeds.
+    """Yield a temporary directory that becomes ``target`` when the block succeeds.
 
     On any exception (KeyboardInterrupt included) the temporary directory is removed and ``target``
-    is left as it was.
+    is left as it was. If ``target`` exists when the block ends, it is kept (first writer wins).
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    tmp = make_tmp_dir(target)
     try:
         yield tmp
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        try:
+            os.rename(tmp, target)  # fails if target exists and is not empty: never replaces content
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR, errno.ENOTDIR):
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

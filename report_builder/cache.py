@@ -5,6 +5,13 @@ model fingerprint, dataset hash. Writes go to a temporary directory that is rena
 interrupted build never leaves a partial entry. ``meta.json`` records each table's sha256; an entry
 whose files do not match is reported as corrupt, removed, and recomputed.
 
+Concurrency: each entry has a lock file (``results/<analysis>/.<key>.lock``). Computing and
+publishing an entry happen under its lock, so two builds needing the same entry compute it once
+(the second waits and reuses it: first writer wins). Readers read without the lock; an entry that
+fails verification is re-checked under the lock and only then removed, so a reader never deletes an
+entry another process is writing. The cache root carries a ``.report_builder-cache`` marker; `clean`
+refuses a directory without it.
+
 Pitfall: parameters must be JSON-serialisable and canonical (sorted keys) or keys will drift.
 """
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from report_builder import guard
 from report_builder.atomic import atomic_dir
 
 
@@ -56,34 +64,67 @@ class Cache:
     """The results store rooted at ``root`` (git-ignored, e.g. ``.cache/report_builder``)."""
 
     def __init__(self, root: str | Path):
-        self.root = Path(root) / "results"
+        self.base = Path(root)
+        guard.adopt_or_mark_cache(self.base)
+        self.root = self.base / "results"
         self.log: list[str] = []
 
     def path(self, analysis: str, key: str) -> Path:
         return self.root / analysis / key
 
-    def get(self, analysis: str, key: str) -> Entry | None:
-        """Load an entry, verifying its files; a corrupt entry is removed and None returned."""
-        d = self.path(analysis, key)
+    def lock(self, analysis: str, key: str):
+        """The entry's lock (a `filelock.FileLock`)."""
+        return guard.lock_for(self.path(analysis, key))
+
+    @staticmethod
+    def _load(d: Path) -> Entry | None:
+        """The verified entry in ``d``; None when absent; raises when present but damaged."""
         meta_p = d / "meta.json"
         if not meta_p.exists():
+            if d.exists() and any(d.iterdir()):
+                raise ValueError("meta.json is missing")
             return None
+        meta = json.loads(meta_p.read_text())
+        tables = {}
+        for name, sha in meta["tables"].items():
+            p = d / f"{name}.parquet"
+            if _file_hash(p) != sha:
+                raise ValueError(f"{p.name} does not match its recorded hash")
+            tables[name] = pd.read_parquet(p)
+        return Entry(tables, meta, reused=True)
+
+    def _get_locked(self, analysis: str, key: str) -> Entry | None:
+        """Verify under the entry's lock (held by the caller); remove the entry only if damaged."""
+        d = self.path(analysis, key)
         try:
-            meta = json.loads(meta_p.read_text())
-            tables = {}
-            for name, sha in meta["tables"].items():
-                p = d / f"{name}.parquet"
-                if _file_hash(p) != sha:
-                    raise ValueError(f"{p.name} does not match its recorded hash")
-                tables[name] = pd.read_parquet(p)
-            return Entry(tables, meta, reused=True)
+            return self._load(d)
         except Exception as e:  # noqa: BLE001 - any damage means: recompute
             self.log.append(f"corrupt cache entry {analysis}/{key} ({e}); recomputing")
             shutil.rmtree(d, ignore_errors=True)
             return None
 
+    def get(self, analysis: str, key: str) -> Entry | None:
+        """Load an entry, verifying its files; a corrupt entry is removed and None returned.
+
+        A failed check is repeated under the entry's lock before anything is removed (another
+        process may have been publishing it at that moment).
+        """
+        try:
+            return self._load(self.path(analysis, key))
+        except Exception:  # noqa: BLE001
+            pass
+        with self.lock(analysis, key):
+            return self._get_locked(analysis, key)
+
     def put(self, analysis: str, key: str, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Entry:
-        """Write an entry atomically (temp dir + rename)."""
+        """Write an entry atomically (temp dir + rename) under its lock; an existing valid entry wins."""
+        with self.lock(analysis, key):
+            existing = self._get_locked(analysis, key)
+            if existing is not None:
+                return existing
+            return self._put_locked(analysis, key, tables, meta)
+
+    def _put_locked(self, analysis: str, key: str, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Entry:
         with atomic_dir(self.path(analysis, key)) as tmp:
             hashes = {}
             for name, df in tables.items():
@@ -99,23 +140,41 @@ class Cache:
                        compute: Callable[[], tuple[dict[str, pd.DataFrame], dict[str, Any]]]) -> Entry:
         """Return the cached entry for these parameters, or compute, store and return it."""
         key = result_key(analysis, version, params)
-        hit = self.get(analysis, key)
+        try:
+            hit = self._load(self.path(analysis, key))
+        except Exception:  # noqa: BLE001 - verified again under the lock below
+            hit = None
         if hit is not None:
             return hit
-        t0 = time.perf_counter()
-        tables, meta = compute()
-        meta = {"analysis": analysis, "version": version, "params": params, "key": key,
-                "seconds": round(time.perf_counter() - t0, 3), **meta}
-        return self.put(analysis, key, tables, meta)
+        with self.lock(analysis, key):  # first writer wins: a second build waits here, then reuses
+            hit = self._get_locked(analysis, key)
+            if hit is not None:
+                return hit
+            t0 = time.perf_counter()
+            tables, meta = compute()
+            meta = {"analysis": analysis, "version": version, "params": params, "key": key,
+                    "seconds": round(time.perf_counter() - t0, 3), **meta}
+            return self._put_locked(analysis, key, tables, meta)
 
     def clean(self) -> int:
-        """Remove every entry; returns how many were removed."""
+        """Remove every entry (the cache root must carry the marker); returns how many were removed."""
         if not self.root.exists():
             return 0
-        n = sum(1 for a in self.root.iterdir() if a.is_dir() for _ in a.iterdir())
+        n = sum(1 for a in self.root.iterdir() if a.is_dir() for e in a.iterdir() if e.is_dir()
+                and not e.name.startswith("."))
         shutil.rmtree(self.root)
         return n
 
+    def temp_parents(self) -> list[Path]:
+        """Folders where this cache's temporary dirs may be left."""
+        if not self.root.exists():
+            return []
+        return [a for a in self.root.iterdir() if a.is_dir()]
+
     def stale_temp(self) -> list[Path]:
         """Leftover temporary dirs (should be none, even after Ctrl-C)."""
-        return list(self.root.glob("*/.tmp-*")) if self.root.exists() else []
+        return [p for a in self.temp_parents() for p in a.iterdir() if ".tmp-" in p.name]
+
+    def sweep(self) -> list[Path]:
+        """Remove temporary dirs left by processes that are gone (never a live build's)."""
+        return guard.sweep(self.temp_parents())

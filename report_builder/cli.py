@@ -1,12 +1,44 @@
-"""Command line: a thin layer over `report_builder.api` (argument parsing and printing only)."""
+"""Command line: a thin layer over `report_builder.api` (argument parsing and printing only).
+
+Conventions: results and tables go to stdout (``--json`` for machine-readable ones); the build log,
+progress bars, warnings and errors go to stderr through ``logging`` (``-q`` only warnings and errors,
+``-v`` also debug messages). ``--set KEY=VALUE`` overrides any configuration key.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 from report_builder import __version__, api
 from report_builder.errors import ReportBuilderError
+
+log = logging.getLogger("report_builder")
+
+EPILOG = "Results go to stdout, the build log to stderr. Docs: README.md; every config key: examples/config.yaml."
+
+
+class _Format(logging.Formatter):
+    """Plain messages for info and debug, ``warning: ...`` / ``error: ...`` otherwise."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        return msg if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {msg}"
+
+
+def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
+    """Send report_builder's log to stderr at the level ``-v``/``-q`` ask for (idempotent)."""
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    for h in list(log.handlers):
+        if getattr(h, "_report_builder", False):
+            log.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Format())
+    handler._report_builder = True  # type: ignore[attr-defined]
+    log.addHandler(handler)
+    log.setLevel(level)
+    log.propagate = False
 
 
 def _config(args):
@@ -14,24 +46,54 @@ def _config(args):
                if getattr(args, k, None) is not None}
     if getattr(args, "out", None):
         changes["out_dir"] = args.out
-    return api.configure(args.config, preset=args.preset, models=getattr(args, "model", None) or (), **changes)
+    cfg = api.configure(args.config, preset=args.preset, models=getattr(args, "model", None) or (), **changes)
+    cfg = api.with_overrides(cfg, getattr(args, "set", None) or [])
+    if log.isEnabledFor(logging.DEBUG):
+        import yaml
+
+        log.debug("resolved configuration:\n" + yaml.safe_dump(cfg.to_dict(), sort_keys=False).rstrip())
+    return cfg
 
 
-def _add_config_args(p, *, models=True):
-    p.add_argument("--preset", choices=["default", "smoke", "paper"], help="a named configuration (default: default)")
-    p.add_argument("--config", help="a YAML configuration file (see examples/config.yaml)")
+def _common() -> argparse.ArgumentParser:
+    """-v/-q, accepted before or after the subcommand."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("output")
+    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="more log on stderr (debug messages, the resolved configuration)")
+    g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="only warnings and errors on stderr; no progress bars")
+    return p
+
+
+def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
+    g = p.add_argument_group("configuration")
+    g.add_argument("--preset", choices=["default", "smoke", "paper"],
+                   help="a named configuration: default (offline, ~10 min), smoke (a few sequences), "
+                        "paper (the papers' models; needs the hub and a GPU); default: default")
+    g.add_argument("--config", metavar="FILE", help="a YAML configuration file (see examples/config.yaml)")
+    g.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override any configuration key, e.g. --set k24.top_k=5 --set datasets.0.n=16; repeatable")
     if models:
-        p.add_argument("--model", action="append", metavar="SOURCE",
+        g.add_argument("--model", action="append", metavar="SOURCE",
                        help="analyse this model instead (embedded name, local dir or hub id); repeatable")
-        p.add_argument("--device", help="cpu or cuda")
-        p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
-        p.add_argument("--max-memory", dest="max_memory", help="memory budget for the FF chunks, e.g. 2GiB")
-        p.add_argument("--threads", type=int, help="torch CPU threads (default: all cores, 1 on a busy machine)")
-    p.add_argument("--cache", dest="cache_dir", help="results cache directory (default .cache/report_builder)")
-    p.add_argument("--out", help="site output directory (default site)")
+        g.add_argument("--device", help="cpu or cuda (default: the configuration's, cpu)")
+        g.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                       help="model precision (errors are enforced at 1e-4 in float32 only)")
+        g.add_argument("--max-memory", dest="max_memory", metavar="SIZE",
+                       help="memory budget for the feed-forward chunks, e.g. 2GiB")
+        g.add_argument("--threads", type=int, metavar="N",
+                       help="torch CPU threads (default: all cores, 1 on a busy machine)")
+    g.add_argument("--cache", dest="cache_dir", metavar="DIR",
+                   help="results cache directory (default .cache/report_builder)")
+    if out:
+        g.add_argument("--out", metavar="DIR", help="site output directory (default site)")
 
 
-def _print_table(rows: list[dict]) -> None:
+def _print_table(rows: list[dict], as_json: bool = False) -> None:
+    if as_json:
+        print(json.dumps(rows, indent=1, default=str))
+        return
     if not rows:
         print("(none)")
         return
@@ -42,65 +104,120 @@ def _print_table(rows: list[dict]) -> None:
         print("  ".join(str(r.get(c, "")).ljust(w[c]) for c in cols))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="report-builder", description=__doc__)
-    ap.add_argument("--version", action="version", version=f"report_builder {__version__}")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, help_ in (("build", "run the analyses (cached) and render the site"),
-                        ("analyze", "run the analyses only (results go to the cache)")):
-        p = sub.add_parser(name, help=help_)
-        _add_config_args(p)
-        p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p = sub.add_parser("render", help="render the site from the cached results of the last build (no torch needed)")
-    _add_config_args(p, models=False)
-    p = sub.add_parser("list", help="list figures, models or datasets")
-    p.add_argument("what", choices=["figures", "models", "datasets"])
-    _add_config_args(p, models=False)
-    p = sub.add_parser("clean", help="remove the results cache and the generated site")
-    _add_config_args(p, models=False)
-    p = sub.add_parser("serve", help="preview the built site over HTTP")
-    p.add_argument("--dir", default="site")
-    p.add_argument("--port", type=int, default=8000)
-    p = sub.add_parser("check", help="print per layer and scope the reconstruction error against the HF forward")
-    p.add_argument("--model", required=True, help="embedded name (minilm, smollm2), local dir or hub id")
-    p.add_argument("--text", action="append", help="a sentence to decompose (repeatable)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p = sub.add_parser("bench", help="side-by-side speed and memory benchmark")
-    p.add_argument("--shape", default=None, help="tiny, base, large, gpt2-base or llama-small")
-    p.add_argument("--model", default=None, help="bench a real model instead of a shape")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--max-memory", default=None)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
-    p.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+def _sub(sub, name: str, summary: str, description: str, common) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {description}",
+                          parents=[common], epilog=EPILOG)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``report-builder`` argument parser (every command and option documented)."""
+    common = _common()
+    ap = argparse.ArgumentParser(
+        prog="report-builder", parents=[common], epilog=EPILOG,
+        description="Exact token-to-token decomposition of Transformer layers, rendered as a citable "
+                    "static report reproducing Kobayashi et al. (EMNLP 2021, ICLR 2024).")
+    ap.add_argument("--version", action="version", version=f"report_builder {__version__}",
+                    help="print the version and exit")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    p = _sub(sub, "build", "run the analyses (cached) and render the site",
+             "Results already in the cache are reused; the headline numbers go to stdout.", common)
+    _add_config_args(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = _sub(sub, "analyze", "run the analyses only (results go to the cache)",
+             "Prints how many analyses were computed and reused; `render` turns them into the site.", common)
+    _add_config_args(p, out=False)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = _sub(sub, "render", "render the site from the cached results of the last build",
+             "Needs no torch: a machine with report_builder[render] can rebuild the site from a cache.", common)
+    _add_config_args(p, models=False)
+    p = _sub(sub, "list", "list figures, models or datasets",
+             "figures: every figure id; models: the configured and embedded models; datasets: the "
+             "offline sets with their content hashes.", common)
+    p.add_argument("what", choices=["figures", "models", "datasets"], help="what to list")
+    p.add_argument("--json", action="store_true", help="one JSON array of rows instead of a table")
+    _add_config_args(p, models=False)
+    p = _sub(sub, "check", "print per layer and check point the reconstruction error against the HF forward",
+             "Exits non-zero when a float32 error exceeds 1e-4.", common)
+    p.add_argument("--model", required=True, metavar="SOURCE",
+                   help="embedded name (minilm, smollm2, gemma3-270m), local dir or hub id")
+    p.add_argument("--text", action="append", help="a sentence to decompose (repeatable; default: two examples)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="model precision (default float32)")
+    p.add_argument("--json", action="store_true", help="one JSON object (rows, worst error, bound, ok)")
+    p = _sub(sub, "env", "show versions, the torch device, the embedded models and the caches",
+             "Paste its output into a bug report.", common)
+    _add_config_args(p, models=False)
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p = _sub(sub, "clean", "remove the results cache and the generated site",
+             "Only what report_builder made is removed (directories carrying its marker file).", common)
+    _add_config_args(p, models=False)
+    p.add_argument("--all", action="store_true", dest="all",
+                   help="also remove converted models in the user cache and stale temporary folders")
+    p = _sub(sub, "serve", "preview the built site over HTTP",
+             "A static file server (no rebuild on change); Ctrl+C stops it.", common)
+    p.add_argument("--dir", default="site", help="the built site folder (default site)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; 0.0.0.0 serves the whole network)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p = _sub(sub, "bench", "side-by-side speed and memory benchmark",
+             "The plain HF forward pass, the naive reference and the fast engine, measured in one run.", common)
+    p.add_argument("--shape", default=None, help="a synthetic shape: tiny, base, large, gpt2-base or llama-small "
+                                                 "(default base)")
+    p.add_argument("--model", default=None, metavar="SOURCE", help="bench a real model instead of a shape")
+    p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
+    p.add_argument("--batch", type=int, default=1, help="sequences per batch (default 1)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
+    p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per method (default 3)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(getattr(args, "verbose", 0) or 0, getattr(args, "quiet", False))
+
+    from report_builder.guard import install_sigterm
+
+    install_sigterm()  # SIGTERM cleans up like Ctrl-C: no temp dirs left behind
     try:
         return _dispatch(args)
     except (ReportBuilderError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        log.error(str(e))
         return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished cache entries are kept; no partial entry or half-written site remains",
-              file=sys.stderr)
-        return 130
+    except BrokenPipeError:  # `report-builder list figures | head`: the reader left; not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt as e:
+        from report_builder.guard import Terminated
+
+        print(f"\n{'terminated' if isinstance(e, Terminated) else 'interrupted'}: finished cache entries are "
+              "kept; no partial entry, temporary folder or half-written site remains", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
 
 
 def _dispatch(args) -> int:
+    quiet = getattr(args, "quiet", False)
     if args.cmd == "check":
         rows = api.check(args.model, args.text, device=args.device, dtype=args.dtype)
-        print(f"{'layer':>5}  {'scope':<12} max relative error")
-        for r in rows:
-            print(f"{r['layer']:>5}  {r['scope']:<12} {r['max_rel_error']:.3e}")
         worst = max(r["max_rel_error"] for r in rows)
-        print(f"max relative reconstruction error: {worst:.3e}")
         bound = api.ERROR_BOUND if args.dtype == "float32" else float("inf")
+        if args.json:
+            print(json.dumps({"model": args.model, "dtype": args.dtype, "rows": rows, "max_rel_error": worst,
+                              "bound": None if bound == float("inf") else bound, "ok": worst <= bound}, indent=1))
+        else:
+            print(f"{'layer':>5}  {'scope':<12} max relative error")
+            for r in rows:
+                print(f"{r['layer']:>5}  {r['scope']:<12} {r['max_rel_error']:.3e}")
+            print(f"max relative reconstruction error: {worst:.3e}")
         if worst > bound:
-            print(f"error: exceeds the bound {bound:g}", file=sys.stderr)
+            log.error(f"exceeds the bound {bound:g}")
             return 1
         return 0
     if args.cmd == "bench":
@@ -110,26 +227,29 @@ def _dispatch(args) -> int:
         print(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
         return 0
     if args.cmd == "serve":
-        api.serve(args.dir, args.port)
+        api.serve(args.dir, args.port, host=args.host)
         return 0
     if args.cmd == "list" and args.what == "figures":
-        _print_table(api.list_figures())
+        _print_table(api.list_figures(), args.json)
         return 0
     if args.cmd == "list" and args.what == "datasets":
-        _print_table(api.list_datasets())
+        _print_table(api.list_datasets(), args.json)
         return 0
     cfg = _config(args)
     if args.cmd == "list":
-        _print_table(api.list_models(cfg))
+        _print_table(api.list_models(cfg), args.json)
+    elif args.cmd == "env":
+        info = api.environment(cfg)
+        print(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
     elif args.cmd == "clean":
-        print(api.clean(cfg))
+        print(api.clean(cfg, all=args.all))
     elif args.cmd == "render":
-        api.render(cfg)
+        api.render(cfg, log=log.info)
     elif args.cmd == "analyze":
-        rep = api.analyze(cfg, progress=not args.no_progress)
+        rep = api.analyze(cfg, log=log.info, progress=not (args.no_progress or quiet))
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     elif args.cmd == "build":
-        api.build(cfg, progress=not args.no_progress)
+        api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print)
     return 0
 
 

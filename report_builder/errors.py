@@ -47,9 +47,14 @@ class SequenceTooLong(ModelError):
     """A sequence is longer than the model's position embeddings."""
 
 
+class UnsafeOutput(ReportBuilderError):
+    """An output or cache directory cannot be used without deleting or overwriting files the tool did
+    not create, or cannot be written (see `report_builder.guard`)."""
+
+
 class ReconstructionError(ReportBuilderError):
     """A decomposition's terms do not sum to the model's own tensor within `schema.ERROR_BOUND`."""
 
 
 __all__ = ["ReportBuilderError", "ConfigError", "DataError", "ModelError", "UnknownModel", "HubUnreachable",
-           "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError"]
+           "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput"]

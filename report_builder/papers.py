@@ -120,8 +120,10 @@ K21_VARIANTS: tuple[PaperModel, ...] = tuple(PaperModel(n, s, "variant") for n, 
 
 #: The seed group of K21's appendix (25 MultiBERTs seeds).
 N_SEEDS = 25
+#: Hub-id prefix shared by the seed group's models (the paper's numbers are matched on it).
+SEED_GROUP_PREFIX = "google/multiberts"
 SEED_GROUP: tuple[PaperModel, ...] = tuple(
-    PaperModel(f"multiberts-seed_{s}", f"google/multiberts-seed_{s}", "seed_group") for s in range(N_SEEDS))
+    PaperModel(f"multiberts-seed_{s}", f"{SEED_GROUP_PREFIX}-seed_{s}", "seed_group") for s in range(N_SEEDS))
 
 #: The paper setting's datasets: the primary (Wikipedia) set first, then K21's appendix sets (fig12 … fig14).
 PRESET_DATASETS: tuple[PaperDataset, ...] = (

@@ -4,9 +4,11 @@ Torch-free and dependency-free, so compute (models/, decompose/, analyses/, data
 (figures/, site/) read the same facts. Nothing else declares a scope list, a method list or a
 category order, and nothing derives a scope from its name: ask this module.
 
-A **layout** is how one layer wires its blocks. Today there are two rows, post-LN (BERT family) and
-pre-LN (GPT-2, Llama); a new topology (sandwich norm, parallel attention + FF, residual multipliers)
-is one more `Layout` row in `LAYOUTS` plus its mathematics in `decompose/`.
+A **layout** is how one layer wires its blocks (SPEC §7): post-LN (BERT family), pre-LN (GPT-2,
+Llama), sandwich norms (Gemma-2/3) and parallel attention + FF (GPT-NeoX, Phi); a new topology is one
+more `Layout` row in `LAYOUTS` plus its mathematics in `decompose/`. Multipliers on the residual
+branches (Granite) are not a layout of their own: they scale a block's output linearly, a property
+of the family (`Adapter.multipliers`) folded into the block's weights.
 
 Pitfall: a layout's ``id`` is stored in result tables (``models.ln_position``) and cache entries;
 renaming one changes cached results and cache keys. Add rows, never rename them.
@@ -25,7 +27,7 @@ class Layout:
     """How one layer is wired, as data.
 
     Attributes:
-        id: stored name (``models.ln_position``): ``"post"`` or ``"pre"``.
+        id: stored name (``models.ln_position``): ``"post"``, ``"pre"``, ``"sandwich"`` or ``"parallel"``.
         label: human name, e.g. ``"post-LN"``.
         formula: the layer in one line, for captions and docs.
         norm_first: True when each block reads a normalised copy of the residual stream (pre-LN);
@@ -43,6 +45,9 @@ class Layout:
         checks: points compared with the HF model's own tensors, in forward order.
         scope_labels: scope -> short human description.
         families: model families that use this layout (documentation only; the adapters decide).
+        scope_blocks: for each scope, the index in `blocks` after which it is read, where that is not
+            simply "the first residual addition, then one block per scope" (parallel layers); empty
+            otherwise. Diagrams place the scope markers with `scope_block_indexes`.
     """
 
     id: str
@@ -61,6 +66,16 @@ class Layout:
     checks: tuple[str, ...]
     scope_labels: dict
     families: tuple[str, ...] = ()
+    scope_blocks: tuple[int, ...] = ()
+
+    def scope_block_indexes(self) -> tuple[int, ...]:
+        """Index in `blocks` after which each scope is read (in `scopes` order)."""
+        if self.scope_blocks:
+            return self.scope_blocks
+        first = self.blocks.index("RES")
+        if not self.norm_first and first + 1 < len(self.blocks) and self.blocks[first + 1].startswith("LN"):
+            first += 1  # post-LN: the attention block ends after the norm that follows the addition
+        return tuple(first + k for k in range(len(self.scopes)))
 
     @property
     def pre_ff_checks(self) -> tuple[str, ...]:
@@ -77,7 +92,10 @@ class Layout:
     def k21_points(self) -> dict[str, str]:
         """K21 norm-based method -> the check point whose terms it measures (ATTN, ATTN + RES, and
         ATTN + RES + the norm in front of FF)."""
-        return {"ATTN-N": "ATTN", "ATTNRES-N": self.attn_res, "ATTNRESLN-N": self.ff_input}
+        points = {"ATTN-N": "ATTN", "ATTNRES-N": self.attn_res}
+        if self.ff_input in self.scopes:  # a parallel layer has no norm after ATTN + RES: not defined there
+            points["ATTNRESLN-N"] = self.ff_input
+        return points
 
     def scope_after(self, component: str) -> str:
         """The scope reached by the first `components` entry equal to ``component``."""
@@ -128,7 +146,54 @@ PRE_LN = Layout(
     families=("gpt2", "llama"),
 )
 
-LAYOUTS: tuple[Layout, ...] = (POST_LN, PRE_LN)
+SANDWICH = Layout(
+    id="sandwich",
+    label="sandwich-norm",
+    formula="h = x + N_pa(ATTN(N_in(x))),  y = h + N_po(FF(N_pf(h)))",
+    norm_first=True,
+    blocks=("LN1", "ATTN", "LNA", "RES", "LN2", "FF", "LNF", "RES"),
+    scopes=("ATB", "ATBLN", "ATBLNFF", "ATBLNFFLN", "ATBLNFFLNRES"),
+    components=("LN", "FF", "post-FF LN", "RES"),
+    whole_layer="ATBLNFFLNRES",
+    attn_res="ATB",
+    ff_input="ATBLN",
+    ff_scopes=("ATBLNFF", "ATBLNFFLN", "ATBLNFFLNRES"),
+    ff_before="ATBLN",
+    ff_after="ATBLNFF",
+    checks=("LN1", "ATTN", "ATTNLN", "ATB", "ATBLN", "ATBLNFF", "ATBLNFFLN", "ATBLNFFLNRES"),
+    scope_labels={"ATB": "attention block (N_in + ATTN + N_post-attn + RES)", "ATBLN": "after the pre-FF norm (FF's input)",
+                  "ATBLNFF": "after FF", "ATBLNFFLN": "after the post-FF norm",
+                  "ATBLNFFLNRES": "whole layer (after the post-FF norm + RES)"},
+    families=("gemma",),
+)
+"""Gemma-2/3 (and OLMo-2): a norm on each block's input and on its output before the residual addition.
+Every norm is linear once its per-token scale is frozen at the real vector it normalises."""
+
+PARALLEL = Layout(
+    id="parallel",
+    label="parallel attention + FF",
+    formula="y = x + ATTN(LN1(x)) + FF(LN2(x))",
+    norm_first=True,
+    blocks=("LN1", "ATTN", "RES", "LN2(x)", "FF", "RES"),  # LN2 reads the layer input x, not ATB
+    scopes=("ATB", "ATBPFF"),
+    components=("FF",),
+    whole_layer="ATBPFF",
+    attn_res="ATB",
+    ff_input="LN2",
+    ff_scopes=("ATBPFF",),
+    ff_before="ATB",
+    ff_after="ATBPFF",
+    checks=("LN1", "ATTN", "LN2", "FF", "ATBPFF"),
+    scope_labels={"ATB": "attention block (x + attention branch)",
+                  "ATBPFF": "whole layer (+ the FF branch, which reads x_i alone: its map is diagonal)"},
+    families=("gpt_neox", "phi"),
+    scope_blocks=(2, 5),  # ATB after the first addition, the whole layer after the FF branch's addition
+)
+"""GPT-NeoX/Pythia (``use_parallel_residual``), Phi: attention and FF read the same layer input. In the
+per-layer view FF at position i sees only x_i, so its whole output is attributed to token i (a
+diagonal map); there is no norm after the attention block, so K21's ATTNRESLN-N is not defined."""
+
+LAYOUTS: tuple[Layout, ...] = (POST_LN, PRE_LN, SANDWICH, PARALLEL)
 """Every layout, in display order."""
 
 _BY_ID = {lay.id: lay for lay in LAYOUTS}
@@ -181,7 +246,7 @@ PAIR_CATEGORIES: tuple[str, ...] = ("special token", "same word", "multi-word na
 # --------------------------------------------------------------------------------- result tables
 
 MODELS = ["model", "source", "family", "class_name", "ln_position", "norm", "activation", "gated", "d_model",
-          "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device"]
+          "layers", "heads", "kv_heads", "ff_size", "params", "fingerprint", "dtype", "device", "multipliers", "licence"]
 RECON_ERRORS = ["model", "dataset", "layer", "scope", "max_rel_error"]
 DATASETS = ["dataset", "model", "name", "n_samples", "mean_tokens", "domain", "source", "licence", "hash", "built"]
 K21 = {

@@ -125,6 +125,8 @@ def test_examples_script_runs(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "max_error=" in run.stdout and "k21_tokens" in run.stdout
     assert (out / "atb-layer5.html").is_file() and (out / "site" / "index.html").is_file()
+    # the configured site_url reaches mkdocs: canonical links point at the published address
+    assert 'rel="canonical" href="https://example.org/my-report/' in (out / "site" / "index.html").read_text()
     tables = rb.load_results(out / "cache")
     assert set(tables) >= {"k21_tokens", "k24_ctx", "models", "datasets"}
     for name, df in tables.items():

@@ -11,15 +11,24 @@ from report_builder import schema
 def test_layout_rows_are_consistent(lay):
     assert len(lay.components) == len(lay.scopes) - 1
     assert lay.whole_layer == lay.scopes[-1]
-    assert lay.ff_input in lay.scopes and lay.ff_input in lay.checks
-    assert lay.ff_before == lay.ff_input and lay.ff_after == lay.scope_after("FF")
-    assert lay.ff_scopes == lay.scopes[lay.scopes.index(lay.ff_input) + 1:]
-    assert lay.attn_res in lay.checks and lay.checks.index(lay.attn_res) < lay.checks.index(lay.ff_input)
-    assert set(lay.scopes) <= set(lay.checks) and lay.checks[-1] == lay.whole_layer
+    assert lay.ff_input in lay.checks and lay.ff_after == lay.scope_after("FF")
+    if lay.ff_input in lay.scopes:  # sequential: FF reads a scope of the residual stream
+        assert lay.ff_before == lay.ff_input
+        assert lay.ff_scopes == lay.scopes[lay.scopes.index(lay.ff_input) + 1:]
+        assert lay.attn_res in lay.checks and lay.checks.index(lay.attn_res) < lay.checks.index(lay.ff_input)
+        assert set(lay.scopes) <= set(lay.checks)
+    else:  # parallel: FF reads its own norm of the layer input, beside the attention block
+        assert lay.ff_before == lay.scopes[0] == lay.attn_res and lay.ff_scopes == lay.scopes[1:]
+        assert "ATTNRESLN-N" not in lay.k21_points
+    assert lay.checks[-1] == lay.whole_layer
     assert set(lay.scope_labels) == set(lay.scopes)
     assert lay.pre_ff_checks[-1] == lay.ff_input
-    assert [lay.blocks[k] for k in lay.ln_positions] == ["LN1", "LN2"]
+    norms = [lay.blocks[k] for k in lay.ln_positions]
+    assert norms[0] == "LN1" and any(b.startswith("LN2") for b in norms)
     assert schema.layout(lay.id) is lay
+    marks = lay.scope_block_indexes()  # each scope is read after a block, in forward order
+    assert len(marks) == len(lay.scopes) and list(marks) == sorted(set(marks)) and marks[-1] == len(lay.blocks) - 1
+    assert lay.blocks[marks[0]] in ("RES", "LN1")  # ATB ends with the residual addition (post-LN: its norm)
     assert schema.layout_for_scopes(lay.scopes) is lay
 
 

@@ -25,7 +25,8 @@ def _build(tmp: Path):
                         "--cache", str(tmp / "cache"), "--out", str(tmp / "site")],
                        capture_output=True, text=True, env=env, timeout=1500, cwd=tmp)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return r.stdout, time.perf_counter() - t0
+    assert re.search(r"^analyses: \d+ computed", r.stdout, re.M)  # results on stdout, the log on stderr
+    return r.stdout + "\n" + r.stderr, time.perf_counter() - t0
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from report_builder import schema
 from report_builder.analyses import k24_stats as ks
 from report_builder.analyses.k21_compute import _tokens, errors_frame
 from report_builder.data.encode import EncodedSeq
@@ -20,9 +21,6 @@ from report_builder.engine import ERROR_BOUND, decompose_sequences
 from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
 
-# Check points that do not depend on the FF IG (a numerical IG is not complete, so FF scopes are only
-# recorded, not enforced, under it).
-_PRE_FF_CHECKS = {"post": ("ATTN", "ATTNRES", "ATB"), "pre": ("LN1", "ATTN", "ATB", "ATBLN")}
 
 
 def _info(e: EncodedSeq) -> ks.SeqInfo:
@@ -57,7 +55,7 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
                                            batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch):
         e = encoded[k]
         if not exact and lm.dtype == torch.float32:
-            for scope in _PRE_FF_CHECKS[lp]:
+            for scope in schema.layout(lp).pre_ff_checks:  # not FF-dependent: enforced under any IG
                 err = r.errors.get(scope, 0.0)
                 if not err <= ERROR_BOUND:
                     raise ReconstructionError(f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction "

@@ -28,7 +28,7 @@ from report_builder.decompose.feedforward import (
     FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals,
 )
 from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
-from report_builder.schema import K21_METHODS, Layout
+from report_builder.schema import K21_METHODS, PARALLEL, SANDWICH, Layout
 
 
 
@@ -38,9 +38,12 @@ class LayerWeights:
 
     Attributes:
         layout: the layer's `schema.Layout` (scopes, check points, where the norms sit).
-        attn, ln1, ln2, ff: the blocks' weights.
-        next_norm: pre-LN only, the norm that reads this layer's output (the next layer's LN1 or the
-            final norm); used by the per-dimension LN analysis. None for post-LN.
+        attn, ln1, ln2, ff: the blocks' weights (sandwich: ln1 = the input norm, ln2 = the pre-FF
+            norm; parallel: ln1 = the attention branch's norm, ln2 = the FF branch's norm).
+        next_norm: pre-LN and parallel: the norm that reads this layer's output (the next layer's LN1
+            or the final norm); used by the per-dimension LN analysis. None for post-LN.
+        post_attn_norm, post_ff_norm: sandwich only, the norms applied to the attention output and
+            to the FF output before each residual addition.
     """
 
     layout: Layout
@@ -49,11 +52,14 @@ class LayerWeights:
     ln2: NormWeights
     ff: FFWeights
     next_norm: NormWeights | None = None
+    post_attn_norm: NormWeights | None = None
+    post_ff_norm: NormWeights | None = None
 
     def to(self, device=None, dtype=None) -> "LayerWeights":
-        nn_ = None if self.next_norm is None else self.next_norm.to(device, dtype)
+        cv = lambda nw: None if nw is None else nw.to(device, dtype)  # noqa: E731
         return LayerWeights(self.layout, self.attn.to(device, dtype), self.ln1.to(device, dtype),
-                            self.ln2.to(device, dtype), self.ff.to(device, dtype), nn_)
+                            self.ln2.to(device, dtype), self.ff.to(device, dtype), cv(self.next_norm),
+                            cv(self.post_attn_norm), cv(self.post_ff_norm))
 
     @property
     def ln_position(self) -> str:
@@ -159,6 +165,11 @@ def decompose_layer(
     Returns:
         A `LayerResult`.
     """
+    if lw.layout in (SANDWICH, PARALLEL):  # SPEC §7 layouts: decompose/layouts.py
+        from report_builder.decompose.layouts import decompose_layout
+
+        return decompose_layout(lw, x, alpha, maps=maps, ratios=ratios, refs=refs, extras=extras, ig=ig,
+                                chunk_rows=chunk_rows, budget_bytes=budget_bytes)
     want = set(maps)
     lay = lw.layout
     post = not lay.norm_first  # the mathematics below serves the two layouts of `schema.LAYOUTS`

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import pandas as pd
 import yaml
 
-from report_builder import schema
+from report_builder import papers, schema
 
 METHODS = schema.K21_METHODS
 
@@ -30,8 +30,8 @@ DATASET_ALIASES = {
     "wiki": "wikipedia", "wikipedia": "wikipedia", "sst2": "sst2", "sst-2": "sst2", "mnli": "mnli",
     "conll2003": "conll2003", "conll": "conll2003", "conll-2003": "conll2003",
 }
-PAPER_DEFAULT_MODEL = "bert-base-uncased"
-SEED_GROUP_PREFIX = "google/multiberts"
+PAPER_DEFAULT_MODEL = papers.PRIMARY_ENCODER.source
+SEED_GROUP_PREFIX = papers.SEED_GROUP_PREFIX
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,14 @@ stores ``W.T``, GPT-2's ``Conv1D`` stores ``W``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from torch import nn
 
 from report_builder.decompose.layer import LayerWeights
+from report_builder.errors import UnsupportedArchitecture
+from report_builder.schema import Layout
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class Probe:
 
     module: str
     where: str  # "in" (first positional input) or "out" (output, first element if a tuple)
+    scale: str | None = None  # a config attribute the HF tensor is multiplied by (Granite's residual_multiplier)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,14 @@ class Adapter:
         probes: check point name -> `Probe` inside a layer (``""`` = the layer itself).
         facts: config -> dict of architecture facts (norm, activation, gated, sizes).
         max_positions: config -> the longest sequence the model accepts.
+        submodules: the names of a layer's child modules this layout expects (dropouts and
+            activations aside); a layer with any other child or without one of these is refused
+            by name before anything is computed (`check_structure`). None: not checked.
+        multipliers: config attributes that scale the residual branches or the embeddings linearly
+            (Granite); the residual one is folded into the blocks' output weights (a property of the
+            family, shown in the models table; the layout is unchanged).
+        variant: config -> the adapter that serves this config (a family whose layout depends on a
+            config flag, e.g. OPT's ``do_layer_norm_before``); None: this adapter itself.
     """
 
     family: str
@@ -57,11 +68,57 @@ class Adapter:
     probes: dict[str, Probe]
     facts: Callable[[object], dict]
     max_positions: Callable[[object], int]
+    submodules: frozenset[str] | None = None
+    multipliers: tuple[str, ...] = ()
+    variant: Callable[[object], "Adapter"] | None = None
 
     @property
     def ln_position(self) -> str:
         """The layout's stored id (``models.ln_position``)."""
         return self.layout.id
+
+    def for_config(self, config) -> "Adapter":
+        """The adapter that serves ``config`` (resolves `variant`)."""
+        return self if self.variant is None else self.variant(config)
+
+    def with_(self, **changes) -> "Adapter":
+        """A copy with some facts changed (a variant of a family)."""
+        return replace(self, **changes)
+
+
+_IGNORED_CHILDREN = (nn.Dropout, nn.Identity)
+
+
+def check_structure(model: nn.Module, adapter: Adapter) -> None:
+    """Refuse, by name, a model whose layers do not have exactly the child modules of its layout.
+
+    A norm or branch the layout does not know (a post-attention norm in a pre-LN layer, a
+    cross-attention block) would make the decomposition silently wrong; this catches it from the
+    module structure before any result is computed. Dropouts and activation modules are ignored.
+    """
+    if adapter.submodules is None:
+        return
+    for k, layer in enumerate(adapter.layers(model)):
+        names = {n for n, m in layer.named_children()
+                 if not isinstance(m, _IGNORED_CHILDREN) and "activation" not in type(m).__module__}
+        extra, missing = sorted(names - adapter.submodules), sorted(adapter.submodules - names)
+        if extra or missing:
+            what = []
+            if extra:
+                what.append("unexpected submodule(s) " + ", ".join(extra) + _hint(extra))
+            if missing:
+                what.append("missing submodule(s) " + ", ".join(missing))
+            raise UnsupportedArchitecture(
+                f"{type(model).__name__} layer {k} does not match the {adapter.layout.label} layout of the "
+                f"{adapter.family} adapter: {'; '.join(what)}. Refused before any result is computed.")
+
+
+def _hint(names: list[str]) -> str:
+    if any("norm" in n for n in names):
+        return " (a norm this layout does not have, e.g. a post-attention norm)"
+    if any("cross" in n for n in names):
+        return " (an extra branch: cross-attention)"
+    return " (a block this layout does not have)"
 
 
 def get_module(root: nn.Module, path: str) -> nn.Module:

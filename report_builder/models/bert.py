@@ -70,4 +70,5 @@ ADAPTER = Adapter(
     },
     facts=_facts,
     max_positions=_max_positions,
+    submodules=frozenset({"attention", "intermediate", "output"}),
 )

@@ -30,6 +30,14 @@ def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
+def _ref(t: Tensor, cap: LayerCapture, k: float) -> Tensor:
+    """A probed tensor as (B, n, d), times the probe's scale: OPT flattens (B n, d) inside its layer."""
+    t = t.detach()
+    if cap.x is not None and t.shape != cap.x.shape and t.numel() == cap.x.numel():
+        t = t.reshape(cap.x.shape)
+    return t if k == 1.0 else t * k
+
+
 @contextmanager
 def capture(model: nn.Module, adapter: Adapter, layers: list[int] | None = None) -> Iterator[list[LayerCapture]]:
     """Register capture hooks on ``model`` (a base model) for the given layer indices.
@@ -57,13 +65,14 @@ def capture(model: nn.Module, adapter: Adapter, layers: list[int] | None = None)
             handles.append(get_module(layer, adapter.attention).register_forward_hook(attn_hook))
             for name, probe in adapter.probes.items():
                 mod = get_module(layer, probe.module)
+                k = 1.0 if probe.scale is None else float(getattr(model.config, probe.scale))
                 if probe.where == "in":
-                    def h(mod, args, kwargs, cap=cap, name=name):
-                        cap.refs[name] = (args[0] if args else next(iter(kwargs.values()))).detach()
+                    def h(mod, args, kwargs, cap=cap, name=name, k=k):
+                        cap.refs[name] = _ref(args[0] if args else next(iter(kwargs.values())), cap, k)
                     handles.append(mod.register_forward_pre_hook(h, with_kwargs=True))
                 else:
-                    def h(mod, args, out, cap=cap, name=name):
-                        cap.refs[name] = _first(out).detach()
+                    def h(mod, args, out, cap=cap, name=name, k=k):
+                        cap.refs[name] = _ref(_first(out), cap, k)
                     handles.append(mod.register_forward_hook(h))
         yield caps
     finally:

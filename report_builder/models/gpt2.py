@@ -68,4 +68,5 @@ ADAPTER = Adapter(
     },
     facts=_facts,
     max_positions=lambda cfg: cfg.n_positions,
+    submodules=frozenset({"ln_1", "attn", "ln_2", "mlp"}),
 )

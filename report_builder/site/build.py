@@ -1,9 +1,11 @@
 """Render the report site: figures -> files + Markdown pages -> ``mkdocs build --strict`` -> ``site/``.
 
 Atomic: pages and assets are rendered into a temporary docs folder and built into a temporary site
-folder next to the targets; only after mkdocs succeeded are ``site/`` and the generated docs folder
-replaced by renames. An error or KeyboardInterrupt leaves the previous site untouched and removes the
-temporary folders. Pitfall: a builder that raises anything but `NotConfigured` fails the render
+folder next to the output (the build's own directory, never the working directory); only after mkdocs
+succeeded is the site replaced by renames, under a lock next to it (two builds of one output swap in
+turn). The output is replaced only when it is missing, empty or carries the ``.report_builder-site``
+marker every built site has (`report_builder.guard`). An error, KeyboardInterrupt or SIGTERM leaves
+the previous site untouched and removes the temporary folders. Pitfall: a builder that raises anything but `NotConfigured` fails the render
 loudly — a figure is never skipped silently.
 """
 from __future__ import annotations
@@ -11,14 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from report_builder import papers
+from report_builder import guard, papers
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
 from report_builder.site.figure_files import DEFAULT_INLINE_LIMIT, FigureFiles, export_title, write_figure_files
@@ -72,9 +73,10 @@ class Section:
 
 
 def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
-                out_dir: Path = Path("site"), docs_dir: Path = Path("docs/generated"),
+                out_dir: Path = Path("site"), docs_dir: Path | None = None,
                 log: Callable[[str], Any] = print, figures: Iterable[FigureSpec] | None = None,
-                inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None) -> RenderReport:
+                inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None,
+                site_url: str | None = None, extra_files: dict[str, str] | None = None) -> RenderReport:
     """Build the whole site from result tables.
 
     Args:
@@ -83,13 +85,21 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         provenance: build-wide provenance (versions, commit, device, dtype, date, preset, config,
             models {name: {source, fingerprint, class_name}}, datasets {id: {hash, n}}, params).
         out_dir: the final site folder (replaced atomically).
-        docs_dir: the generated Markdown folder (git-ignored; replaced after a successful build).
+        docs_dir: keep the generated Markdown here (replaced after a successful build; must be missing,
+            empty or a previous one); default: only in a temporary folder next to ``out_dir``.
         log: progress messages.
         figures: the figure declarations (default: every registered figure).
         inline_limit: datasets with more JSON bytes than this are loaded from files, not inlined.
         reported: the papers' reported numbers, passed to the builders (default: ``provenance["reported"]``).
+        extra_files: site-relative path -> text, written into the site before it is swapped in.
+    Raises:
+        UnsafeOutput: ``out_dir`` (or ``docs_dir``) holds files the tool did not create.
     """
-    out_dir, docs_dir = Path(out_dir).resolve(), Path(docs_dir).resolve()
+    out_dir = Path(out_dir).resolve()
+    docs_dir = Path(docs_dir).resolve() if docs_dir is not None else None
+    guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
+    if docs_dir is not None:
+        guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
     if figures is None:
         from report_builder.figures.registry import all_figures
 
@@ -99,10 +109,11 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     if len(set(ids)) != len(ids):
         raise ValueError(f"duplicate figure ids: {sorted({i for i in ids if ids.count(i) > 1})}")
 
-    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp_docs = docs_dir.parent / f".{docs_dir.name}.tmp-{tag}"
+    tag = guard.tmp_tag()
+    tmp_docs = out_dir.parent / f".{out_dir.name}-docs.tmp-{tag}"
     tmp_site = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
     cache_manifest = out_dir.parent / ".cache" / "site-manifest.json"
+    guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
     try:
         tmp_docs.mkdir(parents=True)
         previous = manifest.read_manifest(out_dir / "figures" / "manifest.json", cache_manifest)
@@ -123,11 +134,23 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         (tmp_docs / "figures" / "manifest.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
         _write_pages(tmp_docs, specs, sections, tables, roles, provenance, changes, inline_limit)
         log(f"site: mkdocs build --strict ({len(specs)} figures)")
-        _mkdocs_build(tmp_docs, tmp_site)
-        _replace_dir(tmp_site, out_dir)
-        _replace_dir(tmp_docs, docs_dir)
-        cache_manifest.parent.mkdir(parents=True, exist_ok=True)
-        cache_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
+        _mkdocs_build(tmp_docs, tmp_site, site_url=site_url)
+        for rel, text in (extra_files or {}).items():
+            (tmp_site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_site / rel).write_text(text, encoding="utf-8")
+        (tmp_site / guard.SITE_MARKER).write_text("built by report_builder; `report-builder build` and `clean` "
+                                                  "may replace or remove this directory\n", encoding="utf-8")
+        with guard.lock_for(out_dir):
+            guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
+            _replace_dir(tmp_site, out_dir)
+            if docs_dir is not None:
+                (tmp_docs / guard.SITE_MARKER).write_text("generated pages of report_builder\n", encoding="utf-8")
+                guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
+                _replace_dir(tmp_docs, docs_dir)
+            cache_manifest.parent.mkdir(parents=True, exist_ok=True)
+            tmp_manifest = cache_manifest.with_name(f".{cache_manifest.name}.tmp-{tag}")
+            tmp_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
+            os.replace(tmp_manifest, cache_manifest)
     finally:
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():
@@ -241,12 +264,14 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
         rows=[r for r in rows if r["hash"] != "–"]))
 
 
-def _mkdocs_build(docs: Path, site: Path) -> None:
-    """``mkdocs build --strict`` of the root mkdocs.yml with docs and site folders redirected."""
+def _mkdocs_build(docs: Path, site: Path, site_url: str | None = None) -> None:
+    """``mkdocs build --strict`` of the root mkdocs.yml with docs and site folders redirected (and the
+    configured ``site_url``: canonical links and the sitemap)."""
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
-    cfg = load_config(config_file=str(MKDOCS_YML), docs_dir=str(docs), site_dir=str(site), strict=True)
+    extra = {"site_url": site_url} if site_url else {}
+    cfg = load_config(config_file=str(MKDOCS_YML), docs_dir=str(docs), site_dir=str(site), strict=True, **extra)
     cfg.plugins.on_startup(command="build", dirty=False)
     try:
         build(cfg)
@@ -257,7 +282,7 @@ def _mkdocs_build(docs: Path, site: Path) -> None:
 def _replace_dir(new: Path, target: Path) -> None:
     """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+    old = target.parent / f".{target.name}.old-{guard.tmp_tag()}"
     had_old = target.exists()
     if had_old:
         os.rename(target, old)

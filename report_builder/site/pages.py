@@ -92,6 +92,7 @@ MODEL_FIELDS = [
     ("norm", "Norm"), ("activation", "Activation"), ("gated", "Gated FF"), ("d_model", "d"),
     ("layers", "Layers"), ("heads", "Heads"), ("kv_heads", "KV heads"), ("ff_size", "FF size"),
     ("params", "Parameters"), ("fingerprint", "Fingerprint"), ("dtype", "dtype"), ("device", "Device"),
+    ("multipliers", "Multipliers"), ("licence", "Licence"),
 ]
 DATA_FIELDS = [
     ("name", "Name"), ("domain", "Domain"), ("source", "Source"), ("licence", "Licence"),
@@ -122,7 +123,8 @@ def model_cards(tables: dict[str, pd.DataFrame], prov: dict[str, Any]) -> str:
         recs.setdefault(name, {"model": name, **m})
     cards = []
     for name, rec in recs.items():
-        rows = [(label, _val(key, rec[key])) for key, label in MODEL_FIELDS if key in rec and rec[key] is not None]
+        rows = [(label, _val(key, rec[key])) for key, label in MODEL_FIELDS
+                if key in rec and rec[key] is not None and rec[key] == rec[key] and rec[key] != ""]
         cards.append(_card(str(name), rows, f"model-{_slug(name)}"))
     return '<div class="rb-cards">' + "".join(cards) + "</div>" if cards else ""
 

@@ -35,10 +35,12 @@ def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> ht
     return Server((host, port), handler)
 
 
-def serve(site_dir: Path, port: int = 8000) -> None:
-    """Serve ``site_dir`` on http://127.0.0.1:<port>/ until interrupted (blocking)."""
-    server = make_server(site_dir, port)
-    print(f"Serving {Path(site_dir).resolve()} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl+C stops)")
+def serve(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
+    """Serve ``site_dir`` on http://<host>:<port>/ until interrupted (blocking)."""
+    server = make_server(site_dir, port, host)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"Serving {Path(site_dir).resolve()} at http://{shown}:{server.server_address[1]}/ (Ctrl+C stops)",
+          flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

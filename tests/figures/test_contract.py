@@ -124,3 +124,11 @@ def test_figures_and_fixtures_do_not_import_torch():
     code = ("import sys, report_builder.figures.registry, tests.fixtures.contexts, report_builder.papers; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_base_module_imports_no_plugin():
+    """No registration cycle: the base module loads without any paper package; the registry loads them."""
+    code = ("import sys, report_builder.figures.spec; "
+            "assert not any(m.startswith(('report_builder.figures.k21', 'report_builder.figures.k24')) "
+            "for m in sys.modules), 'spec imported a paper package'")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -135,8 +135,8 @@ def diagram_nodes(layout: schema.Layout) -> dict:
     `schema.Layout.blocks` and ``scopes``.
 
     Each residual addition closes a sub-block; post-LN (``norm_first`` False) closes it after the norm
-    that follows the addition. A skip starts at the node before its sub-block and ends at its ⊕; the
-    first scope (ATB) is read after the first sub-block, each later scope after the next block.
+    that follows the addition. A skip starts at the node before its sub-block and ends at its ⊕; each
+    scope's marker sits after the block `schema.Layout.scope_block_indexes` names.
     """
     blocks = layout.blocks
     nodes = [("x", "io")] + [(_NODE_LABELS.get(b, b), "add" if b == "RES" else "box") for b in blocks] + [("y", "io")]
@@ -152,8 +152,7 @@ def diagram_nodes(layout: schema.Layout) -> dict:
     for add, last in ends:
         skips.append((start, add))
         start = last
-    first = ends[0][1]
-    scopes = [(first + n, s) for n, s in enumerate(layout.scopes)]
+    scopes = [(k + 1, s) for k, s in zip(layout.scope_block_indexes(), layout.scopes)]
     return dict(nodes=nodes, skips=skips, scopes=scopes)
 
 

@@ -20,6 +20,7 @@ from report_builder.figures.spec import FigureContext, NotConfigured
 
 
 def result_table(ctx: FigureContext, name: str, entry: str) -> pd.DataFrame:
+    """The result table ``name``; `NotConfigured` with ``entry`` when its analysis did not run."""
     df = ctx.tables.get(name)
     if df is None or len(df) == 0:
         raise NotConfigured(f"result table {name!r} is missing from this build (its analysis did not run)", entry)
@@ -27,6 +28,7 @@ def result_table(ctx: FigureContext, name: str, entry: str) -> pd.DataFrame:
 
 
 def source(ctx: FigureContext, model: str) -> str | None:
+    """A configured model's source (hub id, embedded name or path) from the models table, or None."""
     m = ctx.tables.get("models")
     if m is None or "source" not in m.columns:
         return None
@@ -35,6 +37,7 @@ def source(ctx: FigureContext, model: str) -> str | None:
 
 
 def primary(ctx: FigureContext) -> tuple[str, str]:
+    """``(primary encoder, primary dataset)``; `NotConfigured` when either is missing."""
     r = ctx.roles
     if not r.primary_encoder or not r.datasets:
         raise NotConfigured("no primary encoder and primary dataset configured", snippets.primary_yaml())
@@ -42,6 +45,8 @@ def primary(ctx: FigureContext) -> tuple[str, str]:
 
 
 def rows(ctx: FigureContext, table: str, model: str, dataset: str | None, role: str = "primary_encoder") -> pd.DataFrame:
+    """The rows of ``table`` for ``model`` (on ``dataset``); `NotConfigured` naming the entry that would
+    produce them (``role`` is the role that entry gets) when there are none."""
     src = source(ctx, model) or model
     entry = snippets.models_yaml([(model, src, role)])
     if dataset is not None:
@@ -58,6 +63,7 @@ def rows(ctx: FigureContext, table: str, model: str, dataset: str | None, role: 
 
 
 def n_samples(ctx: FigureContext, dataset: str) -> int:
+    """The dataset's sample count in this build, else the paper's (for snippets)."""
     d = ctx.tables.get("datasets")
     if d is not None and len(d) and "n_samples" in d.columns:
         hit = d.loc[d["dataset"] == dataset, "n_samples"]
@@ -79,6 +85,7 @@ def paper(ctx: FigureContext, fid: str, pairs: Sequence[tuple[str, str | None]])
 
 
 def need_datasets(ctx: FigureContext, fid: str) -> None:
+    """`NotConfigured` (with the paper's missing datasets) unless at least two datasets are configured."""
     d = ctx.roles.datasets
     if len(d) < 2:
         need = snippets.extra_datasets(d)
@@ -87,6 +94,7 @@ def need_datasets(ctx: FigureContext, fid: str) -> None:
 
 
 def need_seeds(ctx: FigureContext, fid: str) -> tuple[tuple[str, ...], str]:
+    """``(seed group, primary dataset)``; `NotConfigured` unless the group has at least two models."""
     g = ctx.roles.seed_group
     if len(g) < 2 or not ctx.roles.datasets:
         raise NotConfigured(f"{fid} needs a seed group of at least two models (roles.seed_group); {len(g)} configured",

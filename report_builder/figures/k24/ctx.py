@@ -16,7 +16,8 @@ from report_builder.figures.charts import lines
 from report_builder.figures.k24 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 
-#: Every component of every layout, in layout order (FF, RES, LN), with its colour.
+#: Every component of every layout, in layout order (FF, RES, LN, …), with its colour; a chart's
+#: legend lists those present in its data, in this order.
 COMPONENTS: tuple[str, ...] = tuple(dict.fromkeys(c for lay in schema.LAYOUTS for c in lay.components))
 COMPONENT_COLOURS = dict(zip(COMPONENTS, theme.CATEGORICAL))
 
@@ -49,8 +50,9 @@ def build_ctx_ff(ctx: FigureContext) -> FigureResult:
 
 def _components_chart(c: pd.DataFrame, models, datasets, title=""):
     d = c[(c["kind"] == "component") & c["model"].isin(models)].copy()
-    ch = lines.per_layer_lines(d, "change", "component", y_title="change (1 − ρ)", color_sort=list(COMPONENTS),
-                            color_range=[COMPONENT_COLOURS[k] for k in COMPONENTS],
+    shown = [k for k in COMPONENTS if k in set(d["component"])]
+    ch = lines.per_layer_lines(d, "change", "component", y_title="change (1 − ρ)", color_sort=shown,
+                            color_range=[COMPONENT_COLOURS[k] for k in shown],
                             row="model", column="dataset", title=title, independent_x=True,
                             row_sort=models, column_sort=datasets,
                             tooltip=["model:N", "dataset:N", "layer:Q", "component:N", "from_scope:N",

@@ -72,7 +72,9 @@ def cancellation_reading(rows) -> str:
         after_ff, whole = path.get(lay.ff_after, np.nan), path.get(lay.whole_layer, np.nan)
         after = lay.components[k + 1:]
         rest, one = " and ".join(after), len(after) == 1
-        if not (np.isfinite(after_ff) and np.isfinite(whole)):
+        if not after:  # e.g. a parallel layer: FF's output is the layer's last term
+            verdict = "nothing follows FF in this layer, so nothing undoes it"
+        elif not (np.isfinite(after_ff) and np.isfinite(whole)):
             verdict = "n/a"
         elif whole < 0.5 * after_ff:
             verdict = f"{rest} together largely cancel FF's change" if not one else f"{rest} largely cancels FF's change"
@@ -82,8 +84,8 @@ def cancellation_reading(rows) -> str:
             verdict = f"{rest} together do not undo it" if not one else f"{rest} does not undo it"
         ff_txt = (f"FF alone changes the maps by {_fmt(head.ff, 3)} ({lay.ff_before}→{lay.ff_after}) and the whole "
                   f"layer by {_fmt(head.whole, 3)} (ATB→{head.whole_scope})" if head is not None else "")
-        parts.append(f"{m} on {dataset}: {ff_txt}; from ATB the change after FF is {_fmt(after_ff, 3)}, then "
-                     + ", ".join(steps) + f": {verdict}")
+        then = (", then " + ", ".join(steps)) if steps else ""
+        parts.append(f"{m} on {dataset}: {ff_txt}; from ATB the change after FF is {_fmt(after_ff, 3)}{then}: {verdict}")
     return "Mean over layers (1 − ρ). " + "; ".join(parts) + "."
 
 

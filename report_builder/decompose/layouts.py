@@ -1,0 +1,262 @@
+"""Layer layouts beyond the two templates (SPEC §7): sandwich norms and parallel attention + FF.
+
+Sandwich (Gemma-2/3, OLMo-2):
+    h = x + N_pa(ATTN(N_in(x))),   y = h + N_po(FF(N_pf(h)))
+    scopes ATB (N_in, ATTN, N_pa, RES), ATBLN (N_pf), ATBLNFF, ATBLNFFLN (N_po), ATBLNFFLNRES (= layer).
+    Every norm is applied term by term with its scale frozen at the real vector it normalises
+    (``N(t) = M(t) / s_i``, beta to the bias term), so the terms still sum exactly to the real tensor.
+Parallel (GPT-NeoX with ``use_parallel_residual``, Phi):
+    y = x + ATTN(N1(x)) + FF(N2(x))
+    scopes ATB (x + attention branch), ATBPFF (= layer: + FF branch). In the per-layer view FF at
+    position i reads only x_i, so its whole output is attributed to token i: the FF branch only
+    changes the diagonal of the map (stated on the site).
+
+K21 methods on these layouts: ATTN-N is the attention output before any post-attention norm,
+ATTNRES-N is ATB and ATTNRESLN-N is the norm in front of FF (sandwich: ATBLN). A parallel layer
+has no norm after the attention block, so its ATTNRESLN-N is not defined (NaN).
+
+Pitfall: a norm's scale ``s_i`` comes from the real (summed) input, never from a term; the sandwich
+FF step holds ``c * n * d'`` numbers per query chunk, ``chunk_rows`` follows the memory budget.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+from report_builder.decompose.attention import (
+    attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
+)
+from report_builder.decompose.feedforward import (
+    FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals,
+)
+from report_builder.decompose.layer import (
+    LayerResult, LayerWeights, _norm32, _ratio, _src_diag, default_chunk_rows, relative_error,
+)
+from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
+from report_builder.schema import K21_METHODS, PARALLEL, SANDWICH
+
+
+def _beta(nw: NormWeights, like: Tensor) -> Tensor:
+    return nw.bias if nw.bias is not None else like.new_zeros(like.shape[-1])
+
+
+def _norm_terms(nw: NormWeights, t: Tensor, s: Tensor) -> Tensor:
+    """Source-major terms (n, c, d) through a norm frozen at per-query scales s (c, 1)."""
+    return norm_linear(nw, t) / s.unsqueeze(0)
+
+
+def _norm_bias(nw: NormWeights, b: Tensor, s: Tensor) -> Tensor:
+    """Bias rows (c, d) through a norm frozen at s (c, 1); beta joins the bias."""
+    return norm_linear(nw, b) / s + _beta(nw, b)
+
+
+def ff_terms(fw: FFWeights, t: Tensor, b: Tensor, ig: IGOptions) -> tuple[Tensor, Tensor]:
+    """FF through IG on explicit input terms.
+
+    Args:
+        t: (n, c, d) source-major input terms of c query rows; b: (c, d) their bias terms.
+    Returns:
+        ((n, c, d) output terms, (c, d) output bias term); they sum to FF(sum of the inputs).
+    """
+    if fw.gated:
+        bg = fw.b_gate if fw.b_gate is not None else 0
+        bu = fw.b_up if fw.b_up is not None else 0
+        pa, pb = t @ fw.w_gate, t @ fw.w_up
+        ba, bb = b @ fw.w_gate + bg, b @ fw.w_up + bu
+        i1, i2 = gated_integrals(fw.act, pa.sum(0) + ba, pb.sum(0) + bb, ig)
+        hidden = pa.mul_(i1).addcmul_(pb, i2)
+        del pb
+        hb = ba * i1 + bb * i2
+    else:
+        p = t @ fw.w1
+        pbias = b @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
+        kappa, g0 = elementwise_kappa(fw.act, p.sum(0) + pbias, ig)
+        hidden = p.mul_(kappa)
+        hb = pbias * kappa + g0
+    out = hidden @ fw.w2
+    del hidden
+    return out, hb @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)
+
+
+def decompose_layout(lw: LayerWeights, x: Tensor, alpha: Tensor, *, maps: Iterable[str] = (), ratios: bool = False,
+                     refs: dict[str, Tensor] | None = None, extras: bool = False, ig: IGOptions = IGOptions(),
+                     chunk_rows: int | None = None, budget_bytes: int = 512 << 20) -> LayerResult:
+    """`decompose_layer` for the sandwich and parallel layouts (same arguments and result)."""
+    want = set(maps)
+    unknown = want - set(lw.scopes) - set(K21_METHODS)
+    if unknown:
+        raise ValueError(f"unknown scopes {sorted(unknown)}; this layer has {lw.scopes} and {K21_METHODS}")
+    if lw.layout is SANDWICH:
+        res = _sandwich(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes)
+    elif lw.layout is PARALLEL:
+        res = _parallel(lw, x, alpha, want, ratios, extras)
+    else:
+        raise ValueError(f"layout {lw.layout.id!r} is decomposed by decompose_layer, not here")
+    if refs:
+        for key, ref in refs.items():
+            if key in res.sums:
+                res.errors[key] = relative_error(res.sums[key], ref)
+    return res
+
+
+def _k21_weight_maps(res: LayerResult, alpha: Tensor, want: set, ratios: bool) -> None:
+    a_mean = alpha.mean(0)
+    if "ATTN-W" in want:
+        res.maps["ATTN-W"] = a_mean.float()
+    if "ATTNRES-W" in want:
+        eye = torch.eye(a_mean.shape[0], device=alpha.device, dtype=alpha.dtype)
+        res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
+    if ratios:
+        diag = torch.diagonal(a_mean).float()
+        res.ratios["ATTN-W"] = 1 - diag
+        res.ratios["ATTNRES-W"] = 0.5 * (1 - diag)
+
+
+def _parallel(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: bool, extras: bool) -> LayerResult:
+    """Parallel layer: every map through the Gram identity; FF only changes the diagonal."""
+    n, d = x.shape
+    res = LayerResult()
+    y1 = apply_norm(lw.ln1, x)  # N1(x_j) depends on x_j alone: attributed wholly to j
+    res.sums["LN1"] = y1
+    w = value_vectors(lw.attn, y1)
+    b_o = output_bias(lw.attn, d, x)
+    total = attn_total(alpha, w)
+    res.sums["ATTN"] = total + b_o
+    atb = total + b_o + x
+    res.sums["ATB"] = atb
+    y2 = apply_norm(lw.ln2, x)
+    res.sums["LN2"] = y2
+    ff = ff_forward(lw.ff, y2)  # FF(N2(x_i)) reads x_i alone: attributed wholly to token i
+    res.sums["FF"] = ff
+    out = atb + ff
+    res.sums["ATBPFF"] = out
+    zero = torch.zeros_like(x[0])  # the norms' beta and the FF branch are attributed to the token they read
+    res.bias.update(LN1=zero, ATTN=b_o, ATB=b_o, LN2=zero, FF=zero, ATBPFF=b_o)
+    _k21_weight_maps(res, alpha, want, ratios)
+    self_attn = attn_self(alpha, w)
+    if want & {"ATTN-N", "ATTNRES-N", "ATB", "ATBPFF", "ATTNRESLN-N"}:
+        g = gram_norms(alpha, w)
+        if "ATTN-N" in want:
+            res.maps["ATTN-N"] = g.clone()
+        for key, diag in (("ATB", self_attn + x), ("ATBPFF", self_attn + x + ff)):
+            if key in want or (key == "ATB" and "ATTNRES-N" in want):
+                m = g.clone()
+                m.diagonal().copy_(_norm32(diag))
+                if key in want:
+                    res.maps[key] = m
+                if key == "ATB" and "ATTNRES-N" in want:
+                    res.maps["ATTNRES-N"] = m
+        if "ATTNRESLN-N" in want:
+            res.maps["ATTNRESLN-N"] = torch.full((n, n), float("nan"), device=x.device)
+    if ratios:
+        ctx = total - self_attn
+        res.ratios["ATTN-N"] = _ratio(ctx, self_attn)
+        res.ratios["ATTNRES-N"] = _ratio(ctx, self_attn + x)
+        res.ratios["ATTNRESLN-N"] = torch.full((n,), float("nan"), device=x.device)
+    if extras:
+        res.extras["ff"] = ff
+        res.extras["residual"] = atb
+        if lw.next_norm is not None:
+            res.extras["ln_ff"] = norm_linear(lw.next_norm, ff) / norm_scale(lw.next_norm, out)
+            res.extras["ln_weight"] = lw.next_norm.weight
+    return res
+
+
+def _sandwich(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: bool, extras: bool, ig: IGOptions,
+              chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+    """Sandwich layer: attention-side quantities in closed form, the maps by query-row chunks."""
+    n, d = x.shape
+    res = LayerResult()
+    n_pa, n_pf, n_po = lw.post_attn_norm, lw.ln2, lw.post_ff_norm
+    y = apply_norm(lw.ln1, x)  # N_in(x_j) depends on x_j alone: attributed wholly to j
+    res.sums["LN1"] = y
+    w = value_vectors(lw.attn, y)
+    b_o = output_bias(lw.attn, d, x)
+    total = attn_total(alpha, w)
+    a_real = total + b_o
+    res.sums["ATTN"] = a_real
+    s_pa = norm_scale(n_pa, a_real)  # (n, 1)
+    res.sums["ATTNLN"] = norm_linear(n_pa, a_real) / s_pa + _beta(n_pa, x)
+    h = res.sums["ATTNLN"] + x
+    res.sums["ATB"] = h
+    s_pf = norm_scale(n_pf, h)
+    ffin = norm_linear(n_pf, h) / s_pf + _beta(n_pf, x)
+    res.sums["ATBLN"] = ffin
+    b_al = norm_linear(n_pa, b_o.expand(n, d)) / s_pa + _beta(n_pa, x)  # (n, d) bias after N_pa
+    res.bias.update(LN1=torch.zeros_like(x[0]), ATTN=b_o, ATTNLN=b_al, ATB=b_al,
+                    ATBLN=norm_linear(n_pf, b_al) / s_pf + _beta(n_pf, x))
+    _k21_weight_maps(res, alpha, want, ratios)
+    self_attn = attn_self(alpha, w)
+    if ratios:
+        ctx = total - self_attn
+        res.ratios["ATTN-N"] = _ratio(ctx, self_attn)
+        ctx_atb = norm_linear(n_pa, ctx) / s_pa
+        self_atb = norm_linear(n_pa, self_attn) / s_pa + x
+        res.ratios["ATTNRES-N"] = _ratio(ctx_atb, self_atb)
+        res.ratios["ATTNRESLN-N"] = _ratio(norm_linear(n_pf, ctx_atb), norm_linear(n_pf, self_atb))
+    if "ATTN-N" in want:
+        res.maps["ATTN-N"] = gram_norms(alpha, w)
+
+    ff_scopes = set(lw.scopes[2:])
+    need_ff = bool(want & ff_scopes) or extras
+    need_loop = need_ff or bool(want & {"ATB", "ATBLN", "ATTNRES-N", "ATTNRESLN-N"})
+    if not need_loop:
+        return res
+    sc = lw.scopes
+    mp = {k: torch.empty(n, n, dtype=torch.float32, device=x.device)
+          for k in set(sc) | {"ATTNRES-N", "ATTNRESLN-N"} if k in want}
+    acc = {k: torch.empty(n, d, dtype=x.dtype, device=x.device) for k in sc[2:]} if need_ff else {}
+    bias = {k: torch.empty(n, d, dtype=x.dtype, device=x.device) for k in sc[2:]} if need_ff else {}
+    if need_ff:
+        ff_real = ff_forward(lw.ff, ffin)
+        s_po = norm_scale(n_po, ff_real)
+    c = chunk_rows or default_chunk_rows(n, d, lw.ff.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size())
+    for start in range(0, n, c):
+        stop = min(n, start + c)
+        rows = slice(start, stop)
+        t = _norm_terms(n_pa, attn_terms_src(alpha[:, rows], w), s_pa[rows])  # (n, c, d) N_pa(ATTN) terms
+        tb = _norm_bias(n_pa, b_o.expand(stop - start, d), s_pa[rows])
+        _src_diag(t, start).add_(x[rows].T)  # RES: x_i to the j = i term
+        if "ATB" in mp:
+            mp["ATB"][rows] = _norm32(t).T
+        if "ATTNRES-N" in mp:
+            mp["ATTNRES-N"][rows] = _norm32(t).T
+        if not (need_ff or want & {"ATBLN", "ATTNRESLN-N"}):
+            continue
+        u = _norm_terms(n_pf, t, s_pf[rows])
+        ub = _norm_bias(n_pf, tb, s_pf[rows])
+        for k in ("ATBLN", "ATTNRESLN-N"):
+            if k in mp:
+                mp[k][rows] = _norm32(u).T
+        if not need_ff:
+            continue
+        f, fb = ff_terms(lw.ff, u, ub, ig)
+        del u
+        acc[sc[2]][rows] = f.sum(0) + fb
+        bias[sc[2]][rows] = fb
+        if sc[2] in mp:
+            mp[sc[2]][rows] = _norm32(f).T
+        f = _norm_terms(n_po, f, s_po[rows])
+        fb = _norm_bias(n_po, fb, s_po[rows])
+        acc[sc[3]][rows] = f.sum(0) + fb
+        bias[sc[3]][rows] = fb
+        if sc[3] in mp:
+            mp[sc[3]][rows] = _norm32(f).T
+        t.add_(f)
+        del f
+        acc[sc[4]][rows] = t.sum(0) + tb + fb
+        bias[sc[4]][rows] = tb + fb
+        if sc[4] in mp:
+            mp[sc[4]][rows] = _norm32(t).T
+        del t
+    res.maps.update(mp)
+    res.sums.update(acc)
+    res.bias.update(bias)
+    if extras:
+        res.extras["ff"] = ff_real
+        res.extras["residual"] = h
+        res.extras["ln_ff"] = norm_linear(n_po, ff_real) / s_po
+        res.extras["ln_weight"] = n_po.weight
+    return res

@@ -1,0 +1,142 @@
+"""CLI conventions: documented commands and options, -v/-q with the log on stderr, --json, --set,
+serve --host/--port, env."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from report_builder import api, cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _subparsers(ap):
+    action = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_command_and_option_is_documented():
+    ap = cli.build_parser()
+    assert ap.description
+    subs = _subparsers(ap)
+    assert {"build", "analyze", "render", "list", "check", "env", "clean", "serve", "bench"} <= set(subs)
+    for name, p in subs.items():
+        assert p.description and len(p.description) > 20, name
+        for action in p._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help and action.help != argparse.SUPPRESS, (name, action.dest)
+    # `analyze` writes no site: it has no --out
+    assert "--out" not in _subparsers(ap)["analyze"]._option_string_actions
+    assert "--out" in _subparsers(ap)["build"]._option_string_actions
+
+
+def test_analyze_rejects_out(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["analyze", "--out", "x"])
+    assert e.value.code == 2
+    assert "unrecognized arguments: --out" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory):
+    from test_pipeline import small_config, tiny_bert_dir
+
+    tmp = tmp_path_factory.mktemp("cli")
+    model = tiny_bert_dir(tmp / "tiny", 0)
+    cfg = small_config(tmp, [{"name": "tiny", "source": str(model), "role": "primary_encoder"}])
+    cfg["datasets"] = cfg["datasets"][:1]
+    path = tmp / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, model
+
+
+def test_log_goes_to_stderr_results_to_stdout_and_verbosity(capsys, tiny_config):
+    path, _ = tiny_config
+    code, out, err = _run(capsys, "analyze", "--config", str(path), "--no-progress", "-v")
+    assert code == 0
+    assert out.startswith("analyses: ") and "computed" in out and len(out.splitlines()) == 1
+    assert "computed tiny" in err and "resolved configuration:" in err  # -v: the config at debug level
+    code, out, err = _run(capsys, "-q", "analyze", "--config", str(path))
+    assert code == 0 and "0 computed" in out and err == ""  # -q: no log, no progress bars
+    code, out, err = _run(capsys, "analyze", "--config", str(path), "--no-progress")
+    assert "reused   tiny" in err and "resolved configuration" not in err
+
+
+def test_set_overrides_any_key(capsys, tiny_config):
+    path, _ = tiny_config
+    code, out, _ = _run(capsys, "list", "models", "--config", str(path), "--set", "models.0.name=Renamed", "--json")
+    assert code == 0 and json.loads(out)[0]["name"] == "Renamed"
+    code, out, err = _run(capsys, "list", "models", "--config", str(path), "--set", "k24.top_kk=5")
+    assert code == 2 and out == "" and err.strip() == "error: k24.top_kk: unknown key (known: top_k, examples, " \
+                                                       "include_special, ffamp_normalise)"
+    code, _, err = _run(capsys, "list", "models", "--set", "site_url=example.org")
+    assert code == 2 and "site_url: expected the published address" in err
+
+
+def test_json_for_list_and_check(capsys, tiny_config):
+    _, model = tiny_config
+    code, out, _ = _run(capsys, "list", "figures", "--json")
+    figs = json.loads(out)
+    assert code == 0 and {"k21-tab2", "k24-maps"} <= {f["id"] for f in figs} and set(figs[0]) >= {"id", "title"}
+    code, out, _ = _run(capsys, "list", "datasets", "--json")
+    assert {r["id"] for r in json.loads(out)} >= {"wiki", "sentiment-sample"}
+    code, out, err = _run(capsys, "check", "--model", str(model), "--text", "A short test.", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["ok"] is True and res["bound"] == 1e-4
+    assert res["max_rel_error"] == max(r["max_rel_error"] for r in res["rows"]) <= 1e-4
+    assert {r["layer"] for r in res["rows"]} == {0, 1}
+
+
+def test_env_text_and_json(capsys, tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "x.bin").write_bytes(b"0" * 2048)
+    code, out, _ = _run(capsys, "env", "--cache", str(tmp_path / "c"), "--json")
+    info = json.loads(out)
+    assert code == 0 and info["caches"]["results"]["bytes"] == 2048 and info["versions"]["torch"]
+    code, out, _ = _run(capsys, "env", "--cache", str(tmp_path / "c"))
+    assert "versions:" in out and "2.0 KiB in 1 files" in out and "device:" in out
+
+
+def test_serve_host_and_port(tmp_path):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<p>hello</p>")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "report_builder", "serve", "--dir", str(tmp_path / "site"),
+                          "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = p.stdout.readline()
+        assert "http://127.0.0.1:" in line
+        url = line.split(" at ")[1].split()[0]
+        for _ in range(50):
+            try:
+                body = urllib.request.urlopen(url + "index.html", timeout=5).read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert body == "<p>hello</p>"
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
+def test_serve_passes_host(monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(api, "serve", lambda d, port, host: seen.update(d=d, port=port, host=host))
+    assert cli.main(["serve", "--dir", "x", "--host", "0.0.0.0", "--port", "9001"]) == 0
+    assert seen == {"d": "x", "port": 9001, "host": "0.0.0.0"}
