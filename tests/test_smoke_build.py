@@ -106,3 +106,28 @@ def test_provenance_counts_the_sequences_each_analysis_used(smoke):
         key = "k24_n" if fig.paper == "K24" else "n"
         for d, entry in rec["datasets"].items():
             assert entry["n"] == conf[d][key], (fig.id, d, entry["n"], conf[d][key])
+
+
+def test_exported_svgs_stand_alone(smoke):
+    """Every exported chart.svg: text >= 9 pt, no colliding text, distinct and visible legend colours,
+    no raw byte-level BPE markers (tests/svg_check.py)."""
+    from tests.svg_check import check_site
+
+    report = check_site(smoke[0] / "site")
+    assert report, "no chart.svg found"
+    bad = {k: [str(d) for d in v] for k, v in report.items() if v}
+    assert not bad, bad
+
+
+def test_home_headline_equals_the_figure_reading(smoke):
+    """The K24 cancellation numbers on the Home page are the ones the k24-ctx-cumulative reading states."""
+    import html as html_mod
+
+    site = smoke[0] / "site"
+    home = re.sub(r"<[^>]+>", " ", (site / "index.html").read_text())
+    k24 = html_mod.unescape(re.sub(r"<[^>]+>", " ", (site / "k24.html").read_text()))
+    pairs = re.findall(r"(\d\.\d{3}) → (\d\.\d{3})\s+change through FF vs ATB → \w+, (\S+) on (\S+)", home)
+    assert len(pairs) == 2, pairs
+    for ff, whole, model, dataset in pairs:
+        assert (f"{model} on {dataset}: FF alone changes the maps by {ff}" in k24
+                and f"and the whole layer by {whole}" in k24), (model, ff, whole)

@@ -234,8 +234,11 @@ def export_spec(chart: Any | None, table: pd.DataFrame | None, title: dict[str, 
         spec = chart_to_spec(chart)
         if title and "title" not in spec:
             spec["title"] = title
-        return spec
-    return table_spec(table, title=title)
+    else:
+        spec = table_spec(table, title=title)
+    # exported files are read on any background (a paper, a dark viewer): opaque white
+    spec.setdefault("config", {})["background"] = "white"
+    return spec
 
 
 def csv_frame(data: pd.DataFrame) -> pd.DataFrame:

@@ -61,6 +61,7 @@
   }
 
   function adapt(spec) {
+    spec.config = merge(spec.config || {}, { background: null });  // the page's own background shows
     if (isNarrow()) {
       spec = stack(spec);
       fitWidth(spec, Math.max(200, window.innerWidth - 110));

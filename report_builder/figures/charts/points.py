@@ -5,6 +5,8 @@ first group of ``color_order`` on top by sorting the rows, so the row order is p
 """
 from __future__ import annotations
 
+import json
+
 from typing import Sequence
 
 import altair as alt
@@ -80,7 +82,8 @@ def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = ""
     ch = alt.Chart(inline_data(shown(df))).mark_point(filled=True, size=36, opacity=0.8).encode(
         x=alt.X("layer:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d")),
         y=alt.Y("amp:Q", title="FF-amp"),
-        color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories))),
+        color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories)),
+                        legend=alt.Legend(orient="bottom", columns=4)),
         tooltip=["layer:Q", "rank:Q", "token_i:N", "token_j:N", "category:N", alt.Tooltip("amp:Q", format=".3f"),
                  "context:N"],
     ).properties(width=220, height=150).facet(
@@ -124,7 +127,7 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
 
 
 def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequence[str], per_layer: int,
-                    key: str = "top", context_chars: int = 90) -> alt.Chart:
+                    key: str = "top", context_chars: int = 64) -> alt.Chart:
     """The top ``per_layer`` pairs of one (model, dataset, layer) at a time, as a text table with widgets.
 
     ``df``: ``k24_ffamp_pairs`` rows (0-based ``layer``); the model, dataset and layer (1-based) are
@@ -142,6 +145,8 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
         "category": d["category"].astype(str), "amp": d["amp"].map(lambda v: f"{v:.3f}"),
         "context": ctxt.where(ctxt.str.len() <= context_chars, ctxt.str.slice(0, context_chars - 1) + "…"),
     })
+    # a model with fewer layers than the slider shows its last layer (never an empty table)
+    rows["last"] = rows.groupby(["model", "dataset"])["layer"].transform("max")
     n_layers = int(d["layer"].max()) if len(d) else 1
     layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
                       bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer (1 = first) "))
@@ -154,14 +159,16 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
     y = alt.Y("rank:O", axis=None, sort=[str(k) for k in range(1, per_layer + 1)],
               scale=alt.Scale(domain=[str(k) for k in range(1, per_layer + 1)]))
     base = alt.Chart(inline_data(rows)).transform_filter(
-        (alt.datum.layer == layer) & (alt.datum.model == model) & (alt.datum.dataset == dataset))
+        (alt.datum.layer == alt.expr.min(layer, alt.datum.last)) & (alt.datum.model == model)
+        & (alt.datum.dataset == dataset))
     cells = [base.mark_text(align=align, baseline="middle", fontSize=theme.FONT_SIZE, x=x,
                             limit=(width - x) if name == "context" else (205 if name == "pair" else 0)).encode(
         y=y, text=f"{name}:N") for name, x, align in cols]
     heads = [alt.Chart(inline_data([{"t": name}])).mark_text(
         align=align, baseline="bottom", fontSize=theme.FONT_SIZE, fontWeight="bold", x=x, y=-6).encode(text="t:N")
         for name, x, align in cols]
+    last = json.dumps({str(m): int(g["layer"].max()) for m, g in rows.groupby("model")})
     title = alt.Title(alt.ExprRef(f"'Top {per_layer} FF-amplified pairs: ' + model_{key} + ' on ' + dataset_{key}"
-                                  f" + ', layer ' + layer_{key}"))
+                                  f" + ', layer ' + min(layer_{key}, {last}[model_{key}])"))
     return alt.layer(*cells, *heads).add_params(layer, model, dataset).properties(
         width=width, height=20 * per_layer, title=title)
