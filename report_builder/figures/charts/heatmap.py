@@ -110,7 +110,7 @@ def category_lift_heatmap(df: pd.DataFrame, categories: Sequence[str], clip: flo
     # a cell without any top pair carries no evidence of under-representation: "no data", not −clip
     d.loc[d["top_count"] == 0, "log2_lift"] = np.nan
     d["count_text"] = d["top_count"].map(lambda c: "–" if c == 0 else str(int(c)))
-    base = alt.Chart(inline_data(d)).encode(
+    base = alt.Chart().encode(
         x=alt.X("category:N", sort=list(categories), title=None, axis=alt.Axis(labelAngle=-40)),
         y=alt.Y("layer:O", title=LAYER_TITLE))
     empty = base.mark_rect(color="#eeeeee").encode(
@@ -125,8 +125,16 @@ def category_lift_heatmap(df: pd.DataFrame, categories: Sequence[str], clip: flo
         text="count_text:N",
         color=alt.condition("datum.top_count > 0 && abs(datum.log2_lift) > 1.5", alt.value("white"),
                             alt.value("black")))
-    n_layers = int(d["layer"].max())
-    ch = alt.layer(empty, heat, txt).properties(width=34 * len(categories), height=20 * n_layers).facet(
-        row=alt.Row("model:N", title=None, sort=list(models) if models else "ascending"),
-        column=alt.Column("dataset:N", title=None, sort=list(datasets) if datasets else "ascending"))
-    return ch.resolve_scale(y="independent").properties(title=title) if title else ch.resolve_scale(y="independent")
+    # one block per model, each as tall as its own layer count (a 6-layer model is not stretched to 30)
+    order = list(models) if models else sorted(d["model"].unique())
+    blocks = []
+    for m in order:
+        dm = d[d["model"] == m]
+        if dm.empty:
+            continue
+        blocks.append(alt.layer(empty, heat, txt, data=inline_data(dm)).properties(
+            width=34 * len(categories), height=20 * int(dm["layer"].nunique())).facet(
+            column=alt.Column("dataset:N", title=None, sort=list(datasets) if datasets else "ascending")
+        ).properties(title=str(m)))
+    ch = alt.vconcat(*blocks, spacing=16)
+    return ch.properties(title=title) if title else ch

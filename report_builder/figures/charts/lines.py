@@ -37,6 +37,7 @@ def per_layer_chart(
     height: int = 280,
     strokedash: str | None = None,
     rule_at: float | None = None,
+    log_y: bool = False,
 ) -> alt.Chart:
     """A value per layer: one line (with points) or grouped bars per ``color`` group.
 
@@ -48,15 +49,20 @@ def per_layer_chart(
         band: optional ``(low, high)`` columns drawn as a shaded band behind the line.
         strokedash: optional nominal column mapped to the line dash (e.g. ``report``: ours vs paper).
         rule_at: draw a dashed reference line at this value (the y axis then includes it).
+        log_y: a log y axis (for values spanning decades).
     """
     data = df.assign(_layer=df[layer] + (1 if one_based else 0))
     lt = LAYER_TITLE if one_based else "layer"
     x = alt.X("_layer:O", title=lt, axis=alt.Axis(labelAngle=0))
     if y_domain is None and rule_at is not None and len(df):
-        lo, hi = float(df[y].min()), float(df[y].max())
-        pad = 0.08 * (max(hi, rule_at) - min(lo, rule_at) or 1.0)
-        y_domain = (min(lo, rule_at) - pad, max(hi, rule_at) + pad)
-    yscale = alt.Scale(domain=list(y_domain), nice=False) if y_domain else alt.Scale(zero=zero)
+        lo, hi = min(float(df[y].min()), rule_at), max(float(df[y].max()), rule_at)
+        if log_y:
+            y_domain = (lo / 1.25, hi * 1.25)
+        else:
+            pad = 0.08 * (hi - lo or 1.0)
+            y_domain = (lo - pad, hi + pad)
+    kind = {"type": "log"} if log_y else {}
+    yscale = alt.Scale(domain=list(y_domain), nice=False, **kind) if y_domain else alt.Scale(zero=zero, **kind)
     tips = [alt.Tooltip(f"{field(color)}:N", title=color)] if color else []
     tips += [alt.Tooltip("_layer:O", title=lt), alt.Tooltip(f"{field(y)}:Q", title=y_title or y, format=y_format)]
     tips += [alt.Tooltip(typed(df, c), title=c) for c in tooltip]

@@ -122,7 +122,8 @@ SPECS.append(_spec(
     "Expansion rate ‖T‖_F / √(d+1) of the augmented (d+1)×(d+1) matrix of each layer's affine map "
     "f(x) = x W_V W_O + b_V W_O (≈ RMS singular value): per model mean (sample SD over layers), min and max over "
     "layers; a seed group (≥ 2 models) is summarised as one row: mean (SD over models) of the per-model means, "
-    "min of mins, max of maxes. Chart: the value per layer (1 = first); the seed group as its per-layer mean.",
+    "min of mins, max of maxes. Chart: the value per layer (1 = first); the seed group as its per-layer mean; dashed line: 1 "
+    "(no expansion); a logarithmic axis when the values span more than a decade.",
     ("k21_expansion",), expansion.build_tab8, kind="table", section="Appendix: expansion rate"))
 SPECS.append(_spec(
     "k21-tab9", "Frequency correlation for every model",

@@ -42,10 +42,13 @@ def build_tab8(ctx: FigureContext) -> FigureResult:
         "Mean (SD)": [f"{a:.3f} ({b:.3f})" if not pd.isna(b) else f"{a:.3f}" for a, b in zip(summ["mean"], summ["sd"])],
         "Min": summ["min"].round(3), "Max": summ["max"].round(3), "Layers": summ["n_layers"],
     })
+    pos = lines["expansion_rate"][lines["expansion_rate"] > 0]
+    log = bool(len(pos) == len(lines) and len(pos) and pos.max() / pos.min() > 10)  # spans decades
     chart = per_layer_chart(
         lines, y="expansion_rate", color="model", color_order=list(dict.fromkeys(lines["model"])),
         strokedash="report" if lines["report"].nunique() > 1 else None,
-        y_title="expansion rate ‖T‖_F / √(d+1) (dashed: 1 = no expansion)", tooltip=("report",), rule_at=1.0,
+        y_title="expansion rate" + (" (log)" if log else "") + "; dashed: 1", tooltip=("report",), rule_at=1.0,
+        log_y=log,
     )
     data = summ.drop(columns="group")
     return FigureResult(data=data, chart=chart, table=table, reading=readings.expansion_reading(summ.iloc[0]),

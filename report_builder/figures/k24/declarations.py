@@ -102,8 +102,9 @@ SPECS: list[FigureSpec] = [
         title="FF output norm vs residual norm",
         caption=("Per layer, the ratio ‖FF output_i‖ / ‖residual input_i‖ over all non-pad tokens of the "
                  "dataset, where the residual is the vector FF's output is added to (post-LN: the LN₁ output; "
-                 "pre-LN: the stream after attention). Line: median; band: 10th–90th percentile. Colour = "
-                 "model; one panel per dataset."),
+                 "pre-LN: the stream after attention). Line: median; band: 10th–90th percentile; dashed line: "
+                 "ratio 1 (below it the residual dominates the sum). The axis is logarithmic when the values span "
+                 "more than a decade. Colour = model; one panel per dataset."),
         analysis=("k24_res_norms", "models"), build=res_ln.build_res_norms,
     ),
     FigureSpec(

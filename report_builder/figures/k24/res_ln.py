@@ -19,8 +19,7 @@ def build_res_norms(ctx: FigureContext) -> FigureResult:
     models = sel.model_order(ctx, r["model"].unique())
     lo, hi = float(r["ratio_q10"].min()), float(r["ratio_q90"].max())
     log = bool(lo > 0 and hi / lo > 10)  # values spanning decades: a log axis keeps the ones near 1 readable
-    chart = lines.per_layer_lines(r, "ratio_q50", "model", y_title="‖FF output‖ / ‖residual‖ (median, 10–90 %)"
-                               + (", log" if log else "") + "; dashed: 1", rule_at=1.0, log_y=log, y_zero=False,
+    chart = lines.per_layer_lines(r, "ratio_q50", "model", y_title="FF / residual norm" + (" (log)" if log else "") + "; dashed: 1", rule_at=1.0, log_y=log, y_zero=False,
                                color_sort=models, column="dataset", band=("ratio_q10", "ratio_q90"),
                                column_sort=sel.dataset_order(ctx, r["dataset"].unique()),
                                tooltip=["model:N", "dataset:N", "layer:Q",
