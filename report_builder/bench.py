@@ -300,7 +300,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
             budget = chunk_budget(limit, n, d, dff, H, gated, itemsize)
         else:
             budget = 512 * MIB
-        chunk = default_chunk_rows(n, d, dff, budget_bytes=budget, itemsize=itemsize)
+        chunk = default_chunk_rows(n, d, dff, budget_bytes=budget, itemsize=itemsize, gated=gated)
         lws = [lm.layer_weights(i) for i in timed_layers]
         scopes = lws[0].scopes
         ff_scope = scopes[1] if dims["ln_position"] == "post" else scopes[2]
