@@ -8,7 +8,7 @@ from report_builder.decompose.feedforward import IGOptions, elementwise_kappa, g
 from report_builder.decompose.layer import K21_METHODS, decompose_layer
 from report_builder.decompose.reference import reference_layer, reference_maps, reference_ratio
 from report_builder.engine import Tokens, decompose_sequences
-from report_builder.models.capture import capture, forward_capture
+from report_builder.models.capture import capture_hooks, forward_capture
 from report_builder.errors import FusedAttention, SequenceTooLong
 from tests.tiny_models import FAMILIES, tiny
 
@@ -128,7 +128,7 @@ def test_hooks_removed_even_on_error():
     lm = tiny("bert")
     before = _hook_count(lm.model)
     with pytest.raises(RuntimeError):
-        with capture(lm.model, lm.adapter):
+        with capture_hooks(lm.model, lm.adapter):
             assert _hook_count(lm.model) > before
             raise RuntimeError("boom")
     assert _hook_count(lm.model) == before

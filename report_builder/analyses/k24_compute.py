@@ -40,6 +40,9 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     Returns:
         ``k24_ctx``, ``k24_ffamp_pairs``, ``k24_ffamp_base``, ``k24_res_norms``, ``k24_ln_dims``, ``recon_errors``.
     """
+    # one canonical order (by sequence id) for every accumulation, so the tables do not depend on
+    # the order the sequences came in
+    encoded = sorted(encoded, key=lambda e: e.seq)
     lp = lm.adapter.ln_position
     scopes = ks.scope_order(lp)
     before_s, after_s = ks.FF_SCOPES[lp]
@@ -74,10 +77,10 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
         res = r.extras["residual"].float()
         ffn.setdefault(layer, []).append(ff.norm(dim=-1).cpu().numpy())
         resn.setdefault(layer, []).append(res.norm(dim=-1).cpu().numpy())
-        acc = dims.setdefault(layer, {"ff": 0.0, "ln": 0.0, "n": 0})
-        acc["ff"] = acc["ff"] + ff.abs().sum(0).cpu().numpy()
+        acc = dims.setdefault(layer, {"ff": 0.0, "ln": 0.0, "n": 0})  # float64 sums, canonical order
+        acc["ff"] = acc["ff"] + ff.abs().double().sum(0).cpu().numpy()
         if "ln_ff" in r.extras:
-            acc["ln"] = acc["ln"] + r.extras["ln_ff"].float().abs().sum(0).cpu().numpy()
+            acc["ln"] = acc["ln"] + r.extras["ln_ff"].float().abs().double().sum(0).cpu().numpy()
             acc["gamma"] = r.extras["ln_weight"].float().cpu().numpy()
         acc["n"] += ff.shape[0]
         for s, v in r.errors.items():

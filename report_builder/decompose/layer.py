@@ -391,3 +391,25 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
             s_f = norm_scale(follow, after_res)
             res.extras["ln_ff"] = norm_linear(follow, ff_total) / s_f
             res.extras["ln_weight"] = follow.weight
+
+
+def decompose_batch(
+    lw: LayerWeights,
+    x: Tensor,
+    alpha: Tensor,
+    lengths: list[int],
+    *,
+    refs: dict[str, Tensor] | None = None,
+    budget_bytes: int = 512 << 20,
+    **kw,
+) -> list[LayerResult]:
+    """Decompose one layer for a right-padded batch: x (B, n_max, d), alpha (B, H, n_max, n_max),
+    ``lengths`` the real lengths; refs (B, n_max, d) per check point. Returns one `LayerResult` per
+    sequence, each over its real tokens only (pads never enter a sum). Other arguments as in
+    `decompose_layer`.
+    """
+    out = []
+    for b, n in enumerate(lengths):
+        r = None if refs is None else {k: t[b, :n] for k, t in refs.items()}
+        out.append(decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], refs=r, budget_bytes=budget_bytes, **kw))
+    return out
