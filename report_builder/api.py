@@ -29,8 +29,9 @@ __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build"
            "format_bench", "list_datasets", "list_figures", "list_models", "render", "serve", "summary_lines",
            "tables_from_cache"]
 
-ANALYSIS_VERSIONS = {"k21_mixing": 1, "k21_frequency": 1, "k21_expansion": 1, "k21_example": 1,
-                     "k24_scopes": 1, "k24_examples": 1, "architecture": 2}
+# version 2 of the engine analyses: deterministic per-sequence CPU path, adaptive gated-FF quadrature
+ANALYSIS_VERSIONS = {"k21_mixing": 2, "k21_frequency": 2, "k21_expansion": 1, "k21_example": 2,
+                     "k24_scopes": 2, "k24_examples": 2, "architecture": 2}
 
 
 @dataclass
@@ -134,7 +135,7 @@ class _Progress:
 
 
 def choose_threads(requested: int | None) -> int:
-    """torch CPU threads for a build: as configured, else all cores on an idle machine and one
+    """CPU worker threads for a build (`engine.set_cpu_workers`): as configured, else all cores on an idle machine and one
     thread when other work keeps the cores busy (OpenMP barriers then stall each small op for a
     scheduler slice: measured 10x slower on 2 busy cores)."""
     cores = os.cpu_count() or 1
@@ -181,8 +182,11 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
 
     t_start = time.perf_counter()
     if cfg.device == "cpu":
-        torch.set_num_threads(choose_threads(cfg.threads))
-        log(f"torch CPU threads: {torch.get_num_threads()}")
+        # results do not depend on this number: torch runs single-threaded, sequences in parallel
+        from report_builder.engine import set_cpu_workers
+
+        log(f"CPU worker threads: {set_cpu_workers(choose_threads(cfg.threads))} "
+            "(torch intra-op threads 1: results identical for any count)")
     rep = AnalyzeReport(tables={}, provenance={})
     parts: dict[str, list[pd.DataFrame]] = {}
     ig = IGOptions(method=cfg.ig.method, steps=cfg.ig.steps)

@@ -83,7 +83,7 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
         g.add_argument("--max-memory", dest="max_memory", metavar="SIZE",
                        help="memory budget for the feed-forward chunks, e.g. 2GiB")
         g.add_argument("--threads", type=int, metavar="N",
-                       help="torch CPU threads (default: all cores, 1 on a busy machine)")
+                       help="CPU worker threads across sequences (default: all cores, 1 on a busy machine); results are identical for any count")
     g.add_argument("--cache", dest="cache_dir", metavar="DIR",
                    help="results cache directory (default .cache/report_builder)")
     if out:

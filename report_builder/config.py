@@ -85,7 +85,7 @@ class Config:
     device: str = "cpu"
     dtype: str = "float32"
     batch_size: int = 8
-    threads: int | None = None  # torch CPU threads; None = auto (see api.choose_threads)
+    threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (api.choose_threads)
     max_memory: str = "1GiB"
     ig: IGConfig = field(default_factory=IGConfig)
     k21: K21Config = field(default_factory=K21Config)
