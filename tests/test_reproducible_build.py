@@ -15,6 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def _build(root: Path, threads: int, batch: int) -> Path:
+    root.mkdir(parents=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--preset", "smoke", "--no-progress",
                         "--threads", str(threads), "--set", f"batch_size={batch}",
