@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per method (default 3)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--k24-pass", type=int, default=None, metavar="N",
+                   help="instead: time a full K24 pass over N random sequences of --seq-len tokens "
+                        "(paper size: 992 x 128 on --shape base); --batch sequences at once on CUDA")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
     return ap
 
@@ -219,6 +222,14 @@ def _dispatch(args) -> int:
         if worst > bound:
             log.error(f"exceeds the bound {bound:g}")
             return 1
+        return 0
+    if args.cmd == "bench" and args.k24_pass:
+        from report_builder.bench import format_k24_pass, run_k24_pass
+
+        res = run_k24_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
+                           n_seqs=args.k24_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
+                           dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
+        print(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
         return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,

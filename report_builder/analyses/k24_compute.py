@@ -29,10 +29,12 @@ def _info(e: EncodedSeq) -> ks.SeqInfo:
 
 def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str, top_k: int = 20,
                    include_special: bool = True, ig: IGOptions = IGOptions(), batch_size: int = 4,
-                   budget_bytes: int = 512 << 20, on_batch: Callable[[int], None] | None = None) -> dict[str, pd.DataFrame]:
+                   budget_bytes: int = 512 << 20, on_batch: Callable[[int], None] | None = None,
+                   workers: int | None = None) -> dict[str, pd.DataFrame]:
     """All K24 tables for one model and dataset.
 
     Args:
+        workers: CPU worker threads of the deterministic engine path (default `engine.cpu_workers`).
         include_special: when False, pairs involving special tokens are left out of the
             contextualization change (FF-amp always reports them under the ``special token`` category).
         ig: FF IG options. A numerical IG is not complete, so under it the reconstruction bound is
@@ -55,7 +57,8 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     errs: dict[tuple[int, str], float] = {}
     exact = ig.method == "closed"
     for k, layer, r in decompose_sequences(lm, _tokens(encoded), maps=scopes, extras=True, ig=ig, enforce=exact,
-                                           batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch):
+                                           batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch,
+                                           workers=workers):
         e = encoded[k]
         if not exact and lm.dtype == torch.float32:
             for scope in schema.layout(lp).pre_ff_checks:  # not FF-dependent: enforced under any IG
