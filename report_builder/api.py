@@ -315,6 +315,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
         "report_builder_version": __version__, "git_commit": _git_commit(),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
+        "tf32": bool(str(cfg.device).startswith("cuda") and torch.backends.cuda.matmul.allow_tf32),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
         "config": guard.public_config(cfg.to_dict()), "models": models_prov, "datasets": data_prov,
         "params": {"ig": ig.describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
