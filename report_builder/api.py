@@ -390,8 +390,13 @@ def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenanc
         tables = {**tables, "models": tables["models"].assign(source=tables["models"]["source"].map(guard.public_path))}
     reported = load_reported()
     resolved = yaml.safe_dump(guard.public_config(cfg.to_dict()), sort_keys=False)
+    figures = None
+    if not isinstance(cfg.figures, str):  # the configured `figures:` ids only, in the registry's order
+        from report_builder.figures.spec import all_figures
+
+        figures = [f for f in all_figures() if f.id in set(cfg.figures)]
     return render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
-                       log=log, reported=reported, site_url=cfg.site_url,
+                       log=log, reported=reported, site_url=cfg.site_url, figures=figures,
                        extra_files={"config.resolved.yaml": resolved})
 
 
@@ -477,9 +482,18 @@ def format_bench(result: dict) -> str:
 
 def serve(site_dir: str | Path = "site", port: int = 8000, *, host: str = "127.0.0.1") -> None:
     """Preview a built site over HTTP on ``host:port`` (default 127.0.0.1:8000; blocks until interrupted)."""
+    import errno
+
+    from report_builder.errors import UsageError
     from report_builder.site.serve import serve as _serve
 
-    _serve(Path(site_dir), port, host=host)
+    try:
+        _serve(Path(site_dir), port, host=host)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} on {host} is already in use (another server?); choose another with "
+                             f"--port, or --port 0 for a free one") from None
+        raise
 
 
 def list_figures() -> list[dict]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import torch
 
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import K21_METHODS, decompose_batch, decompose_layer, default_chunk_rows
+from report_builder.errors import UsageError
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -66,15 +66,13 @@ FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 n^2 d' d (second matmul o
 
 
 def parse_bytes(v: str | int | None) -> int | None:
-    """``"2GiB"``, ``"512MiB"``, ``"1.5G"``, ``"2e9"`` or an int -> bytes (None stays None)."""
-    if v is None or isinstance(v, int):
-        return v
-    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([KMGT]?)(i?)B?\s*", str(v), flags=re.I)
-    if not m:
-        raise ValueError(f"cannot read a memory size from {v!r} (try 2GiB, 512MiB, 1.5G)")
-    num, unit, bin_ = float(m.group(1)), m.group(2).upper(), m.group(3)
-    base = 1024 if (bin_ or unit) else 1
-    return int(num * base ** " KMGT".index(unit or " "))
+    """A memory size -> bytes with the one size parser (`config.parse_size`: ``GB`` = 10⁹,
+    ``GiB`` = 2³⁰); None stays None."""
+    if v is None:
+        return None
+    from report_builder.config import parse_size
+
+    return parse_size(v, key="--max-memory")
 
 
 def fmt_bytes(b: int | float | None) -> str:
@@ -163,7 +161,7 @@ def _dtype(name: str) -> tuple[torch.dtype, bool]:
     try:
         return getattr(torch, name), False
     except AttributeError:
-        raise ValueError(f"unknown dtype {name!r}; use float32, bfloat16, float16 or tf32") from None
+        raise UsageError(f"--dtype: unknown dtype {name!r}; use float32, bfloat16, float16 or tf32") from None
 
 
 def build(shape: str | None, model: str | None, device: str, dtype: str):
@@ -177,7 +175,7 @@ def build(shape: str | None, model: str | None, device: str, dtype: str):
     if model:
         return load(model, device=device, dtype="float32" if tdt == torch.float32 else dtype)
     if shape not in SHAPES:
-        raise ValueError(f"unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
+        raise UsageError(f"--shape: unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
     family, over, _ = SHAPES[shape]
     torch.manual_seed(0)
     kw = dict(attn_implementation="eager")
