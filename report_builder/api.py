@@ -29,8 +29,9 @@ __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build"
            "format_bench", "list_datasets", "list_figures", "list_models", "render", "serve", "summary_lines",
            "tables_from_cache"]
 
-ANALYSIS_VERSIONS = {"k21_mixing": 1, "k21_frequency": 1, "k21_expansion": 1, "k21_example": 1,
-                     "k24_scopes": 1, "k24_examples": 1, "architecture": 2}
+# version 2 of the engine analyses: deterministic per-sequence CPU path, adaptive gated-FF quadrature
+ANALYSIS_VERSIONS = {"k21_mixing": 2, "k21_frequency": 2, "k21_expansion": 1, "k21_example": 2,
+                     "k24_scopes": 2, "k24_examples": 2, "architecture": 2}
 
 
 @dataclass
@@ -134,7 +135,7 @@ class _Progress:
 
 
 def choose_threads(requested: int | None) -> int:
-    """torch CPU threads for a build: as configured, else all cores on an idle machine and one
+    """CPU worker threads for a build (`engine.set_cpu_workers`): as configured, else all cores on an idle machine and one
     thread when other work keeps the cores busy (OpenMP barriers then stall each small op for a
     scheduler slice: measured 10x slower on 2 busy cores)."""
     cores = os.cpu_count() or 1
@@ -181,8 +182,11 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
 
     t_start = time.perf_counter()
     if cfg.device == "cpu":
-        torch.set_num_threads(choose_threads(cfg.threads))
-        log(f"torch CPU threads: {torch.get_num_threads()}")
+        # results do not depend on this number: torch runs single-threaded, sequences in parallel
+        from report_builder.engine import set_cpu_workers
+
+        log(f"CPU worker threads: {set_cpu_workers(choose_threads(cfg.threads))} "
+            "(torch intra-op threads 1: results identical for any count)")
     rep = AnalyzeReport(tables={}, provenance={})
     parts: dict[str, list[pd.DataFrame]] = {}
     ig = IGOptions(method=cfg.ig.method, steps=cfg.ig.steps)
@@ -311,6 +315,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
         "report_builder_version": __version__, "git_commit": _git_commit(),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
+        "tf32": bool(str(cfg.device).startswith("cuda") and torch.backends.cuda.matmul.allow_tf32),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
         "config": guard.public_config(cfg.to_dict()), "models": models_prov, "datasets": data_prov,
         "params": {"ig": ig.describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
@@ -385,8 +390,13 @@ def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenanc
         tables = {**tables, "models": tables["models"].assign(source=tables["models"]["source"].map(guard.public_path))}
     reported = load_reported()
     resolved = yaml.safe_dump(guard.public_config(cfg.to_dict()), sort_keys=False)
+    figures = None
+    if not isinstance(cfg.figures, str):  # the configured `figures:` ids only, in the registry's order
+        from report_builder.figures.spec import all_figures
+
+        figures = [f for f in all_figures() if f.id in set(cfg.figures)]
     return render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
-                       log=log, reported=reported, site_url=cfg.site_url,
+                       log=log, reported=reported, site_url=cfg.site_url, figures=figures,
                        extra_files={"config.resolved.yaml": resolved})
 
 
@@ -467,9 +477,18 @@ def format_bench(result: dict) -> str:
 
 def serve(site_dir: str | Path = "site", port: int = 8000, *, host: str = "127.0.0.1") -> None:
     """Preview a built site over HTTP on ``host:port`` (default 127.0.0.1:8000; blocks until interrupted)."""
+    import errno
+
+    from report_builder.errors import UsageError
     from report_builder.site.serve import serve as _serve
 
-    _serve(Path(site_dir), port, host=host)
+    try:
+        _serve(Path(site_dir), port, host=host)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} on {host} is already in use (another server?); choose another with "
+                             f"--port, or --port 0 for a free one") from None
+        raise
 
 
 def list_figures() -> list[dict]:

@@ -83,10 +83,10 @@ def test_set_overrides_any_key(capsys, tiny_config):
     code, out, _ = _run(capsys, "list", "models", "--config", str(path), "--set", "models.0.name=Renamed", "--json")
     assert code == 0 and json.loads(out)[0]["name"] == "Renamed"
     code, out, err = _run(capsys, "list", "models", "--config", str(path), "--set", "k24.top_kk=5")
-    assert code == 2 and out == "" and err.strip() == "error: k24.top_kk: unknown key (known: top_k, examples, " \
+    assert code == 3 and out == "" and err.strip() == "error: k24.top_kk: unknown key (known: top_k, examples, " \
                                                        "include_special, ffamp_normalise)"
     code, _, err = _run(capsys, "list", "models", "--set", "site_url=example.org")
-    assert code == 2 and "site_url: expected the published address" in err
+    assert code == 3 and "site_url: expected the published address" in err
 
 
 def test_json_for_list_and_check(capsys, tiny_config):

@@ -29,10 +29,12 @@ def _info(e: EncodedSeq) -> ks.SeqInfo:
 
 def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str, top_k: int = 20,
                    include_special: bool = True, ig: IGOptions = IGOptions(), batch_size: int = 4,
-                   budget_bytes: int = 512 << 20, on_batch: Callable[[int], None] | None = None) -> dict[str, pd.DataFrame]:
+                   budget_bytes: int = 512 << 20, on_batch: Callable[[int], None] | None = None,
+                   workers: int | None = None) -> dict[str, pd.DataFrame]:
     """All K24 tables for one model and dataset.
 
     Args:
+        workers: CPU worker threads of the deterministic engine path (default `engine.cpu_workers`).
         include_special: when False, pairs involving special tokens are left out of the
             contextualization change (FF-amp always reports them under the ``special token`` category).
         ig: FF IG options. A numerical IG is not complete, so under it the reconstruction bound is
@@ -40,6 +42,9 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     Returns:
         ``k24_ctx``, ``k24_ffamp_pairs``, ``k24_ffamp_base``, ``k24_res_norms``, ``k24_ln_dims``, ``recon_errors``.
     """
+    # one canonical order (by sequence id) for every accumulation, so the tables do not depend on
+    # the order the sequences came in
+    encoded = sorted(encoded, key=lambda e: e.seq)
     lp = lm.adapter.ln_position
     scopes = ks.scope_order(lp)
     before_s, after_s = ks.FF_SCOPES[lp]
@@ -52,7 +57,8 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     errs: dict[tuple[int, str], float] = {}
     exact = ig.method == "closed"
     for k, layer, r in decompose_sequences(lm, _tokens(encoded), maps=scopes, extras=True, ig=ig, enforce=exact,
-                                           batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch):
+                                           batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch,
+                                           workers=workers):
         e = encoded[k]
         if not exact and lm.dtype == torch.float32:
             for scope in schema.layout(lp).pre_ff_checks:  # not FF-dependent: enforced under any IG
@@ -74,10 +80,10 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
         res = r.extras["residual"].float()
         ffn.setdefault(layer, []).append(ff.norm(dim=-1).cpu().numpy())
         resn.setdefault(layer, []).append(res.norm(dim=-1).cpu().numpy())
-        acc = dims.setdefault(layer, {"ff": 0.0, "ln": 0.0, "n": 0})
-        acc["ff"] = acc["ff"] + ff.abs().sum(0).cpu().numpy()
+        acc = dims.setdefault(layer, {"ff": 0.0, "ln": 0.0, "n": 0})  # float64 sums, canonical order
+        acc["ff"] = acc["ff"] + ff.abs().double().sum(0).cpu().numpy()
         if "ln_ff" in r.extras:
-            acc["ln"] = acc["ln"] + r.extras["ln_ff"].float().abs().sum(0).cpu().numpy()
+            acc["ln"] = acc["ln"] + r.extras["ln_ff"].float().abs().double().sum(0).cpu().numpy()
             acc["gamma"] = r.extras["ln_weight"].float().cpu().numpy()
         acc["n"] += ff.shape[0]
         for s, v in r.errors.items():
