@@ -322,7 +322,7 @@ def validate(cfg: Config) -> Config:
         need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{d.id!r} is listed twice; dataset ids must be unique")
     if not isinstance(cfg.figures, str):
         try:
-            from report_builder.figures.spec import all_figures
+            from report_builder.figures.registry import all_figures
 
             known = [f.id for f in all_figures()]
         except ImportError:  # a compute-only install (no altair): `render` checks the ids
