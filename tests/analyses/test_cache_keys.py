@@ -1,7 +1,8 @@
 """The smoke preset's cache keys are those of the results already cached (golden file).
 
 A changed key silently recomputes every cached result of that analysis. The golden keys were taken
-from a smoke build made before analyses became registered units; after an intended change (a new
+from a smoke build made before analyses became registered units (then ``architecture`` went to
+version 2 with its multipliers and licence columns); after an intended change (a new
 parameter, a version bump, a changed dataset hash) regenerate with
 ``UPDATE_GOLDEN=1 pytest tests/analyses/test_cache_keys.py`` and say so in the commit.
 """
