@@ -174,6 +174,24 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     return rep
 
 
+def plan(cfg: Config) -> list[dict[str, Any]]:
+    """The tasks a build of ``cfg`` runs, in run order, and whether each result is already cached.
+
+    Loads the evaluation sets and hashes the weights (memoised); loads no model and computes nothing.
+
+    Returns:
+        One row per task: ``analysis``, ``model``, ``dataset`` (``None`` for weights-only analyses),
+        ``sequences`` (decomposed by the task), ``cached`` (bool) and the cache ``key``.
+    """
+    from report_builder.analyses import runner
+
+    p = runner.plan(cfg)
+    cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
+    return [dict(analysis=t.analysis, model=t.subject.model.name,
+                 dataset=t.subject.dataset.id if t.subject.dataset is not None else None, sequences=t.size,
+                 cached=bool(cache and cache.path(t.analysis, t.key).is_dir()), key=t.key) for t in p.tasks]
+
+
 def _provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:
     """What a build used: versions, machine, date, configuration, models, datasets, parameters.
 
