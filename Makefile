@@ -8,7 +8,7 @@ PRESET ?= default
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 
-.PHONY: report test venv smoke bench serve clean lock
+.PHONY: report test venv smoke bench gpu-check serve clean lock
 
 venv: $(STAMP)
 
@@ -33,6 +33,10 @@ test: venv
 
 bench: venv
 	$(PY) -m report_builder bench --shape base
+
+# the GPU checks (check on cuda, bench n = 128/512, a paper-size K24 pass); one line and exit 2 without a GPU
+gpu-check: venv
+	PY=$(PY) scripts/gpu_check.sh
 
 serve: venv
 	$(PY) -m report_builder serve

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,9 @@ from typing import Callable
 
 import torch
 
-from report_builder.decompose.layer import K21_METHODS, decompose_layer, default_chunk_rows
+from report_builder.decompose.feedforward import IGOptions
+from report_builder.decompose.layer import K21_METHODS, decompose_batch, decompose_layer, default_chunk_rows
+from report_builder.errors import UsageError
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -65,15 +66,13 @@ FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 n^2 d' d (second matmul o
 
 
 def parse_bytes(v: str | int | None) -> int | None:
-    """``"2GiB"``, ``"512MiB"``, ``"1.5G"``, ``"2e9"`` or an int -> bytes (None stays None)."""
-    if v is None or isinstance(v, int):
-        return v
-    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([KMGT]?)(i?)B?\s*", str(v), flags=re.I)
-    if not m:
-        raise ValueError(f"cannot read a memory size from {v!r} (try 2GiB, 512MiB, 1.5G)")
-    num, unit, bin_ = float(m.group(1)), m.group(2).upper(), m.group(3)
-    base = 1024 if (bin_ or unit) else 1
-    return int(num * base ** " KMGT".index(unit or " "))
+    """A memory size -> bytes with the one size parser (`config.parse_size`: ``GB`` = 10⁹,
+    ``GiB`` = 2³⁰); None stays None."""
+    if v is None:
+        return None
+    from report_builder.config import parse_size
+
+    return parse_size(v, key="--max-memory")
 
 
 def fmt_bytes(b: int | float | None) -> str:
@@ -162,7 +161,7 @@ def _dtype(name: str) -> tuple[torch.dtype, bool]:
     try:
         return getattr(torch, name), False
     except AttributeError:
-        raise ValueError(f"unknown dtype {name!r}; use float32, bfloat16, float16 or tf32") from None
+        raise UsageError(f"--dtype: unknown dtype {name!r}; use float32, bfloat16, float16 or tf32") from None
 
 
 def build(shape: str | None, model: str | None, device: str, dtype: str):
@@ -176,7 +175,7 @@ def build(shape: str | None, model: str | None, device: str, dtype: str):
     if model:
         return load(model, device=device, dtype="float32" if tdt == torch.float32 else dtype)
     if shape not in SHAPES:
-        raise ValueError(f"unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
+        raise UsageError(f"--shape: unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
     family, over, _ = SHAPES[shape]
     torch.manual_seed(0)
     kw = dict(attn_implementation="eager")
@@ -300,7 +299,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
             budget = chunk_budget(limit, n, d, dff, H, gated, itemsize)
         else:
             budget = 512 * MIB
-        chunk = default_chunk_rows(n, d, dff, budget_bytes=budget, itemsize=itemsize)
+        chunk = default_chunk_rows(n, d, dff, budget_bytes=budget, itemsize=itemsize, gated=gated, batch=batch)
         lws = [lm.layer_weights(i) for i in timed_layers]
         scopes = lws[0].scopes
         ff_scope = scopes[1] if dims["ln_position"] == "post" else scopes[2]
@@ -312,13 +311,18 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         def each(fn):
             return lambda: [fn(*s) for s in seqs]
 
+        def batched(**kw):  # the engine decomposes the whole batch at once (`decompose_batch`)
+            return lambda: [decompose_batch(lw, cap.x, cap.alpha, [n] * batch, budget_bytes=budget, **kw)
+                            for lw, cap in zip(lws, caps)]
+
         methods: dict[str, Callable[[], object]] = {
             "forward": lambda: lm.model(**inputs, output_attentions=True),
-            "fast_ratios": each(lambda lw, x, a, r: decompose_layer(lw, x, a, ratios=True, budget_bytes=budget)),
-            "fast_k21_maps": each(lambda lw, x, a, r: decompose_layer(lw, x, a, maps=K21_N_MAPS, budget_bytes=budget)),
-            "fast_full": each(lambda lw, x, a, r: decompose_layer(
-                lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True, refs=r, budget_bytes=budget)),
-            "fast_ff": each(lambda lw, x, a, r: decompose_layer(lw, x, a, maps=(ff_scope,), budget_bytes=budget)),
+            "fast_ratios": batched(ratios=True),
+            "fast_k21_maps": batched(maps=K21_N_MAPS),
+            "fast_full": lambda: [decompose_batch(lw, cap.x, cap.alpha, [n] * batch, maps=lw.scopes + K21_METHODS,
+                                                  ratios=True, refs=cap.refs, budget_bytes=budget)
+                                  for lw, cap in zip(lws, caps)],
+            "fast_ff": batched(maps=(ff_scope,)),
         }
         if naive:
             methods.update({
@@ -327,8 +331,8 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                 "naive_full": each(lambda lw, x, a, r: reference_maps(reference_layer(lw, x, a, ig="closed"))),
             })
         # the roofline: a plain matmul of the FF chunk GEMM's shape, as many calls as the FF step makes
-        mm_rows = min(n * chunk, 16384)
-        mm_calls = len(seqs) * -(-n // chunk)
+        mm_rows = min(batch * n * chunk, 16384)
+        mm_calls = len(lws) * -(-n // chunk) * max(1, batch * n * chunk // mm_rows)
         gen = torch.Generator().manual_seed(1)
         mm_a = torch.randn(mm_rows, dff, generator=gen).to(device=device, dtype=tdt)
         mm_b = torch.randn(dff, d, generator=gen).to(device=device, dtype=tdt)
@@ -449,6 +453,81 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                 "note": "GPU run" if device.startswith("cuda") else "not run (no GPU in this session)"},
         "notes": notes,
     }
+
+
+def synthetic_encoded(lm, n_seqs: int, seq_len: int, seed: int = 0) -> list:
+    """``n_seqs`` random sequences of ``seq_len`` tokens as `EncodedSeq` (one word per token, the first
+    token special; encoders also end on a special token), for timing the analyses end to end."""
+    from report_builder.data.encode import EncodedSeq
+
+    vocab = int(lm.config.vocab_size)
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for k in range(n_seqs):
+        ids = torch.randint(min(100, vocab // 2), vocab, (seq_len,), generator=g).tolist()
+        words = [f"w{t}" for t in ids]
+        special = [p == 0 or (not lm.causal and p == seq_len - 1) for p in range(seq_len)]
+        offsets, pos = [], 0
+        for w in words:
+            offsets.append((pos, pos + len(w)))
+            pos += len(w) + 1
+        out.append(EncodedSeq(
+            input_ids=ids, token_type_ids=None if lm.causal else [0] * seq_len, tokens=words, special=special,
+            masked=[False] * seq_len, category=["[CLS]" if sp else "Normal" for sp in special],
+            word_ids=[None if sp else p for p, sp in enumerate(special)],
+            offsets=[None if sp else o for o, sp in zip(offsets, special)], text=" ".join(words),
+            item_id=f"s{k}", seq=k))
+    return out
+
+
+def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs: int = 992, seq_len: int = 128,
+                 batch: int = 32, device: str = "cpu", dtype: str = "float32", max_memory: str | int | None = None,
+                 threads: int | None = None) -> dict:
+    """A timed K24 pass: `k24_compute.scope_analyses` (every scope map of every layer through the
+    engine, FF-amp, RES/LN statistics) over ``n_seqs`` random sequences of ``seq_len`` tokens.
+
+    The paper's size is 992 sequences x 128 tokens on BERT-base (``shape="base"``, random weights).
+    On CUDA the engine's batched path runs ``batch`` sequences at once; on CPU the deterministic path
+    runs ``threads`` worker threads. Returns seconds, sequences/s, tokens/s and the FF GFLOP/s achieved.
+    """
+    from report_builder.analyses import k24_compute
+
+    tf32 = _dtype(dtype)[1]
+    lm = build(None if model else shape, model, device, dtype)
+    dims = _dims(lm)
+    enc = synthetic_encoded(lm, n_seqs, seq_len)
+    limit = parse_bytes(max_memory)
+    budget = limit if limit is not None else (4 * GIB if device.startswith("cuda") else 512 * MIB)
+    workers = None if device.startswith("cuda") else max(1, threads or 1)
+    _sync(device)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        tables = k24_compute.scope_analyses(lm, enc, model=lm.name, dataset="synthetic", ig=IGOptions(),
+                                            batch_size=batch, budget_bytes=budget, workers=workers)
+    _sync(device)
+    secs = time.perf_counter() - t0
+    flops = ff_flops(seq_len, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"]) * lm.n_layers * n_seqs
+    return {"shape": shape, "model": model, **dims, "n_seqs": n_seqs, "seq_len": seq_len, "batch": batch,
+            "device": device, "dtype": dtype, "tf32": tf32 or _tf32_on(device), "budget_bytes": budget,
+            "workers": workers,
+            "seconds": secs, "seqs_per_s": n_seqs / secs, "tokens_per_s": n_seqs * seq_len / secs,
+            "ff_gflops": flops / secs / 1e9, "ff_flops": flops,
+            "max_rel_error": float(tables["recon_errors"]["max_rel_error"].max()),
+            "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None}
+
+
+def format_k24_pass(r: dict) -> str:
+    what = r["model"] or f"{SHAPES[r['shape']][2]} (random weights)"
+    return (f"K24 pass: {r['n_seqs']} sequences x {r['seq_len']} tokens, {what}, {r['layers_total']} layers, "
+            f"{r['device']} {r['dtype']}{' (TF32 matmuls)' if r['tf32'] else ''}, "
+            + (f"batch {r['batch']}" if r["workers"] is None else f"{r['workers']} CPU workers")
+            + f": {r['seconds']:.1f} s = {r['seqs_per_s']:.1f} sequences/s, {r['tokens_per_s']:.0f} tokens/s, "
+            f"FF {r['ff_gflops']:.3g} GFLOP/s; max reconstruction error {r['max_rel_error']:.1e}")
+
+
+def _tf32_on(device: str) -> bool:
+    return bool(device.startswith("cuda") and torch.backends.cuda.matmul.allow_tf32)
 
 
 def _target(name: str, value: float | None, thr: float, unit: str) -> dict:

@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         out = {"mode": args["mode"], "chunk_budget_bytes": budget,
                "chunk_rows": default_chunk_rows(n, dims["d_model"], dims["d_ff"], budget_bytes=budget,
-                                                itemsize=itemsize)}
+                                                itemsize=itemsize, gated=dims["gated"])}
         if args["mode"] == "naive_full":
             from report_builder.decompose.reference import reference_layer, reference_maps
             reference_maps(reference_layer(lw, x, a, ig="closed"))

@@ -12,7 +12,7 @@ import logging
 import sys
 
 from report_builder import __version__, api
-from report_builder.errors import ReportBuilderError
+from report_builder.errors import EXIT_CODES, ReportBuilderError, exit_code
 
 log = logging.getLogger("report_builder")
 
@@ -63,6 +63,8 @@ def _common() -> argparse.ArgumentParser:
                    help="more log on stderr (debug messages, the resolved configuration)")
     g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                    help="only warnings and errors on stderr; no progress bars")
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the full traceback of an error (otherwise one `error:` line)")
     return p
 
 
@@ -83,7 +85,7 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
         g.add_argument("--max-memory", dest="max_memory", metavar="SIZE",
                        help="memory budget for the feed-forward chunks, e.g. 2GiB")
         g.add_argument("--threads", type=int, metavar="N",
-                       help="torch CPU threads (default: all cores, 1 on a busy machine)")
+                       help="CPU worker threads across sequences (default: all cores, 1 on a busy machine); results are identical for any count")
     g.add_argument("--cache", dest="cache_dir", metavar="DIR",
                    help="results cache directory (default .cache/report_builder)")
     if out:
@@ -124,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
              "Results already in the cache are reused; the headline numbers go to stdout.", common)
     _add_config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--plan", action="store_true",
+                   help="print the tasks the build would run (as `report-builder plan`) and stop")
+    p.add_argument("--json", action="store_true", help="with --plan: one JSON array of tasks")
+    p = _sub(sub, "plan", "list the tasks a build would run and which results are cached",
+             "Loads no model and computes nothing: analysis x model x dataset, sequences, cache key.", common)
+    _add_config_args(p, out=False)
+    p.add_argument("--json", action="store_true", help="one JSON array of tasks instead of a table")
     p = _sub(sub, "analyze", "run the analyses only (results go to the cache)",
              "Prints how many analyses were computed and reused; `render` turns them into the site.", common)
     _add_config_args(p, out=False)
@@ -173,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per method (default 3)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--k24-pass", type=int, default=None, metavar="N",
+                   help="instead: time a full K24 pass over N random sequences of --seq-len tokens "
+                        "(paper size: 992 x 128 on --shape base); --batch sequences at once on CUDA")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
     return ap
 
@@ -184,11 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     from report_builder.guard import install_sigterm
 
     install_sigterm()  # SIGTERM cleans up like Ctrl-C: no temp dirs left behind
+    debug = getattr(args, "debug", False)
     try:
         return _dispatch(args)
-    except (ReportBuilderError, FileNotFoundError) as e:
-        log.error(str(e))
-        return 2
     except BrokenPipeError:  # `report-builder list figures | head`: the reader left; not an error
         import os
 
@@ -199,7 +209,32 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"\n{'terminated' if isinstance(e, Terminated) else 'interrupted'}: finished cache entries are "
               "kept; no partial entry, temporary folder or half-written site remains", file=sys.stderr)
-        return 143 if isinstance(e, Terminated) else 130
+        return EXIT_CODES["terminated" if isinstance(e, Terminated) else "interrupted"]
+    except Exception as e:  # noqa: BLE001 - every failure is one `error:` line; --debug shows the traceback
+        if debug:
+            raise
+        msg, code = _describe(e)
+        log.error(msg)
+        return code
+
+
+def _describe(e: Exception) -> tuple[str, int]:
+    """The one-line message and exit code of a failure (see README "Exit codes")."""
+    import errno
+
+    if isinstance(e, ReportBuilderError):
+        return str(e), exit_code(e)
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {e.filename}" if e.filename else ""
+        return (f"the disk is full{where}; free some space or choose another --out/--cache "
+                f"(finished cache entries are kept, no partial one)", EXIT_CODES["config"])
+    if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        where = f" {e.filename}" if e.filename else ""
+        return (f"permission denied{where} ({e.strerror}); choose another --out/--cache or fix the permissions",
+                EXIT_CODES["config"])
+    if isinstance(e, FileNotFoundError):
+        return f"{e.strerror or e}: {e.filename}" if e.filename else str(e), EXIT_CODES["config"]
+    return (f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback and report it)", 1)
 
 
 def _dispatch(args) -> int:
@@ -217,8 +252,16 @@ def _dispatch(args) -> int:
                 print(f"{r['layer']:>5}  {r['scope']:<12} {r['max_rel_error']:.3e}")
             print(f"max relative reconstruction error: {worst:.3e}")
         if worst > bound:
-            log.error(f"exceeds the bound {bound:g}")
-            return 1
+            log.error(f"the reconstruction error {worst:.3e} exceeds the bound {bound:g}")
+            return EXIT_CODES["reconstruction"]
+        return 0
+    if args.cmd == "bench" and args.k24_pass:
+        from report_builder.bench import format_k24_pass, run_k24_pass
+
+        res = run_k24_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
+                           n_seqs=args.k24_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
+                           dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
+        print(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
         return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
@@ -248,6 +291,16 @@ def _dispatch(args) -> int:
     elif args.cmd == "analyze":
         rep = api.analyze(cfg, log=log.info, progress=not (args.no_progress or quiet))
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
+    elif args.cmd == "plan" or (args.cmd == "build" and args.plan):
+        rows = api.plan(cfg)
+        if args.json:
+            _print_table(rows, True)
+        else:
+            _print_table([{k: ("-" if v is None else "yes" if v is True else "no" if v is False else v)
+                           for k, v in r.items() if k != "key"} for r in rows])
+            todo = [r for r in rows if not r["cached"]]
+            print(f"{len(rows)} tasks: {len(rows) - len(todo)} cached, {len(todo)} to compute "
+                  f"({sum(r['sequences'] for r in todo)} sequences)")
     elif args.cmd == "build":
         api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print)
     return 0

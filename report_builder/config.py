@@ -86,7 +86,7 @@ class Config:
     device: str = "cpu"
     dtype: str = "float32"
     batch_size: int = 8
-    threads: int | None = None  # torch CPU threads; None = auto (see api.choose_threads)
+    threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (api.choose_threads)
     max_memory: str = "1GiB"
     ig: IGConfig = field(default_factory=IGConfig)
     k21: K21Config = field(default_factory=K21Config)
@@ -108,16 +108,34 @@ class Config:
         return parse_size(self.max_memory)
 
 
-def parse_size(s: str | int) -> int:
-    """``"512MiB"``, ``"2GiB"``, ``"1.5GB"`` or a number of bytes -> bytes."""
+SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+              "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+"""Size units, case-insensitive: decimal ``kB MB GB TB`` (powers of 1000) and binary ``KiB MiB GiB TiB``
+(powers of 1024); a bare number is bytes. ``2GB`` = 2·10⁹ bytes, ``2GiB`` = 2·2³⁰."""
+
+
+def parse_size(s: str | int | float, *, key: str = "max_memory") -> int:
+    """``"512MiB"``, ``"2GiB"``, ``"1.5GB"`` or a number of bytes -> bytes: the one size parser
+    (config, CLI ``--max-memory``, bench). Raises `ConfigError` naming ``key`` and the units.
+
+    A bare unit letter (``2G``) is refused: it is ambiguous between GB and GiB.
+    """
+    import re
+
+    if isinstance(s, bool):
+        raise ConfigError(f"{key}: expected a size such as 512MiB or 2GB, got {s!r}")
     if isinstance(s, (int, float)):
-        return int(s)
-    t = str(s).strip().lower().replace(" ", "")
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
-    for u, mult in units.items():
-        if t.endswith(u):
-            return int(float(t[: -len(u)]) * mult)
-    return int(float(t))
+        value = float(s)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(s))
+        unit = m.group(2).lower() if m else ""
+        if not m or (unit and unit not in SIZE_UNITS):
+            raise ConfigError(f"{key}: cannot read {s!r} as a size; use a number with one of the units "
+                              f"kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 2GiB")
+        value = float(m.group(1)) * SIZE_UNITS.get(unit, 1)
+    if value <= 0:
+        raise ConfigError(f"{key}: must be a positive size, got {s!r}")
+    return int(value)
 
 
 PRESETS: dict[str, dict] = {
@@ -241,17 +259,79 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
     base = asdict(top) if top else {}
     base = {k: v for k, v in base.items() if k in data}
     cfg = Config(**{**base, **kw})
-    if cfg.ig.method not in ("closed", "numerical"):
-        raise ConfigError("ig.method: expected `closed` or `numerical`")
-    if cfg.site_url is not None and not cfg.site_url.startswith(("https://", "http://")):
+    return validate(cfg)
+
+
+DEVICES = "cpu, cuda, cuda:<index>"
+DTYPES = ("float32", "bfloat16", "float16")
+IG_METHODS = ("closed", "numerical")
+FFAMP_NORMALISE = ("row",)
+
+
+def validate(cfg: Config) -> Config:
+    """Check every value of a `Config`; raise `ConfigError` naming the key and the allowed values.
+
+    Called by `from_dict`, `replace` and `with_models`, so CLI options are checked like YAML keys.
+    """
+    import re
+
+    def need(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {msg}")
+
+    def count(v: Any, key: str, low: int = 1, optional: bool = False) -> None:
+        if v is None and optional:
+            return
+        need(isinstance(v, int) and not isinstance(v, bool) and v >= low, key,
+             f"expected an integer >= {low}, got {v!r}")
+
+    need(isinstance(cfg.device, str) and re.fullmatch(r"cpu|cuda(:[0-9]+)?", cfg.device) is not None, "device",
+         f"{cfg.device!r} is not one of {DEVICES}")
+    need(cfg.dtype in DTYPES, "dtype", f"{cfg.dtype!r} is not one of {', '.join(DTYPES)}")
+    count(cfg.batch_size, "batch_size")
+    count(cfg.threads, "threads", optional=True)
+    parse_size(cfg.max_memory, key="max_memory")
+    need(cfg.ig.method in IG_METHODS, "ig.method", f"{cfg.ig.method!r} is not one of {', '.join(IG_METHODS)}")
+    count(cfg.ig.steps, "ig.steps")
+    mr = cfg.k21.mask_rate
+    need(isinstance(mr, (int, float)) and not isinstance(mr, bool) and 0 < mr < 1, "k21.mask_rate",
+         f"expected a fraction strictly between 0 and 1 (e.g. 0.12), got {mr!r}")
+    count(cfg.k21.seed, "k21.seed", low=0)
+    count(cfg.k24.top_k, "k24.top_k")
+    count(cfg.k24.examples, "k24.examples")
+    need(cfg.k24.ffamp_normalise in FFAMP_NORMALISE, "k24.ffamp_normalise",
+         f"{cfg.k24.ffamp_normalise!r} is not one of {', '.join(FFAMP_NORMALISE)}")
+    if cfg.site_url is not None and not str(cfg.site_url).startswith(("https://", "http://")):
         raise ConfigError(f"site_url: expected the published address, e.g. https://example.org/report/, "
                           f"got {cfg.site_url!r}")
-    if cfg.dtype not in ("float32", "bfloat16", "float16"):
-        raise ConfigError("dtype: expected float32, bfloat16 or float16")
-    try:
-        cfg.budget_bytes()
-    except ValueError:
-        raise ConfigError(f"max_memory: cannot read {cfg.max_memory!r} as a size (e.g. 512MiB, 2GiB)") from None
+    for k, m in enumerate(cfg.models):
+        need(m.role in ROLES, f"models[{k}].role", f"{m.role!r} is not one of {', '.join(ROLES)}")
+        need(bool(str(m.name).strip()), f"models[{k}].name", "must not be empty")
+        need(bool(str(m.source).strip()), f"models[{k}].source", "must not be empty")
+    from report_builder.data.registry import DATASETS
+
+    ids = [d.id for d in cfg.datasets]
+    for k, d in enumerate(cfg.datasets):
+        count(d.n, f"datasets[{k}].n", optional=True)
+        count(d.k24_n, f"datasets[{k}].k24_n", optional=True)
+        count(d.max_length, f"datasets[{k}].max_length", low=4)
+        custom = bool(getattr(d, "path", None) or getattr(d, "hub", None))
+        need(d.id in DATASETS or custom, f"datasets[{k}].id",
+             f"{d.id!r} is not a built-in dataset ({', '.join(DATASETS)}); for your own data give `path:` "
+             f"(a .txt/.jsonl/.csv/.tsv file) or `hub:`")
+        need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{d.id!r} is listed twice; dataset ids must be unique")
+    if not isinstance(cfg.figures, str):
+        try:
+            from report_builder.figures.registry import all_figures
+
+            known = [f.id for f in all_figures()]
+        except ImportError:  # a compute-only install (no altair): `render` checks the ids
+            known = list(cfg.figures)
+        for k, f in enumerate(cfg.figures):
+            need(f in known, f"figures[{k}]", f"unknown figure id {f!r}; `report-builder list figures` shows the "
+                                              f"{len(known)} ids (e.g. {', '.join(known[:3])})")
+    else:
+        need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {cfg.figures!r}")
     return cfg
 
 
@@ -262,7 +342,13 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None) ->
         if not p.exists():
             raise ConfigError(f"config file {p} does not exist")
         try:
-            data = yaml.safe_load(p.read_text())
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{p}: not UTF-8 text (byte {e.start}: {e.reason}); save the file as UTF-8") from None
+        except OSError as e:
+            raise ConfigError(f"{p}: cannot be read ({e.strerror}); check the path and its permissions") from None
+        try:
+            data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise ConfigError(f"{p}: not valid YAML: {e}") from None
         if preset is not None:
@@ -279,8 +365,9 @@ def with_models(cfg: Config, sources: list[str], roles: list[str]) -> Config:
         return os.path.basename(os.path.normpath(s)) if os.path.exists(os.path.expanduser(s)) else s
 
     ms = tuple(ModelConfig(name=name(s), source=s, role=r) for s, r in zip(sources, roles))
-    return Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "models": ms})
+    return validate(Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "models": ms}))
 
 
 def replace(cfg: Config, **changes) -> Config:
-    return Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **changes})
+    """``cfg`` with top-level ``changes`` (CLI options), validated like a YAML file."""
+    return validate(Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **changes}))

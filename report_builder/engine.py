@@ -1,24 +1,53 @@
 """The bridge from a loaded model and token ids to per-sequence, per-layer decompositions.
 
-Runs the real forward pass in right-padded batches (capturing each layer's input, attention
-probabilities and check-point tensors), then decomposes each sequence with its padding stripped,
-so padding never changes the maps of real tokens. Pitfall: the reconstruction error is measured
-against the HF tensors of the *same* forward pass, before anything is stripped or reordered.
+Two paths, one contract (``(seq_index, layer, LayerResult)`` in input order):
+
+- **Deterministic (CPU, the default there).** Each sequence runs on its own, unpadded: its forward
+  pass and its decomposition, with torch's intra-op threads pinned to 1, so every reduction has one
+  order fixed by the sequence's own shapes. The result bytes therefore do not depend on the thread
+  count, the batch size or which other sequences are in the run. Parallelism is across sequences:
+  `cpu_workers` threads (torch ops release the GIL) share one model whose capture hooks write to a
+  thread-local sink.
+- **Batched (GPU, or on request).** Right-padded batches through the forward pass and through
+  `decompose_batch` (pads masked exactly), so short sequences do not launch thousands of tiny kernels.
+  Results equal the per-sequence ones to float rounding (~1e-6), not bit for bit.
+
+Pitfall: the reconstruction error is measured against the HF tensors of the *same* forward pass,
+before anything is stripped or reordered.
 """
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
 from report_builder.decompose.feedforward import IGOptions
-from report_builder.decompose.layer import LayerResult, decompose_layer
-from report_builder.models.capture import forward_capture
+from report_builder.decompose.layer import LayerResult, decompose_batch, decompose_layer
+from report_builder.models.capture import Capturer, capture_hooks
 from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
+from report_builder.schema import ERROR_BOUND
 
-ERROR_BOUND = 1e-4
+_CPU_WORKERS = 1
+
+
+def set_cpu_workers(n: int) -> int:
+    """Use ``n`` worker threads across sequences on CPU and pin torch's intra-op threads to 1.
+
+    Called once per build (``--threads``); results are identical for every ``n``. Returns ``n``.
+    """
+    global _CPU_WORKERS
+    _CPU_WORKERS = max(1, int(n))
+    torch.set_num_threads(1)
+    return _CPU_WORKERS
+
+
+def cpu_workers() -> int:
+    """Worker threads the deterministic CPU path uses (see `set_cpu_workers`)."""
+    return _CPU_WORKERS
 
 
 @dataclass(frozen=True)
@@ -30,7 +59,7 @@ class Tokens:
 
 
 def _batches(seqs: list[Tokens], size: int) -> Iterator[list[int]]:
-    # group by length so padding stays small, but keep results in input order for the caller
+    # group by length so padding stays small; results are put back in input order by the caller
     order = sorted(range(len(seqs)), key=lambda k: len(seqs[k].input_ids))
     for s in range(0, len(order), size):
         yield order[s:s + size]
@@ -44,6 +73,37 @@ def _pad_id(lm: LoadedModel) -> int:
     return int(pid) if pid is not None else 0
 
 
+def _inputs(lm: LoadedModel, seqs: list[Tokens], group: list[int]) -> dict[str, torch.Tensor]:
+    """Right-padded input tensors for ``group`` (a batch of one is exactly the unpadded sequence)."""
+    n_max = max(len(seqs[k].input_ids) for k in group)
+    ids = torch.full((len(group), n_max), _pad_id(lm), dtype=torch.long)
+    mask = torch.zeros((len(group), n_max), dtype=torch.long)
+    tt = None
+    if any(seqs[k].token_type_ids is not None for k in group):
+        tt = torch.zeros((len(group), n_max), dtype=torch.long)
+    for b, k in enumerate(group):
+        s = seqs[k]
+        n = len(s.input_ids)
+        ids[b, :n] = torch.tensor(list(s.input_ids))
+        mask[b, :n] = 1
+        if tt is not None and s.token_type_ids is not None:
+            tt[b, :n] = torch.tensor(list(s.token_type_ids))
+    dev = lm.device
+    inputs = {"input_ids": ids.to(dev), "attention_mask": mask.to(dev)}
+    if tt is not None:
+        inputs["token_type_ids"] = tt.to(dev)
+    return inputs
+
+
+def _enforce(lm: LoadedModel, layer: int, r: LayerResult, points: bool | frozenset = True) -> None:
+    """The one error-bound check: every check point (``points`` True) or only those named."""
+    for scope, err in r.errors.items():
+        if (points is True or scope in points) and not err <= ERROR_BOUND:
+            raise ReconstructionError(
+                f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction error "
+                f"{err:.3g} exceeds {ERROR_BOUND:g}")
+
+
 def decompose_sequences(
     lm: LoadedModel,
     seqs: Iterable[Tokens],
@@ -53,62 +113,115 @@ def decompose_sequences(
     ratios: bool = False,
     extras: bool = False,
     check: bool = True,
-    enforce: bool = True,
+    enforce: bool | Iterable[str] = True,
     ig: IGOptions = IGOptions(),
     batch_size: int = 8,
     budget_bytes: int = 512 << 20,
     on_batch: Callable[[int], None] | None = None,
+    batched: bool | None = None,
+    workers: int | None = None,
 ) -> Iterator[tuple[int, int, LayerResult]]:
-    """Yield ``(seq_index, layer, LayerResult)`` for every sequence and layer.
+    """Yield ``(seq_index, layer, LayerResult)`` for every sequence and layer: in input order on the
+    deterministic path, batch by batch (sequences grouped by length, ties in input order) on the
+    batched one.
 
     Args:
         lm: a loaded model. seqs: the sequences (unpadded).
         layers: layer indices (default: all). maps, ratios, extras, ig: see `decompose_layer`.
         check: compare with the HF tensors (``LayerResult.errors``).
-        enforce: raise `ReconstructionError` above `ERROR_BOUND` (``float32`` only; for half
-            precision errors are reported, not enforced).
-        on_batch: called with the number of sequences finished after each batch (progress).
+        enforce: raise `ReconstructionError` above `schema.ERROR_BOUND` (``float32`` only; for half
+            precision errors are reported, not enforced): True at every check point, or only at the
+            check points named (e.g. `Layout.pre_ff_checks` under a numerical IG, which is not complete).
+        batch_size: sequences per padded batch on the batched path (the deterministic path runs
+            each sequence alone, so the batch size cannot change its results).
+        budget_bytes: memory budget of the FF chunk loop, shared by the concurrent sequences/batch.
+        on_batch: called with the number of sequences finished (progress).
+        batched: the padded batched path (default: on any device but the CPU).
+        workers: worker threads of the deterministic path (default `cpu_workers`).
     """
     seqs = list(seqs)
     for s in seqs:
         lm.check_length(len(s.input_ids))
     idxs = list(range(lm.n_layers)) if layers is None else list(layers)
-    maps = tuple(maps)
-    dev = lm.device
-    pad = _pad_id(lm)
-    enforce = enforce and lm.dtype == torch.float32
-    for group in _batches(seqs, batch_size):
-        n_max = max(len(seqs[k].input_ids) for k in group)
-        ids = torch.full((len(group), n_max), pad, dtype=torch.long)
-        mask = torch.zeros((len(group), n_max), dtype=torch.long)
-        tt = None
-        if any(seqs[k].token_type_ids is not None for k in group):
-            tt = torch.zeros((len(group), n_max), dtype=torch.long)
-        for b, k in enumerate(group):
-            s = seqs[k]
-            n = len(s.input_ids)
-            ids[b, :n] = torch.tensor(list(s.input_ids))
-            mask[b, :n] = 1
-            if tt is not None and s.token_type_ids is not None:
-                tt[b, :n] = torch.tensor(list(s.token_type_ids))
-        inputs = {"input_ids": ids.to(dev), "attention_mask": mask.to(dev)}
-        if tt is not None:
-            inputs["token_type_ids"] = tt.to(dev)
-        caps = forward_capture(lm.model, lm.adapter, inputs, idxs)
-        for b, k in enumerate(group):
-            n = len(seqs[k].input_ids)
-            for cap, layer in zip(caps, idxs):
-                lw = lm.layer_weights(layer)
-                refs = {name: t[b, :n] for name, t in cap.refs.items()} if check else None
-                r = decompose_layer(lw, cap.x[b, :n], cap.alpha[b, :, :n, :n], maps=maps, ratios=ratios,
-                                    refs=refs, extras=extras, ig=ig, budget_bytes=budget_bytes)
-                if check and enforce:
-                    for scope, err in r.errors.items():
-                        if not err <= ERROR_BOUND:
-                            raise ReconstructionError(
-                                f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction error "
-                                f"{err:.3g} exceeds {ERROR_BOUND:g}")
-                yield k, layer, r
-        del caps
-        if on_batch is not None:
-            on_batch(len(group))
+    for i in idxs:  # fill the weight cache before any worker thread reads it
+        lm.layer_weights(i)
+    if not isinstance(enforce, bool):  # only these check points; carried down as the set itself
+        enforce = frozenset(enforce)
+    enforce = check and lm.dtype == torch.float32 and enforce
+    kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
+    if batched is None:
+        batched = lm.device.type != "cpu"
+    if batched:
+        yield from _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_batch)
+    else:
+        yield from _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch,
+                                  workers or _CPU_WORKERS)
+
+
+def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int, idxs: list[int], kw: dict, check: bool,
+         enforce: bool | frozenset, budget: int) -> list[tuple[int, LayerResult]]:
+    """Forward pass and decomposition of sequence ``k`` alone (unpadded): every layer's result."""
+    caps = cap.run(_inputs(lm, seqs, [k]))
+    out = []
+    for c, layer in zip(caps, idxs):
+        refs = {name: t[0] for name, t in c.refs.items()} if check else None
+        r = decompose_layer(lm.layer_weights(layer), c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
+        if enforce:
+            _enforce(lm, layer, r, enforce)
+        out.append((layer, r))
+    return out
+
+
+def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, workers):
+    workers = max(1, min(workers, len(seqs)))
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)  # one reduction order per op, whatever the machine
+    try:
+        with capture_hooks(lm.model, lm.adapter, idxs) as cap:
+            args = (cap, lm, seqs)
+            rest = (idxs, kw, check, enforce, max(1, budget_bytes // workers))
+            if workers == 1:
+                for k in range(len(seqs)):
+                    for layer, r in _one(*args, k, *rest):
+                        yield k, layer, r
+                    if on_batch is not None:
+                        on_batch(1)
+                return
+            ex = ThreadPoolExecutor(workers, thread_name_prefix="decompose",
+                                    initializer=torch.set_num_threads, initargs=(1,))
+            try:
+                pending: deque = deque()
+                nxt = 0
+                for k in range(len(seqs)):
+                    while nxt < len(seqs) and len(pending) < 2 * workers:  # bounded look-ahead (memory)
+                        pending.append(ex.submit(_one, *args, nxt, *rest))
+                        nxt += 1
+                    for layer, r in pending.popleft().result():
+                        yield k, layer, r
+                    if on_batch is not None:
+                        on_batch(1)
+            finally:
+                ex.shutdown(wait=True, cancel_futures=True)
+    finally:
+        torch.set_num_threads(prev)
+
+
+def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_batch):
+    with capture_hooks(lm.model, lm.adapter, idxs) as cap:
+        for group in _batches(seqs, batch_size):
+            caps = cap.run(_inputs(lm, seqs, group))
+            lengths = [len(seqs[k].input_ids) for k in group]
+            per_seq: list[list[tuple[int, LayerResult]]] = [[] for _ in group]
+            for c, layer in zip(caps, idxs):
+                rs = decompose_batch(lm.layer_weights(layer), c.x, c.alpha, lengths,
+                                     refs=c.refs if check else None, budget_bytes=budget_bytes, **kw)
+                for b, r in enumerate(rs):
+                    if enforce:
+                        _enforce(lm, layer, r, enforce)
+                    per_seq[b].append((layer, r))
+            del caps
+            for b, k in enumerate(group):
+                for layer, r in per_seq[b]:
+                    yield k, layer, r
+            if on_batch is not None:
+                on_batch(len(group))

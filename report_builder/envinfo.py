@@ -91,9 +91,9 @@ def _hub_cache() -> Path:
 
 
 def _model_cache() -> Path:
-    root = os.environ.get("REPORT_BUILDER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "report_builder")
-    return Path(root)
+    from report_builder.guard import user_cache_dir
+
+    return user_cache_dir()
 
 
 def collect(cache_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None) -> dict[str, Any]:

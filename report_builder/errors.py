@@ -12,6 +12,10 @@ class ReportBuilderError(Exception):
     """Root: the CLI prints these as one clear message and exits non-zero (a traceback only with --debug)."""
 
 
+class UsageError(ReportBuilderError, ValueError):
+    """The command line asks for something impossible (e.g. `serve` on a port in use)."""
+
+
 class ConfigError(ReportBuilderError, ValueError):
     """A configuration problem; the message names the offending key."""
 
@@ -57,4 +61,21 @@ class ReconstructionError(ReportBuilderError):
 
 
 __all__ = ["ReportBuilderError", "ConfigError", "DataError", "ModelError", "UnknownModel", "HubUnreachable",
-           "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput"]
+           "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "EXIT_CODES",
+           "exit_code"]
+
+
+EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "interrupted": 130, "terminated": 143}
+"""Documented exit codes of the CLI (README "Exit codes"); 1 is an unexpected internal error."""
+
+
+def exit_code(e: BaseException) -> int:
+    """The CLI exit code of an expected failure: 2 usage, 3 configuration/data/output (including an
+    unwritable directory or a full disk), 4 model, 5 reconstruction bound missed."""
+    if isinstance(e, ReconstructionError):
+        return EXIT_CODES["reconstruction"]
+    if isinstance(e, ModelError):
+        return EXIT_CODES["model"]
+    if isinstance(e, UsageError):
+        return EXIT_CODES["usage"]
+    return EXIT_CODES["config"]

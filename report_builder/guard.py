@@ -106,10 +106,14 @@ def adopt_or_mark_cache(root: Path) -> None:
                        f"and no {CACHE_MARKER} marker")
     if why:
         raise UnsafeOutput(f"refusing to use {root} as the cache: {why}; choose a new or empty directory with --cache")
-    root.mkdir(parents=True, exist_ok=True)
     m = root / CACHE_MARKER
-    if not m.exists():
-        m.write_text("results cache of report_builder; `report-builder clean` may delete this directory's results\n")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not m.exists():
+            m.write_text("results cache of report_builder; `report-builder clean` may delete this directory's results\n")
+    except OSError as e:
+        raise UnsafeOutput(f"the cache directory {root} is not writable ({e.strerror or e}); choose another "
+                           f"directory with --cache or fix its permissions") from None
 
 
 def check_writable(d: Path, what: str, option: str) -> None:

@@ -16,7 +16,7 @@ rb.build("smoke", out_dir="my-site")                # the whole report, as `repo
 ```
 
 ``decompose`` works on any model the report supports: an embedded name (``minilm``, ``smollm2``), a
-local directory, a hub id, a model already loaded with :func:`load_model`, or a
+local directory, a hub id, a model already loaded with [`load_model`][report_builder.notebook.load_model], or a
 ``(transformers model, tokenizer)`` pair. Every result carries its reconstruction error, measured
 against the unmodified Hugging Face forward pass. Pitfall: this module imports torch when
 ``decompose`` is called, never when ``report_builder`` is imported (see ``report_builder.__init__``),
@@ -38,14 +38,16 @@ if TYPE_CHECKING:  # pragma: no cover - for the type checker and the API docs on
     import altair as alt
     import torch
 
+    from report_builder.api import AnalyzeReport
     from report_builder.config import Config
     from report_builder.models.loading import LoadedModel
+    from report_builder.site.build import RenderReport
 
 NOTEBOOK_DATASET = "notebook"
-"""The ``dataset`` column of frames built from texts passed to :func:`decompose`."""
+"""The ``dataset`` column of frames built from texts passed to [`decompose`][report_builder.notebook.decompose]."""
 
 FRAME_TABLES = ("k24_maps", "k21_maps", "k21_tokens", "recon_errors")
-"""Result tables :meth:`Decomposition.to_frame` can produce (columns as in ``schema.TABLES``)."""
+"""Result tables [`to_frame`][report_builder.notebook.Decomposition.to_frame] can produce (columns as in ``schema.TABLES``)."""
 
 
 @dataclass
@@ -77,7 +79,7 @@ class SequenceResult:
 
 @dataclass
 class Decomposition:
-    """What :func:`decompose` returns: one :class:`SequenceResult` per text, plus what was computed.
+    """What [`decompose`][report_builder.notebook.decompose] returns: one [`SequenceResult`][report_builder.notebook.SequenceResult] per text, plus what was computed.
 
     Attributes:
         model: The model's name.
@@ -118,6 +120,11 @@ class Decomposition:
 
     def map(self, layer: int, scope: str, seq: int = 0) -> "torch.Tensor":
         """The ``(n, n)`` map of one scope (or K21 method) at one layer for one sequence.
+
+        Args:
+            layer: 0-based layer.
+            scope: A scope or K21 method that was decomposed.
+            seq: Which sequence.
 
         Raises:
             KeyError: The layer or scope was not computed (the message lists what was).
@@ -201,8 +208,10 @@ class Decomposition:
         """An Altair heatmap of one map (rows: output token ``i``, columns: source token ``j``).
 
         Args:
-            layer: 0-based layer. scope: a decomposed scope (row-normalised, as on the site) or K21
-                method (raw values). seq: which sequence. size: the panel's width and height in px.
+            layer: 0-based layer.
+            scope: A decomposed scope (row-normalised, as on the site) or K21 method (raw values).
+            seq: Which sequence.
+            size: The panel's width and height in px.
 
         Returns:
             The chart (display it in a notebook, or ``.save("map.html")``).
@@ -234,7 +243,8 @@ def load_model(source: str, *, device: str = "cpu", dtype: str = "float32", name
 
     Args:
         source: An embedded name (``minilm``, ``smollm2``), a local directory or a hub id.
-        device: ``cpu`` or ``cuda``. dtype: ``float32``, ``bfloat16`` or ``float16``.
+        device: ``cpu`` or ``cuda``.
+        dtype: ``float32``, ``bfloat16`` or ``float16``.
         name: Display name (default: ``source``).
 
     Returns:
@@ -293,23 +303,24 @@ def decompose(
 
     Args:
         model: An embedded name (``"minilm"``, ``"smollm2"``), a local directory, a hub id, a
-            :func:`load_model` result, or a ``(transformers model, tokenizer)`` pair.
+            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair.
         texts: One text, a ``(text_a, text_b)`` pair, or a list of texts and pairs.
         layers: 0-based layers to decompose (default: all).
         scopes: K24 scopes whose maps to keep: ``"all"`` (the layout's scopes), a list, or ``None``.
             Scopes after the attention block need the feed-forward decomposition (the costly part).
         methods: K21 methods whose maps to keep (``"all"``, a list or ``None``); their ratios are
             always computed.
-        device: ``cpu`` or ``cuda`` (for a source string). dtype: ``float32`` (errors enforced
-            at 1e-4), ``bfloat16`` or ``float16`` (errors reported only).
+        device: ``cpu`` or ``cuda`` (for a source string).
+        dtype: ``float32`` (errors enforced at 1e-4), ``bfloat16`` or ``float16`` (errors reported only).
         max_length: Truncate each text to this many tokens (default: the model's positions).
         ig: Feed-forward attribution: ``"closed"`` (exact closed-form IG) or ``"numerical"``.
         ig_steps: Steps of the numerical IG.
         enforce: Raise ``ReconstructionError`` when a float32 error exceeds the bound.
-        batch_size: Sequences per forward pass. max_memory: Budget of the chunked FF step.
+        batch_size: Sequences per forward pass.
+        max_memory: Budget of the chunked FF step, e.g. ``"1GiB"``.
 
     Returns:
-        A :class:`Decomposition` (tensors on the CPU).
+        A [`Decomposition`][report_builder.notebook.Decomposition] (tensors on the CPU).
 
     Raises:
         ValueError: Unknown scope, method or layer; an empty list of texts.
@@ -373,7 +384,7 @@ def _config_of(config: Any, overrides: dict[str, Any]) -> "Config":
 
 
 def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, progress: bool = False,
-          **overrides: Any):
+          **overrides: Any) -> "tuple[AnalyzeReport, RenderReport]":
     """Run the analyses (cached) and render the site, as ``report-builder build`` does.
 
     Args:
@@ -392,11 +403,12 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
     return api.build(_config_of(config, overrides), log=log or (lambda *_: None), progress=progress)
 
 
-def render(config: Any = "default", *, log: Callable[[str], Any] | None = print, **overrides: Any):
+def render(config: Any = "default", *, log: Callable[[str], Any] | None = print,
+           **overrides: Any) -> "RenderReport":
     """Render the site from the cached results of the last build (no torch needed).
 
     Args:
-        config: As for :func:`build` (its ``cache_dir`` and ``out_dir`` are used).
+        config: As for [`build`][report_builder.notebook.build] (its ``cache_dir`` and ``out_dir`` are used).
         log: Where messages go (``None``: silent).
         **overrides: Top-level configuration keys to replace.
 

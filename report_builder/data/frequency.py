@@ -47,11 +47,9 @@ _PREFIX = "the"
 
 def cache_dir() -> str:
     """Folder of the frequency cache: ``$REPORT_BUILDER_CACHE`` or the user cache dir."""
-    root = os.environ.get("REPORT_BUILDER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "report_builder",
-    )
-    return os.path.join(root, "freq")
+    from report_builder.guard import user_cache_dir
+
+    return os.path.join(str(user_cache_dir()), "freq")
 
 
 def vocab_hash(tokenizer: Any) -> str:

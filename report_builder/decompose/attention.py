@@ -46,21 +46,22 @@ def value_vectors(aw: AttentionWeights, y: Tensor) -> Tensor:
     """Transformed value vectors ``f^h(y_j)`` for every source token and query head.
 
     Args:
-        y: (n, d) attention input.
+        y: (..., n, d) attention input (a leading batch dimension is allowed).
     Returns:
-        (n, H, d) tensor ``w[j, h] = (y_j W_V^{g(h)} + b_V^{g(h)}) W_O^h``.
+        (..., n, H, d) tensor ``w[j, h] = (y_j W_V^{g(h)} + b_V^{g(h)}) W_O^h``.
     """
-    n = y.shape[0]
+    lead = y.shape[:-1]
     v = y @ aw.w_v
     if aw.b_v is not None:
         v = v + aw.b_v
-    v = v.view(n, aw.n_kv_heads, aw.head_dim)
+    v = v.reshape(-1, aw.n_kv_heads, aw.head_dim)
     rep = aw.n_heads // aw.n_kv_heads
     if rep > 1:
-        v = v.repeat_interleave(rep, dim=1)  # (n, H, d_h), head h uses group h // rep
+        v = v.repeat_interleave(rep, dim=1)  # (N, H, d_h), head h uses group h // rep
     w_o = aw.w_o.view(aw.n_heads, aw.head_dim, -1)  # (H, d_h, d)
-    # one batched GEMM over heads (einsum picked a slow path here), back to source-major (n, H, d)
-    return torch.bmm(v.transpose(0, 1), w_o).transpose(0, 1).contiguous()
+    # one batched GEMM over heads (einsum picked a slow path here), back to source-major (N, H, d)
+    out = torch.bmm(v.transpose(0, 1), w_o).transpose(0, 1).contiguous()
+    return out.view(*lead, aw.n_heads, -1)
 
 
 def output_bias(aw: AttentionWeights, d: int, like: Tensor) -> Tensor:
@@ -72,24 +73,24 @@ def attn_terms_src(alpha: Tensor, w: Tensor) -> Tensor:
     """Head-summed attention terms, source-major: one batched GEMM over source tokens.
 
     Args:
-        alpha: (H, c, n) attention probabilities for c query rows (any row scaling already applied).
-        w: (n, H, D) per-source, per-head vectors.
+        alpha: (..., H, c, n) attention probabilities for c query rows (any row scaling already applied).
+        w: (..., n, H, D) per-source, per-head vectors.
     Returns:
-        (n, c, D) contiguous with ``out[j, i] = sum_h alpha[h, i, j] * w[j, h]``.
+        (..., n, c, D) contiguous with ``out[j, i] = sum_h alpha[h, i, j] * w[j, h]``.
     """
-    return torch.bmm(alpha.permute(2, 1, 0).contiguous(), w)
+    return alpha.movedim(-3, -1).transpose(-3, -2).contiguous() @ w
 
 
 def attn_total(alpha: Tensor, w: Tensor) -> Tensor:
-    """Sum over sources of the attention terms: (H, n, n), (n, H, d) -> (n, d) as one GEMM."""
-    H, n_q, n = alpha.shape
-    return alpha.permute(1, 2, 0).reshape(n_q, n * H) @ w.reshape(n * H, -1)
+    """Sum over sources of the attention terms: (..., H, n_q, n), (..., n, H, d) -> (..., n_q, d), one GEMM."""
+    a = alpha.movedim(-3, -1)  # (..., n_q, n, H)
+    return a.reshape(*a.shape[:-2], -1) @ w.reshape(*w.shape[:-3], -1, w.shape[-1])
 
 
 def attn_self(alpha: Tensor, w: Tensor) -> Tensor:
-    """Self terms ``sum_h alpha[h, i, i] w[i, h]``: (H, n, n), (n, H, d) -> (n, d)."""
-    diag = torch.diagonal(alpha, dim1=1, dim2=2)  # (H, n)
-    return torch.bmm(diag.T.unsqueeze(1), w).squeeze(1)
+    """Self terms ``sum_h alpha[h, i, i] w[i, h]``: (..., H, n, n), (..., n, H, d) -> (..., n, d)."""
+    diag = torch.diagonal(alpha, dim1=-2, dim2=-1)  # (..., H, n)
+    return (diag.transpose(-1, -2).unsqueeze(-2) @ w).squeeze(-2)
 
 
 def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
@@ -100,14 +101,14 @@ def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
     All contractions are batched GEMMs over the source token.
 
     Args:
-        alpha: (H, n_q, n) probabilities (rows may be a chunk of queries).
-        mw: (n, H, d) per-source per-head vectors, already mapped by any linear map M.
+        alpha: (..., H, n_q, n) probabilities (rows may be a chunk of queries).
+        mw: (..., n, H, d) per-source per-head vectors, already mapped by any linear map M.
     Returns:
-        (n_q, n) norms.
+        (..., n_q, n) norms.
     """
     mwf = mw.float()
-    g = torch.bmm(mwf, mwf.transpose(1, 2))  # (n, H, H)
-    af = alpha.float().permute(2, 1, 0).contiguous()  # (n, n_q, H)
-    tmp = torch.bmm(af, g)  # (n, n_q, H): tmp[j, i, g] = sum_h alpha[h, i, j] G_j[h, g]
-    sq = (tmp * af).sum(-1)  # (n, n_q)
-    return sq.clamp_min(0).sqrt().T.contiguous()
+    g = mwf @ mwf.transpose(-1, -2)  # (..., n, H, H)
+    af = alpha.float().movedim(-3, -1).transpose(-3, -2).contiguous()  # (..., n, n_q, H)
+    tmp = af @ g  # (..., n, n_q, H): tmp[j, i, g] = sum_h alpha[h, i, j] G_j[h, g]
+    sq = (tmp * af).sum(-1)  # (..., n, n_q)
+    return sq.clamp_min(0).sqrt().transpose(-1, -2).contiguous()

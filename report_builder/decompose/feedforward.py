@@ -7,7 +7,8 @@ completeness. ``g(0)`` (zero for GELU/ReLU/SiLU) and b2 go to the bias term.
 
 Gated FF ``W_down(act(W_gate u) * W_up u)``: with per-neuron totals A = sum_j a_j, B = sum_j b_j,
 IG on the straight path gives ``attr_j = a_j I1 + b_j I2`` with ``I1 = int_0^1 act'(tA) t B dt`` and
-``I2 = int_0^1 act(tA) dt``, shared by all j; computed by composite Gauss-Legendre quadrature.
+``I2 = int_0^1 act(tA) dt``, shared by all j; computed by composite Gauss-Legendre quadrature in float64 whose panel count
+adapts to |A| per neuron (16 nodes for the usual |A| <= 4 instead of a fixed 128).
 
 The optional m-step numerical IG (midpoint Riemann sum, as K24 did numerically) replaces the
 integrals by sums over the path; it converges to the closed form as m grows.
@@ -150,13 +151,14 @@ def ff_forward(fw: FFWeights, u: Tensor) -> Tensor:
 class IGOptions:
     """How IG is computed: ``method`` is ``"closed"`` (default) or ``"numerical"`` with ``steps`` m.
 
-    ``gl_nodes`` and ``gl_panels`` set the composite Gauss-Legendre rule for gated FFs.
+    ``gl_nodes`` per panel and ``gl_span`` (units of |A| per panel, panels a power of two per
+    neuron) set the composite Gauss-Legendre rule for gated FFs (see `_panels`).
     """
 
     method: str = "closed"
     steps: int = 64
     gl_nodes: int = 16
-    gl_panels: int = 8
+    gl_span: float = 4.0
 
     def describe(self) -> str:
         if self.method == "closed":
@@ -190,7 +192,7 @@ def elementwise_kappa(act_name: str, p: Tensor, opts: IGOptions = IGOptions()) -
 # ---------------------------------------------------------------- gated IG
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def _gl_rule(nodes: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
     x, w = np.polynomial.legendre.leggauss(nodes)
     ts, ws = [], []
@@ -201,32 +203,65 @@ def _gl_rule(nodes: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(ts), np.concatenate(ws)
 
 
-def _quad(f: Callable[[Tensor], Tensor], af: Tensor, ts: list[float], ws: list[float]) -> Tensor:
-    """``sum_k w_k f(t_k a)`` evaluated a few nodes at a time (bounded to ~32M numbers per step)."""
-    out = torch.zeros_like(af)
-    t_all = torch.tensor(ts, dtype=torch.float32, device=af.device)
-    w_all = torch.tensor(ws, dtype=torch.float32, device=af.device)
-    step = max(1, (32 << 20) // max(af.numel(), 1))
-    shape = (-1,) + (1,) * af.dim()
+def _quad(f: Callable[[Tensor], Tensor], af: Tensor, ts, ws) -> Tensor:
+    """``sum_k w_k f(t_k a)`` evaluated a few nodes at a time (bounded to ~8M numbers per step)."""
+    flat = af.reshape(1, -1)
+    out = torch.zeros(flat.shape[1], dtype=af.dtype, device=af.device)
+    t_all = torch.as_tensor(ts, dtype=af.dtype, device=af.device)
+    w_all = torch.as_tensor(ws, dtype=af.dtype, device=af.device)
+    step = max(1, (8 << 20) // max(af.numel(), 1))
     for k in range(0, len(ts), step):
-        t, w = t_all[k:k + step].view(shape), w_all[k:k + step].view(shape)
-        out += (w * f(af.unsqueeze(0) * t)).sum(0)
+        t, w = t_all[k:k + step].view(-1, 1), w_all[k:k + step]
+        out += w @ f(flat * t)  # the weighted node sum as one GEMV
+    return out.view(af.shape)
+
+
+def _panels(a_abs: Tensor, span: float) -> Tensor:
+    """Panels of the composite rule per element: the smallest power of two ``P`` with ``P span >= |A|``.
+
+    The integrands ``act(t A)`` have their nearest complex singularities (SiLU: ``t = i pi / A``; the
+    GELUs are entire but grow like ``exp(t^2 A^2)`` off the axis) at a distance ~ ``1/|A|`` from the
+    path, so a fixed number of nodes per ``span`` units of ``|A|`` keeps the rule's error uniform:
+    16 nodes per 4 units stay below 2e-7 of ``|act(A)| + 0.01`` for SiLU, GELU and tanh-GELU on
+    ``|A| <= 120`` (checked against a 16384-node float64 rule), under the float32 rounding of the terms.
+    """
+    p = torch.clamp(torch.ceil(a_abs / span), min=1)
+    return torch.exp2(torch.ceil(torch.log2(p)))
+
+
+def _adaptive_quad(f: Callable[[Tensor], Tensor], a: Tensor, nodes: int, span: float,
+                   weight_t: bool = False) -> Tensor:
+    """``int_0^1 f(t a) dt`` (times ``t`` when ``weight_t``) per element of ``a`` (float64), with an
+    element-wise composite Gauss-Legendre rule: elements are grouped by their panel count
+    (`_panels`), each group evaluated as one tensor op per node batch. Deterministic: the rule an
+    element gets depends on its own value only."""
+    out = torch.empty_like(a)
+    panels = _panels(a.abs(), span)
+    for p in torch.unique(panels).tolist():
+        sel = panels == p
+        ts, ws = _gl_rule(nodes, int(p))
+        if weight_t:
+            ws = ws * ts
+        out[sel] = _quad(f, a[sel], ts, ws)
     return out
 
 
-def _gated_closed(act, af: Tensor, bf: Tensor, ts, ws, dtype) -> tuple[Tensor, Tensor]:
-    """I2 by quadrature; I1 by parts, ``I1 = B (act(A) - I2) / A``, which needs no derivative.
+def _gated_closed(act, af: Tensor, bf: Tensor, opts: "IGOptions", dtype) -> tuple[Tensor, Tensor]:
+    """I2 by adaptive Gauss-Legendre quadrature in float64; I1 by parts, ``I1 = B (act(A) - I2) / A``,
+    which needs no derivative.
 
     Where |A| is tiny the by-parts quotient cancels badly, so I1 is integrated directly there.
+    Everything per neuron is float64 (n d' numbers: cheap next to the n^2 d d' term GEMM).
     """
-    i2 = _quad(act, af, ts, ws)
-    small = af.abs() < 1e-2
-    safe = torch.where(small, torch.ones_like(af), af)
-    i1 = bf * (act(af) - i2) / safe
+    a64, b64 = af.double(), bf.double()
+    i2 = _adaptive_quad(act, a64, opts.gl_nodes, opts.gl_span)
+    small = a64.abs() < 1e-2
+    safe = torch.where(small, torch.ones_like(a64), a64)
+    i1 = b64 * (act(a64) - i2) / safe
     if bool(small.any()):
-        a_s = af[small]
-        i1_s = _quad(lambda z: derivative(act, z), a_s, ts, [w * t for t, w in zip(ts, ws)])
-        i1[small] = i1_s * bf[small]
+        a_s = a64[small]
+        i1_s = _adaptive_quad(lambda z: derivative(act, z), a_s, opts.gl_nodes, opts.gl_span, weight_t=True)
+        i1[small] = i1_s * b64[small]
     return i1.to(dtype), i2.to(dtype)
 
 
@@ -246,10 +281,7 @@ def gated_integrals(act_name: str, a_tot: Tensor, b_tot: Tensor, opts: IGOptions
         ts = [(k + 0.5) / m for k in range(m)]
         ws = [1.0 / m] * m
     else:
-        t_np, w_np = _gl_rule(opts.gl_nodes, opts.gl_panels)
-        ts, ws = t_np.tolist(), w_np.tolist()
-    if opts.method != "numerical":
-        return _gated_closed(act, af, bf, ts, ws, a_tot.dtype)
+        return _gated_closed(act, af, bf, opts, a_tot.dtype)
     i2 = _quad(act, af, ts, ws)
     i1 = _quad(lambda z: derivative(act, z), af, ts, [w * t for t, w in zip(ts, ws)]) * bf
     return i1.to(a_tot.dtype), i2.to(a_tot.dtype)

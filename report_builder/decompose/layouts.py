@@ -29,7 +29,7 @@ from report_builder.decompose.attention import (
     attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
 )
 from report_builder.decompose.feedforward import (
-    FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals,
+    IGOptions, elementwise_kappa, ff_forward, gated_integrals,
 )
 from report_builder.decompose.layer import (
     LayerResult, LayerWeights, _norm32, _ratio, _src_diag, default_chunk_rows, relative_error,
@@ -52,32 +52,52 @@ def _norm_bias(nw: NormWeights, b: Tensor, s: Tensor) -> Tensor:
     return norm_linear(nw, b) / s + _beta(nw, b)
 
 
-def ff_terms(fw: FFWeights, t: Tensor, b: Tensor, ig: IGOptions) -> tuple[Tensor, Tensor]:
-    """FF through IG on explicit input terms.
+class _HeadFF:
+    """The sandwich FF step with its first matmul pushed through the heads (SPEC §6, identity 2).
 
-    Args:
-        t: (n, c, d) source-major input terms of c query rows; b: (c, d) their bias terms.
-    Returns:
-        ((n, c, d) output terms, (c, d) output bias term); they sum to FF(sum of the inputs).
+    FF's input terms are ``u_{i<-j} = sum_h alpha^h_ij / (s_pa_i s_pf_i) M_pf M_pa w^h_j + delta_ij M_pf x_i / s_pf_i``
+    (plus a bias term), so the gate/up (or first) projection of a term is a head mixture of
+    ``U^h_j = (M_pf M_pa w^h_j) W``, computed once per source token; only the second matmul costs
+    ``n^2 d d'``. The IG integrals use the real FF input's totals, shared by every term.
     """
-    if fw.gated:
-        bg = fw.b_gate if fw.b_gate is not None else 0
-        bu = fw.b_up if fw.b_up is not None else 0
-        pa, pb = t @ fw.w_gate, t @ fw.w_up
-        ba, bb = b @ fw.w_gate + bg, b @ fw.w_up + bu
-        i1, i2 = gated_integrals(fw.act, pa.sum(0) + ba, pb.sum(0) + bb, ig)
-        hidden = pa.mul_(i1).addcmul_(pb, i2)
-        del pb
-        hb = ba * i1 + bb * i2
-    else:
-        p = t @ fw.w1
-        pbias = b @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
-        kappa, g0 = elementwise_kappa(fw.act, p.sum(0) + pbias, ig)
-        hidden = p.mul_(kappa)
-        hb = pbias * kappa + g0
-    out = hidden @ fw.w2
-    del hidden
-    return out, hb @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)
+
+    def __init__(self, lw: LayerWeights, x: Tensor, w: Tensor, s_pa: Tensor, s_pf: Tensor, ffin: Tensor,
+                 ub: Tensor, ig: IGOptions):
+        fw = lw.ff
+        self.fw = fw
+        mw = norm_linear(lw.ln2, norm_linear(lw.post_attn_norm, w))  # (n, H, d)
+        mx = norm_linear(lw.ln2, x)
+        self.inv = 1.0 / (s_pa * s_pf)  # (n, 1): the attention terms' per-query factor
+        self.inv_x = 1.0 / s_pf  # the residual (diagonal) term's
+        if fw.gated:
+            bg = fw.b_gate if fw.b_gate is not None else 0
+            bu = fw.b_up if fw.b_up is not None else 0
+            self.u = (mw @ fw.w_gate, mw @ fw.w_up)
+            self.ux = (mx @ fw.w_gate, mx @ fw.w_up)
+            self.i1, self.i2 = gated_integrals(fw.act, ffin @ fw.w_gate + bg, ffin @ fw.w_up + bu, ig)
+            hb = (ub @ fw.w_gate + bg) * self.i1 + (ub @ fw.w_up + bu) * self.i2
+        else:
+            b1 = fw.b1 if fw.b1 is not None else 0
+            self.u = (mw @ fw.w1,)
+            self.ux = (mx @ fw.w1,)
+            self.kappa, g0 = elementwise_kappa(fw.act, ffin @ fw.w1 + b1, ig)
+            hb = (ub @ fw.w1 + b1) * self.kappa + g0
+        self.bias = hb @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
+
+    def rows(self, alpha: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
+        """FF output terms (n, c, d) of query rows ``start:stop`` and their bias (c, d)."""
+        a_s = (alpha[:, start:stop] * self.inv[start:stop].unsqueeze(0)).permute(2, 1, 0).contiguous()
+        ps = []
+        for u, ux in zip(self.u, self.ux):
+            p = torch.bmm(a_s, u)  # (n, c, d')
+            _src_diag(p, start).add_((ux[start:stop] * self.inv_x[start:stop]).T)
+            ps.append(p)
+        if self.fw.gated:
+            hidden = ps[0].mul_(self.i1[start:stop]).addcmul_(ps[1], self.i2[start:stop])
+        else:
+            hidden = ps[0].mul_(self.kappa[start:stop])
+        del ps
+        return hidden @ self.fw.w2, self.bias[start:stop]
 
 
 def decompose_layout(lw: LayerWeights, x: Tensor, alpha: Tensor, *, maps: Iterable[str] = (), ratios: bool = False,
@@ -212,6 +232,7 @@ def _sandwich(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: boo
     if need_ff:
         ff_real = ff_forward(lw.ff, ffin)
         s_po = norm_scale(n_po, ff_real)
+        head_ff = _HeadFF(lw, x, w, s_pa, s_pf, ffin, res.bias["ATBLN"], ig)
     c = chunk_rows or default_chunk_rows(n, d, lw.ff.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size())
     for start in range(0, n, c):
         stop = min(n, start + c)
@@ -223,17 +244,15 @@ def _sandwich(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: boo
             mp["ATB"][rows] = _norm32(t).T
         if "ATTNRES-N" in mp:
             mp["ATTNRES-N"][rows] = _norm32(t).T
-        if not (need_ff or want & {"ATBLN", "ATTNRESLN-N"}):
-            continue
-        u = _norm_terms(n_pf, t, s_pf[rows])
-        ub = _norm_bias(n_pf, tb, s_pf[rows])
-        for k in ("ATBLN", "ATTNRESLN-N"):
-            if k in mp:
-                mp[k][rows] = _norm32(u).T
+        if want & {"ATBLN", "ATTNRESLN-N"}:
+            u = _norm_terms(n_pf, t, s_pf[rows])
+            for k in ("ATBLN", "ATTNRESLN-N"):
+                if k in mp:
+                    mp[k][rows] = _norm32(u).T
+            del u
         if not need_ff:
             continue
-        f, fb = ff_terms(lw.ff, u, ub, ig)
-        del u
+        f, fb = head_ff.rows(alpha, start, stop)
         acc[sc[2]][rows] = f.sum(0) + fb
         bias[sc[2]][rows] = fb
         if sc[2] in mp:

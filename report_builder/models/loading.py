@@ -33,7 +33,7 @@ from report_builder.atomic import atomic_dir
 from report_builder.decompose.layer import LayerWeights
 from report_builder.models import registry
 from report_builder.models.adapter import Adapter, check_structure
-from report_builder.errors import HubUnreachable, SequenceTooLong, UnknownModel
+from report_builder.errors import HubUnreachable, ModelError, SequenceTooLong, UnknownModel
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED = {
@@ -432,8 +432,19 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
         check_structure(AutoModel.from_config(config, attn_implementation="eager"), adapter)
+    d = Path(path)
+    if d.is_dir() and not any(f.suffix in (".safetensors", ".bin", ".pt", ".gguf") for f in d.iterdir()):
+        raise UnknownModel(f"local model directory {d} has a config.json but no weights "
+                           f"(model.safetensors or pytorch_model.bin); copy the weight files next to it")
     torch_dtype = getattr(torch, dtype)
-    model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
+    try:
+        model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
+    except Exception as e:  # noqa: BLE001 - safetensors/torch/transformers each raise their own kind
+        if isinstance(e, OSError) and e.errno is not None:  # disk full, permissions: not the model's fault
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"could not read the weights of {source!r} ({type(e).__name__}: {first[:200]}); the "
+                         f"weight file may be truncated or damaged: copy, download or save it again") from e
     model.eval().to(device)
     tok = AutoTokenizer.from_pretrained(path, **kw)
     d = Path(path)

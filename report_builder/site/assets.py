@@ -13,7 +13,8 @@ from pathlib import Path
 
 import vl_convert as vlc
 
-from report_builder.site.paths import ROOT, TEMPLATES_DIR
+from report_builder.site.paths import TEMPLATES_DIR
+from report_builder.guard import user_cache_dir
 
 ASSET_DIR = "assets/rb"  # relative to the docs/site root
 
@@ -22,10 +23,10 @@ ASSET_DIR = "assets/rb"  # relative to the docs/site root
 def vega_bundle() -> str:
     """Vega + Vega-Lite + Vega-Embed as one classic script that sets ``window.vega*``.
 
-    Bundling takes a few seconds, so the result is kept in ``.cache/vendor/`` keyed by versions.
+    Bundling takes a few seconds, so the result is kept in the user cache (``vendor/``) keyed by versions.
     """
     v = versions()
-    cached = ROOT / ".cache" / "vendor" / f"vega-bundle-{v['vega']}-{v['vega-lite']}-{v['vega-embed']}.js"
+    cached = user_cache_dir() / "vendor" / f"vega-bundle-{v['vega']}-{v['vega-lite']}-{v['vega-embed']}.js"
     try:
         return cached.read_text(encoding="utf-8")
     except OSError:

@@ -1,14 +1,27 @@
-"""Where the site's inputs live: mkdocs.yml, templates/ and hand-written docs/ at the repository root.
+"""Where the site's inputs live: the base mkdocs.yml, the Jinja templates and the hand-written pages.
 
-Pitfall: these are repository files, not package data; the renderer runs from a checkout
-(``make report``). ``REPORT_BUILDER_ROOT`` overrides the root for unusual layouts.
+They ship inside the package (``report_builder/site/resources/``) and are found through
+``importlib.resources``, so an installed wheel renders the site from any working directory; nothing
+is read from a checkout's root. ``REPORT_BUILDER_RESOURCES`` points at another folder of the same
+layout (a customised copy). Pitfall: mkdocs and Jinja need real files, so the package must be
+installed unzipped (pip always does; a zipapp is not supported).
 """
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
-ROOT = Path(os.environ.get("REPORT_BUILDER_ROOT", Path(__file__).resolve().parents[2]))
-MKDOCS_YML = ROOT / "mkdocs.yml"
-TEMPLATES_DIR = ROOT / "templates"
-HANDWRITTEN_DOCS = ROOT / "docs"
+
+def resources_dir() -> Path:
+    """The folder holding ``mkdocs.yml``, ``templates/`` and ``docs/``."""
+    override = os.environ.get("REPORT_BUILDER_RESOURCES")
+    if override:
+        return Path(override)
+    return Path(str(resources.files("report_builder.site") / "resources"))
+
+
+RESOURCES = resources_dir()
+MKDOCS_YML = RESOURCES / "mkdocs.yml"
+TEMPLATES_DIR = RESOURCES / "templates"
+HANDWRITTEN_DOCS = RESOURCES / "docs"

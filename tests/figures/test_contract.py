@@ -132,3 +132,13 @@ def test_base_module_imports_no_plugin():
             "assert not any(m.startswith(('report_builder.figures.k21', 'report_builder.figures.k24')) "
             "for m in sys.modules), 'spec imported a paper package'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_config_checks_figure_ids_against_the_registry():
+    from report_builder import config
+    from report_builder.errors import ConfigError
+
+    base = {"models": [{"name": "m", "source": "minilm", "role": "primary_encoder"}], "datasets": [{"id": "wiki"}]}
+    assert config.from_dict({**base, "figures": [FIGURES[0].id]}).figures[0] == FIGURES[0].id
+    with pytest.raises(ConfigError, match="unknown figure id"):
+        config.from_dict({**base, "figures": ["k21-no-such-figure"]})

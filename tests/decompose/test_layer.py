@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from report_builder.decompose.feedforward import IGOptions, elementwise_kappa, gated_integrals
-from report_builder.decompose.layer import K21_METHODS, decompose_layer
+from report_builder.decompose.layer import K21_METHODS, decompose_batch, decompose_layer, default_chunk_rows
 from report_builder.decompose.reference import reference_layer, reference_maps, reference_ratio
 from report_builder.engine import Tokens, decompose_sequences
-from report_builder.models.capture import capture, forward_capture
+from report_builder.models.capture import capture_hooks, forward_capture
 from report_builder.errors import FusedAttention, SequenceTooLong
 from tests.tiny_models import FAMILIES, tiny
 
@@ -112,23 +112,54 @@ def test_numerical_ig_option_is_close_and_complete(family):
     assert (num.maps[ff] - closed.maps[ff]).abs().max() / closed.maps[ff].max() < 1e-3
 
 
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-30))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-def test_padding_does_not_change_real_token_maps(family):
+def test_batched_decomposition_equals_one_at_a_time(family):
+    """The padded batched path (one forward and one decomposition per batch, pads masked) gives every
+    map, ratio, sum, bias term and extra of the per-sequence path within 1e-6, and its own checks."""
     lm = tiny(family)
     scopes = lm.layer_weights(0).scopes
-    short = Tokens(list(range(7, 16)))
-    alone = {(l): r for _, l, r in decompose_sequences(lm, [short], maps=scopes)}
-    batched = {(l): r for k, l, r in decompose_sequences(lm, [SEQS[0], short], maps=scopes, batch_size=2) if k == 1}
-    for layer in alone:
-        for s in scopes:
-            assert torch.allclose(alone[layer].maps[s], batched[layer].maps[s], rtol=1e-4, atol=1e-5), (layer, s)
+    seqs = [Tokens(list(range(7, 7 + n)), [0] * (n // 2) + [1] * (n - n // 2)) for n in (9, 16, 4, 13, 11)]
+    kw = dict(maps=scopes + K21_METHODS, ratios=True, extras=True)
+    single = {(k, l): r for k, l, r in decompose_sequences(lm, seqs, batched=False, **kw)}
+    batched = list(decompose_sequences(lm, seqs, batched=True, batch_size=3, **kw))
+    assert sorted((k, l) for k, l, _ in batched) == sorted(single)
+    for k, layer, r in batched:
+        one = single[k, layer]
+        n = len(seqs[k].input_ids)
+        for part in ("maps", "ratios", "sums", "bias", "extras"):
+            got, ref = getattr(r, part), getattr(one, part)
+            assert got.keys() == ref.keys(), part
+            for name in ref:
+                assert got[name].shape == ref[name].shape, (part, name)
+                assert _rel(got[name], ref[name]) <= 1e-6, (family, k, layer, part, name)
+        assert r.maps[scopes[-1]].shape == (n, n)
+        assert r.errors.keys() == one.errors.keys() and max(r.errors.values()) < 1e-5
+
+
+def test_batched_chunks_follow_the_memory_budget():
+    """A batch shares one chunk budget: more sequences per batch, fewer query rows per chunk."""
+    assert default_chunk_rows(64, 32, 64, budget_bytes=1 << 20, batch=4) < default_chunk_rows(64, 32, 64,
+                                                                                              budget_bytes=1 << 20)
+    lm = tiny("llama")
+    lw = lm.layer_weights(0)
+    caps = forward_capture(lm.model, lm.adapter, {"input_ids": torch.tensor([list(range(5, 17)), list(range(5, 12)) + [0] * 5]),
+                                                  "attention_mask": torch.tensor([[1] * 12, [1] * 7 + [0] * 5])}, [0])
+    a = decompose_batch(lw, caps[0].x, caps[0].alpha, [12, 7], maps=lw.scopes, chunk_rows=1)
+    b = decompose_batch(lw, caps[0].x, caps[0].alpha, [12, 7], maps=lw.scopes)
+    for ra, rb in zip(a, b):
+        for s in lw.scopes:
+            assert _rel(ra.maps[s], rb.maps[s]) <= 1e-6
 
 
 def test_hooks_removed_even_on_error():
     lm = tiny("bert")
     before = _hook_count(lm.model)
     with pytest.raises(RuntimeError):
-        with capture(lm.model, lm.adapter):
+        with capture_hooks(lm.model, lm.adapter):
             assert _hook_count(lm.model) > before
             raise RuntimeError("boom")
     assert _hook_count(lm.model) == before

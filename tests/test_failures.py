@@ -1,0 +1,191 @@
+"""Validated configuration and one clear `error:` line per expected failure, with documented exit codes
+(2 usage, 3 config/data/output, 4 model, 5 reconstruction, 130 interrupted, 143 terminated)."""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from report_builder import api, cli
+from report_builder.config import ConfigError, from_dict, parse_size, replace
+from report_builder.errors import EXIT_CODES
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = {"preset": "smoke"}
+
+
+def _cli(*args, cwd=None, timeout=600):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "report_builder", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=cwd)
+
+
+def _one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+# ------------------------------------------------------------------ point 5: validated configuration
+
+
+@pytest.mark.parametrize("override, key, allowed", [
+    ({"device": "cdua"}, "device", "cpu, cuda"),
+    ({"dtype": "float8"}, "dtype", "float32, bfloat16, float16"),
+    ({"k21": {"mask_rate": 2.0}}, "k21.mask_rate", "between 0 and 1"),
+    ({"k21": {"mask_rate": 0}}, "k21.mask_rate", "between 0 and 1"),
+    ({"ig": {"steps": -1}}, "ig.steps", ">= 1"),
+    ({"ig": {"method": "trapezoid"}}, "ig.method", "closed, numerical"),
+    ({"batch_size": 0}, "batch_size", ">= 1"),
+    ({"threads": 0}, "threads", ">= 1"),
+    ({"k24": {"top_k": 0}}, "k24.top_k", ">= 1"),
+    ({"max_memory": "2G"}, "max_memory", "GiB"),
+    ({"max_memory": "lots"}, "max_memory", "KiB, MiB, GiB"),
+    ({"max_memory": "-1GB"}, "max_memory", "GiB"),
+    ({"datasets": [{"id": "wikipedia", "n": 2}]}, "datasets[0].id", "wiki, sentiment-sample"),
+    ({"datasets": [{"id": "wiki", "n": 0}]}, "datasets[0].n", "at least 1"),
+    ({"datasets": [{"id": "wiki", "max_length": 1}]}, "datasets[0].max_length", ">= 4"),
+    ({"figures": ["k21-tab1", "k99-fig1"]}, "figures[1]", "list figures"),
+])
+def test_every_value_is_checked_with_key_and_allowed_values(override, key, allowed):
+    with pytest.raises(ConfigError) as exc:
+        from_dict({**SMOKE, **override})
+    msg = str(exc.value)
+    assert msg.startswith(f"{key}:") and allowed in msg, msg
+
+
+def test_cli_options_are_validated_like_yaml_keys(tmp_path):
+    cfg = from_dict(SMOKE)
+    with pytest.raises(ConfigError, match="device: 'cdua' is not one of"):
+        replace(cfg, device="cdua")
+    r = _cli("analyze", "--preset", "smoke", "--device", "cdua", "--cache", str(tmp_path / "c"))
+    assert r.returncode == EXIT_CODES["config"] == 3
+    assert "device: 'cdua'" in _one_error_line(r.stderr)
+
+
+def test_one_size_parser_gb_is_decimal_gib_is_binary():
+    from report_builder.bench import parse_bytes
+
+    assert parse_size("2GB") == 2 * 10**9 and parse_size("2GiB") == 2 * 2**30
+    assert parse_size("512MiB") == 512 * 2**20 and parse_size("1.5 gb") == 1_500_000_000
+    assert parse_size(4096) == 4096 and parse_size("4096") == 4096
+    for v in ("2GB", "2GiB", "512MiB", "1.5GB", "10kB", "3TiB"):
+        assert parse_bytes(v) == parse_size(v)  # `bench --max-memory` reads sizes the same way
+    assert from_dict({**SMOKE, "max_memory": "2GB"}).budget_bytes() == 2 * 10**9
+
+
+def test_figures_key_builds_only_the_listed_ids(tmp_path, monkeypatch):
+    import report_builder.site.build as build_mod
+
+    seen = {}
+
+    def fake_render_site(tables, roles, prov, **kw):
+        seen["ids"] = None if kw["figures"] is None else [f.id for f in kw["figures"]]
+
+    monkeypatch.setattr(build_mod, "render_site", fake_render_site)
+    cfg = from_dict({**SMOKE, "figures": ["k24-maps", "k21-tab4"], "out_dir": str(tmp_path / "site"),
+                     "cache_dir": str(tmp_path / "cache")})
+    api.render(cfg, {}, {}, log=lambda *_: None)
+    assert seen["ids"] == ["k21-tab4", "k24-maps"]  # registry (paper) order
+    api.render(from_dict({**SMOKE, "out_dir": str(tmp_path / "site")}), {}, {}, log=lambda *_: None)
+    assert seen["ids"] is None  # `all` (the default): render_site builds every registered figure
+
+
+# ------------------------------------------------------------------ point 6: one line, distinct exit codes
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from tests.test_pipeline import tiny_bert_dir
+
+    return tiny_bert_dir(tmp_path_factory.mktemp("m") / "tiny", 0)
+
+
+def _copy_model(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_truncated_and_missing_weights_are_model_errors(tmp_path, tiny_dir):
+    bad = _copy_model(tiny_dir, tmp_path / "truncated")
+    w = bad / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:5000])
+    r = _cli("check", "--model", str(bad))
+    assert r.returncode == EXIT_CODES["model"] == 4, r.stderr
+    line = _one_error_line(r.stderr)
+    assert "truncated or damaged" in line and "truncated" in line
+    none = _copy_model(tiny_dir, tmp_path / "noweights")
+    (none / "model.safetensors").unlink()
+    r = _cli("check", "--model", str(none))
+    assert r.returncode == 4 and "no weights" in _one_error_line(r.stderr)
+    r = _cli("--debug", "check", "--model", str(none))  # --debug: the traceback is shown
+    assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_non_utf8_config_is_a_config_error(tmp_path):
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes("preset: smoke\n# réglages\n".encode("latin-1"))
+    r = _cli("analyze", "--config", str(p))
+    assert r.returncode == 3 and "not UTF-8" in _one_error_line(r.stderr)
+
+
+def test_unwritable_output_or_cache_is_reported_before_any_work(tmp_path):
+    # /proc refuses new entries even for root (a chmod would not stop root)
+    r = _cli("build", "--preset", "smoke", "--out", "/proc/rb-no/site", "--cache", str(tmp_path / "c"))
+    assert r.returncode == 3 and "not writable" in _one_error_line(r.stderr), r.stderr
+    assert "--out" in r.stderr and "computed" not in r.stdout + r.stderr
+    r = _cli("build", "--preset", "smoke", "--cache", "/proc/rb-no/cache", "--out", str(tmp_path / "site"))
+    assert r.returncode == 3 and "--cache" in _one_error_line(r.stderr), r.stderr
+
+
+def test_disk_full_is_one_line_and_leaves_no_partial_entry(tmp_path, tiny_dir, monkeypatch, capsys):
+    cfg = {"models": [{"name": "tiny", "source": str(tiny_dir), "role": "primary_encoder"}],
+           "datasets": [{"id": "wiki", "n": 2, "k24_n": 1, "max_length": 32}],
+           "cache_dir": str(tmp_path / "cache"), "out_dir": str(tmp_path / "site")}
+    p = tmp_path / "cfg.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    real = pd.DataFrame.to_parquet
+
+    def full(self, path, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+    rc = cli.main(["analyze", "--config", str(p), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 3 and "disk is full" in _one_error_line(err)
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", real)
+    from report_builder.cache import Cache
+
+    assert Cache(tmp_path / "cache").stale_temp() == []
+
+
+def test_serve_on_a_busy_port_is_a_usage_error(tmp_path, capsys):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<p>hi</p>")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    try:
+        rc = cli.main(["serve", "--dir", str(site), "--port", str(s.getsockname()[1])])
+    finally:
+        s.close()
+    assert rc == EXIT_CODES["usage"] == 2
+    assert "already in use" in _one_error_line(capsys.readouterr().err)
+
+
+def test_exit_codes_are_documented():
+    readme = (ROOT / "README.md").read_text()
+    for name, code in EXIT_CODES.items():
+        assert f"| {code} |" in readme, (name, code)
+    assert "GiB" in readme and "10⁹" in readme and ".report_builder-site" in readme
