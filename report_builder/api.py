@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +27,6 @@ from report_builder.schema import ERROR_BOUND
 __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build", "check", "clean", "configure",
            "format_bench", "list_datasets", "list_figures", "list_models", "render", "serve", "summary_lines",
            "tables_from_cache"]
-
-# version 2 of the engine analyses: deterministic per-sequence CPU path, adaptive gated-FF quadrature
-ANALYSIS_VERSIONS = {"k21_mixing": 2, "k21_frequency": 2, "k21_expansion": 1, "k21_example": 2,
-                     "k24_scopes": 2, "k24_examples": 2, "architecture": 2}
-
 
 @dataclass
 class AnalyzeReport:
@@ -115,25 +109,6 @@ def roles_of(cfg: Config):
                  seed_group=by("seed_group"), datasets=tuple(d.id for d in cfg.datasets), preset=cfg.preset)
 
 
-class _Progress:
-    """tqdm bar per (model, dataset, analysis) with an estimate of the time left."""
-
-    def __init__(self, desc: str, total: int, enabled: bool = True):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, desc=desc, unit="seq", disable=not enabled, leave=True,
-                        dynamic_ncols=True, file=sys.stderr)
-
-    def __call__(self, k: int) -> None:
-        self.bar.update(k)
-
-    def __enter__(self) -> "_Progress":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.bar.close()
-
-
 def choose_threads(requested: int | None) -> int:
     """CPU worker threads for a build (`engine.set_cpu_workers`): as configured, else all cores on an idle machine and one
     thread when other work keeps the cores busy (OpenMP barriers then stall each small op for a
@@ -166,19 +141,17 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
     return c
 
 
-def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True) -> AnalyzeReport:
-    """Run (or reuse from the cache) every analysis the configuration needs.
+def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True,
+            executor=None) -> AnalyzeReport:
+    """Run (or reuse from the cache) every analysis the configuration needs: plan, execute, assemble.
 
-    Returns the concatenated result tables and the build provenance.
+    Args:
+        executor: an `analyses.runner.Executor` (default: `LocalExecutor` over ``cfg.cache_dir``).
+    Returns:
+        The concatenated result tables, the build provenance and what was computed or reused.
     """
     cache = preflight(cfg, site=False)
-    import torch
-    import transformers
-
-    from report_builder.analyses import k21_compute, k24_compute
-    from report_builder.data import encode, load_entry, mean_tokens
-    from report_builder.decompose.feedforward import IGOptions
-    from report_builder.models import loading, registry
+    from report_builder.analyses import assemble, runner
 
     t_start = time.perf_counter()
     if cfg.device == "cpu":
@@ -187,145 +160,60 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
 
         log(f"CPU worker threads: {set_cpu_workers(choose_threads(cfg.threads))} "
             "(torch intra-op threads 1: results identical for any count)")
-    rep = AnalyzeReport(tables={}, provenance={})
-    parts: dict[str, list[pd.DataFrame]] = {}
-    ig = IGOptions(method=cfg.ig.method, steps=cfg.ig.steps)
-    budget = cfg.budget_bytes()
-    sets = {}
-    for d in cfg.datasets:
-        es = load_entry(d)
-        sets[d.id] = es
-    models_prov, data_prov = {}, {}
+    plan = runner.plan(cfg)
+    results = list((executor or runner.LocalExecutor(cache, log=log, progress=progress)).execute(plan))
+    rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in results), cfg, plan.sets),
+                        provenance=_provenance(cfg, *assemble.provenance(plan, results)),
+                        reused=[r.task.label for r in results if r.reused],
+                        computed=[r.task.label for r in results if not r.reused],
+                        entries=[(r.task.analysis, r.entry.meta["key"]) for r in results],
+                        seconds=time.perf_counter() - t_start)
+    for line in cache.log:
+        log(line)
+    _save_last_build(cfg, rep)
+    return rep
 
-    def run(analysis: str, params: dict, compute, label: str):
-        entry = cache.get_or_compute(analysis, ANALYSIS_VERSIONS[analysis], params, compute)
-        (rep.reused if entry.reused else rep.computed).append(f"{label} [{analysis}]")
-        rep.entries.append((analysis, entry.meta["key"]))
-        log(f"  {'reused  ' if entry.reused else 'computed'} {label} [{analysis}]"
-            + ("" if entry.reused else f" in {entry.meta.get('seconds', 0):.1f}s"))
-        for name, df in entry.tables.items():
-            parts.setdefault(name, []).append(df)
-        return entry
 
-    for mc in cfg.models:
-        log(f"model {mc.name} ({mc.source})")
-        fp = loading.fingerprint(mc.source)
-        holder: dict[str, Any] = {}
+def plan(cfg: Config) -> list[dict[str, Any]]:
+    """The tasks a build of ``cfg`` runs, in run order, and whether each result is already cached.
 
-        def lm(mc=mc, holder=holder):
-            if "lm" not in holder:
-                t0 = time.perf_counter()
-                holder["lm"] = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype)
-                log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s")
-            return holder["lm"]
+    Loads the evaluation sets and hashes the weights (memoised); loads no model and computes nothing.
 
-        base = {"model": mc.name, "fingerprint": fp, "dtype": cfg.dtype}
-        arch = run("architecture", {**base, "device": cfg.device},
-                   lambda: ({"models": pd.DataFrame([lm().facts()])}, {}), f"{mc.name}")
-        facts = arch.tables["models"].iloc[0].to_dict()
-        causal = registry.for_class_name(facts["class_name"]).causal
-        models_prov[mc.name] = {"source": guard.public_path(mc.source), "fingerprint": fp,
-                                "class_name": facts["class_name"],
-                                "role": mc.role}
-        run("k21_expansion", base, lambda: ({"k21_expansion": k21_compute.expansion_rates(lm(), model=mc.name)}, {}),
-            f"{mc.name}")
+    Returns:
+        One row per task: ``analysis``, ``model``, ``dataset`` (``None`` for weights-only analyses),
+        ``sequences`` (decomposed by the task), ``cached`` (bool) and the cache ``key``.
+    """
+    from report_builder.analyses import runner
 
-        def ex_pair():
-            from report_builder.data import EvalSet, TextItem
+    p = runner.plan(cfg)
+    cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
+    return [dict(analysis=t.analysis, model=t.subject.model.name,
+                 dataset=t.subject.dataset.id if t.subject.dataset is not None else None, sequences=t.size,
+                 cached=bool(cache and cache.path(t.analysis, t.key).is_dir()), key=t.key) for t in p.tasks]
 
-            a, b = cfg.k21.example
-            es = EvalSet("k21-example", "K21 example pair", (TextItem("k21-example", a, b),), {})
-            return encode(es, lm().tokenizer, causal=causal, max_length=128)
 
-        run("k21_example", {**base, "example": list(cfg.k21.example)},
-            lambda: (k21_compute.example_maps(lm(), ex_pair()[0], model=mc.name), {}), f"{mc.name}")
+def _provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:
+    """What a build used: versions, machine, date, configuration, models, datasets, parameters.
 
-        for di, dc in enumerate(cfg.datasets):
-            es = sets[dc.id]
-            data_prov[dc.id] = {"hash": es.hash, "n": len(es.items)}
-            dp = {**base, "dataset": dc.id, "dataset_hash": es.hash, "max_length": dc.max_length}
-            mask_rate = 0.0 if causal else cfg.k21.mask_rate
+    Local paths (model sources, data files) never reach the site: `guard` publishes them by name."""
+    import torch
+    import transformers
 
-            def mixing(dc=dc, es=es, mask_rate=mask_rate):
-                enc = encode(es, lm().tokenizer, causal=causal, max_length=dc.max_length,
-                             mask_rate=mask_rate, mask_seed=cfg.k21.seed)
-                if not enc:
-                    from report_builder.errors import DataError
-                    raise DataError(f"dataset {dc.id!r} is empty after encoding")
-                with _Progress(f"{mc.name} · {dc.id} · K21 ratios", len(enc), progress) as bar:
-                    out = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
-                                                    batch_size=cfg.batch_size, budget_bytes=budget, on_batch=bar)
-                out["dataset_stats"] = pd.DataFrame([dict(dataset=dc.id, model=mc.name, n_samples=len(enc),
-                                                          mean_tokens=mean_tokens(enc))])
-                return out, {}
+    from report_builder.analyses.k24_scopes import ig_options
 
-            mix = run("k21_mixing", {**dp, "mask_rate": mask_rate, "seed": cfg.k21.seed}, mixing,
-                      f"{mc.name} · {dc.id}")
-
-            def frequency(dc=dc, es=es, mix=mix, mask_rate=mask_rate):
-                from report_builder.data.frequency import frequency_ranks
-
-                enc = encode(es, lm().tokenizer, causal=causal, max_length=dc.max_length)
-                if mask_rate == 0:  # unmasked already (causal models): the mixing pass is this pass
-                    toks = mix.tables["k21_tokens"]
-                else:
-                    with _Progress(f"{mc.name} · {dc.id} · K21 frequency", len(enc), progress) as bar:
-                        toks = k21_compute.mixing_ratios(lm(), enc, model=mc.name, dataset=dc.id,
-                                                         batch_size=cfg.batch_size, budget_bytes=budget,
-                                                         on_batch=bar)["k21_tokens"]
-                ranks = frequency_ranks(lm().tokenizer)
-                return {"k21_freq": k21_compute.frequency_table(toks, enc, ranks)}, {}
-
-            run("k21_frequency", dp, frequency, f"{mc.name} · {dc.id}")
-
-            k24n = dc.k24_n if dc.k24_n is not None else len(es.items)
-
-            def scopes(dc=dc, es=es, k24n=k24n):
-                enc = encode(es.head(k24n) if hasattr(es, "head") else es, lm().tokenizer, causal=causal,
-                             max_length=dc.max_length)
-                with _Progress(f"{mc.name} · {dc.id} · K24 full layers", len(enc), progress) as bar:
-                    out = k24_compute.scope_analyses(lm(), enc, model=mc.name, dataset=dc.id, top_k=cfg.k24.top_k,
-                                                     include_special=cfg.k24.include_special, ig=ig,
-                                                     batch_size=max(1, cfg.batch_size // 2), budget_bytes=budget,
-                                                     on_batch=bar)
-                return out, {}
-
-            run("k24_scopes", {**dp, "k24_n": k24n, "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
-                               "ig": ig.describe(), "ffamp": cfg.k24.ffamp_normalise}, scopes, f"{mc.name} · {dc.id}")
-
-            if di == 0:
-                def examples(dc=dc, es=es):
-                    from report_builder.data import EvalSet, TextItem
-
-                    a, b = cfg.k21.example
-                    items = (TextItem("k21-example", a, b),) + tuple(es.items[: max(0, cfg.k24.examples - 1)])
-                    ex = EvalSet("k24-examples", "K24 examples", items, {})
-                    enc = encode(ex, lm().tokenizer, causal=causal, max_length=min(dc.max_length, 64))
-                    names = [f"{k + 1}: {' '.join(e.text.split()[:6])}…" for k, e in enumerate(enc)]
-                    return {"k24_maps": k24_compute.example_maps(lm(), enc, names, model=mc.name)}, {}
-
-                run("k24_examples", {**dp, "examples": cfg.k24.examples, "example": list(cfg.k21.example)},
-                    examples, f"{mc.name} · {dc.id}")
-
-    tables = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
-    tables["datasets"] = _datasets_table(cfg, tables.pop("dataset_stats", pd.DataFrame()), sets)
-    rep.tables = tables
-    rep.seconds = time.perf_counter() - t_start
-    rep.provenance = {
+    return {
         "report_builder_version": __version__, "git_commit": _git_commit(),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
         "tf32": bool(str(cfg.device).startswith("cuda") and torch.backends.cuda.matmul.allow_tf32),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
-        "config": guard.public_config(cfg.to_dict()), "models": models_prov, "datasets": data_prov,
-        "params": {"ig": ig.describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
+        "config": guard.public_config(cfg.to_dict()),
+        "models": {m: {**p, "source": guard.public_path(p["source"])} for m, p in models.items()},
+        "datasets": datasets,
+        "params": {"ig": ig_options(cfg).describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
                    "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
                    "ffamp_normalise": cfg.k24.ffamp_normalise, "max_memory": cfg.max_memory},
     }
-    for line in cache.log:
-        log(line)
-    _save_last_build(cfg, rep)
-    return rep
 
 
 def _save_last_build(cfg: Config, rep: AnalyzeReport) -> None:
@@ -343,36 +231,17 @@ def tables_from_cache(cfg: Config) -> tuple[dict[str, pd.DataFrame], dict[str, A
     if not p.exists():
         raise FileNotFoundError(f"no previous build recorded in {p}; run `report-builder build` first")
     meta = json.loads(p.read_text())
+    from report_builder.analyses.assemble import concat_tables
+
     cache = Cache(cfg.cache_dir)
-    parts: dict[str, list[pd.DataFrame]] = {}
+    parts = []
     for analysis, key in meta["entries"]:
         e = cache.get(analysis, key)
         if e is None:
             raise FileNotFoundError(f"cache entry {analysis}/{key} is missing; run `report-builder build`")
-        for name, df in e.tables.items():
-            parts.setdefault(name, []).append(df)
-    tables = {n: pd.concat(d, ignore_index=True) for n, d in parts.items()}
-    stats = tables.pop("dataset_stats", None)
-    if stats is not None:
-        tables["datasets"] = _datasets_table(cfg, stats)
+        parts.append(e.tables)
+    tables = concat_tables(parts, cfg)
     return tables, meta["provenance"]
-
-
-def _datasets_table(cfg: Config, stats: pd.DataFrame, sets: dict | None = None) -> pd.DataFrame:
-    """The ``datasets`` table: each set's datasheet with its per-model size and mean length."""
-    from report_builder.data import load_entry
-
-    rows = []
-    for dc in cfg.datasets:
-        es = (sets or {}).get(dc.id) or load_entry(dc)
-        if stats.empty:
-            continue
-        for _, r in stats[stats["dataset"] == dc.id].iterrows():
-            rows.append(dict(dataset=dc.id, model=r["model"], name=es.name, n_samples=int(r["n_samples"]),
-                             mean_tokens=float(r["mean_tokens"]), domain=es.datasheet.get("domain", ""),
-                             source=es.datasheet.get("source", ""), licence=es.datasheet.get("licence", ""),
-                             hash=es.hash, built=es.datasheet.get("built", "")))
-    return pd.DataFrame(rows)
 
 
 def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenance: dict | None = None, *,

@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
              "Results already in the cache are reused; the headline numbers go to stdout.", common)
     _add_config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--plan", action="store_true",
+                   help="print the tasks the build would run (as `report-builder plan`) and stop")
+    p.add_argument("--json", action="store_true", help="with --plan: one JSON array of tasks")
+    p = _sub(sub, "plan", "list the tasks a build would run and which results are cached",
+             "Loads no model and computes nothing: analysis x model x dataset, sequences, cache key.", common)
+    _add_config_args(p, out=False)
+    p.add_argument("--json", action="store_true", help="one JSON array of tasks instead of a table")
     p = _sub(sub, "analyze", "run the analyses only (results go to the cache)",
              "Prints how many analyses were computed and reused; `render` turns them into the site.", common)
     _add_config_args(p, out=False)
@@ -284,6 +291,16 @@ def _dispatch(args) -> int:
     elif args.cmd == "analyze":
         rep = api.analyze(cfg, log=log.info, progress=not (args.no_progress or quiet))
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
+    elif args.cmd == "plan" or (args.cmd == "build" and args.plan):
+        rows = api.plan(cfg)
+        if args.json:
+            _print_table(rows, True)
+        else:
+            _print_table([{k: ("-" if v is None else "yes" if v is True else "no" if v is False else v)
+                           for k, v in r.items() if k != "key"} for r in rows])
+            todo = [r for r in rows if not r["cached"]]
+            print(f"{len(rows)} tasks: {len(rows) - len(todo)} cached, {len(todo)} to compute "
+                  f"({sum(r['sequences'] for r in todo)} sequences)")
     elif args.cmd == "build":
         api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print)
     return 0

@@ -29,8 +29,8 @@ from report_builder.decompose.layer import LayerResult, decompose_batch, decompo
 from report_builder.models.capture import Capturer, capture_hooks
 from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
+from report_builder.schema import ERROR_BOUND
 
-ERROR_BOUND = 1e-4
 _CPU_WORKERS = 1
 
 
@@ -95,9 +95,10 @@ def _inputs(lm: LoadedModel, seqs: list[Tokens], group: list[int]) -> dict[str, 
     return inputs
 
 
-def _enforce(lm: LoadedModel, layer: int, r: LayerResult) -> None:
+def _enforce(lm: LoadedModel, layer: int, r: LayerResult, points: bool | frozenset = True) -> None:
+    """The one error-bound check: every check point (``points`` True) or only those named."""
     for scope, err in r.errors.items():
-        if not err <= ERROR_BOUND:
+        if (points is True or scope in points) and not err <= ERROR_BOUND:
             raise ReconstructionError(
                 f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction error "
                 f"{err:.3g} exceeds {ERROR_BOUND:g}")
@@ -112,7 +113,7 @@ def decompose_sequences(
     ratios: bool = False,
     extras: bool = False,
     check: bool = True,
-    enforce: bool = True,
+    enforce: bool | Iterable[str] = True,
     ig: IGOptions = IGOptions(),
     batch_size: int = 8,
     budget_bytes: int = 512 << 20,
@@ -128,8 +129,9 @@ def decompose_sequences(
         lm: a loaded model. seqs: the sequences (unpadded).
         layers: layer indices (default: all). maps, ratios, extras, ig: see `decompose_layer`.
         check: compare with the HF tensors (``LayerResult.errors``).
-        enforce: raise `ReconstructionError` above `ERROR_BOUND` (``float32`` only; for half
-            precision errors are reported, not enforced).
+        enforce: raise `ReconstructionError` above `schema.ERROR_BOUND` (``float32`` only; for half
+            precision errors are reported, not enforced): True at every check point, or only at the
+            check points named (e.g. `Layout.pre_ff_checks` under a numerical IG, which is not complete).
         batch_size: sequences per padded batch on the batched path (the deterministic path runs
             each sequence alone, so the batch size cannot change its results).
         budget_bytes: memory budget of the FF chunk loop, shared by the concurrent sequences/batch.
@@ -143,7 +145,9 @@ def decompose_sequences(
     idxs = list(range(lm.n_layers)) if layers is None else list(layers)
     for i in idxs:  # fill the weight cache before any worker thread reads it
         lm.layer_weights(i)
-    enforce = check and enforce and lm.dtype == torch.float32
+    if not isinstance(enforce, bool):  # only these check points; carried down as the set itself
+        enforce = frozenset(enforce)
+    enforce = check and lm.dtype == torch.float32 and enforce
     kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
     if batched is None:
         batched = lm.device.type != "cpu"
@@ -155,7 +159,7 @@ def decompose_sequences(
 
 
 def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int, idxs: list[int], kw: dict, check: bool,
-         enforce: bool, budget: int) -> list[tuple[int, LayerResult]]:
+         enforce: bool | frozenset, budget: int) -> list[tuple[int, LayerResult]]:
     """Forward pass and decomposition of sequence ``k`` alone (unpadded): every layer's result."""
     caps = cap.run(_inputs(lm, seqs, [k]))
     out = []
@@ -163,7 +167,7 @@ def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int, idxs: list[
         refs = {name: t[0] for name, t in c.refs.items()} if check else None
         r = decompose_layer(lm.layer_weights(layer), c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
         if enforce:
-            _enforce(lm, layer, r)
+            _enforce(lm, layer, r, enforce)
         out.append((layer, r))
     return out
 
@@ -213,7 +217,7 @@ def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_ba
                                      refs=c.refs if check else None, budget_bytes=budget_bytes, **kw)
                 for b, r in enumerate(rs):
                     if enforce:
-                        _enforce(lm, layer, r)
+                        _enforce(lm, layer, r, enforce)
                     per_seq[b].append((layer, r))
             del caps
             for b, k in enumerate(group):

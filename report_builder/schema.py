@@ -77,6 +77,9 @@ class Layout:
             first += 1  # post-LN: the attention block ends after the norm that follows the addition
         return tuple(first + k for k in range(len(self.scopes)))
 
+    def __hash__(self) -> int:  # scope_labels is a dict; a layout is identified by its id
+        return hash(self.id)
+
     @property
     def pre_ff_checks(self) -> tuple[str, ...]:
         """Check points up to FF's input: they do not depend on the FF integrated gradients (a

@@ -140,3 +140,18 @@ def test_serve_passes_host(monkeypatch, capsys):
     monkeypatch.setattr(api, "serve", lambda d, port, host: seen.update(d=d, port=port, host=host))
     assert cli.main(["serve", "--dir", "x", "--host", "0.0.0.0", "--port", "9001"]) == 0
     assert seen == {"d": "x", "port": 9001, "host": "0.0.0.0"}
+
+
+def test_plan_lists_tasks_and_what_is_cached(capsys, tiny_config):
+    path, _ = tiny_config
+    code, out, _ = _run(capsys, "plan", "--config", str(path), "--json")
+    before = json.loads(out)
+    assert code == 0 and before and set(before[0]) == {"analysis", "model", "dataset", "sequences", "cached", "key"}
+    assert {r["model"] for r in before} == {"tiny"} and "k21_mixing" in {r["analysis"] for r in before}
+    _run(capsys, "-q", "analyze", "--config", str(path))
+    code, out, _ = _run(capsys, "build", "--plan", "--json", "--config", str(path))
+    after = json.loads(out)
+    assert [r["key"] for r in after] == [r["key"] for r in before] and all(r["cached"] for r in after)
+    code, out, _ = _run(capsys, "plan", "--config", str(path), "--set", "k24.top_k=2")
+    assert code == 0 and out.splitlines()[-1].startswith(f"{len(after)} tasks: ") and "to compute" in out
+    assert " 0 to compute" not in out  # a changed parameter invalidates the K24 entries

@@ -11,7 +11,7 @@ import torch
 
 from report_builder import engine
 from report_builder.analyses import k21_compute, k24_compute
-from tests.test_analyses_k24 import _causal_seq, _encoder_seq
+from tests.analyses.test_k24 import _causal_seq, _encoder_seq
 from tests.tiny_models import tiny
 
 WORDS = ("the cat sat on a mat while New York Times reporters wrote about Tohoku University researchers "

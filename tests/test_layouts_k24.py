@@ -8,7 +8,7 @@ import pytest
 
 from report_builder import schema
 from report_builder.analyses import k24_compute
-from tests.test_analyses_k24 import TOP_K, _seqs
+from tests.analyses.test_k24 import TOP_K, _seqs
 from tests.tiny_models import tiny
 
 

@@ -50,3 +50,32 @@ def test_analyses_carry_each_layouts_scopes(built):
         assert set(t["k24_maps"][t["k24_maps"].model == model].scope) == set(layout.scopes)
         rec = t["recon_errors"][t["recon_errors"].model == model]
         assert set(layout.checks) <= set(rec.scope) and (rec.max_rel_error <= 1e-4).all()
+
+
+def test_every_k24_figure_renders_with_each_layouts_scopes(built):
+    import altair as alt
+
+    from report_builder.figures import k24
+    from report_builder.figures.spec import FigureContext, FigureResult, Roles
+
+    _, rep = built
+    roles = Roles(primary_encoder=None, primary_causal="tiny-gemma3", encoders=(), variants=("tiny-neox",),
+                  seed_group=(), datasets=("wiki", "sentiment-sample"))
+    ctx = FigureContext(tables=rep.tables, roles=roles)
+    seen = {}
+    for spec in k24.SPECS:
+        r = spec.build(ctx)
+        assert isinstance(r, FigureResult) and len(r.data) and r.reading, spec.id
+        with alt.data_transformers.enable("default", max_rows=None):
+            d = r.chart.to_dict(validate=True)
+        seen[spec.id] = str(d) + " " + r.reading
+        for col in ("scope", "to_scope"):
+            if col in r.data.columns:
+                for model, layout in (("tiny-gemma3", schema.SANDWICH), ("tiny-neox", schema.PARALLEL)):
+                    if "model" in r.data.columns:
+                        got = set(r.data.loc[r.data["model"] == model, col])
+                        assert got <= set(layout.scopes), (spec.id, model, got)
+    # the sandwich model's whole-layer scope and post-FF norm, and the parallel model's, are shown
+    assert "ATBLNFFLNRES" in seen["k24-maps"] and "ATBPFF" in seen["k24-maps"]
+    assert "post-FF LN" in seen["k24-models"] and "ATBPFF" in seen["k24-models"]
+    assert "ATBLNFFLN" in seen["k24-fig1"]

@@ -30,6 +30,7 @@ def test_layout_rows_are_consistent(lay):
     assert len(marks) == len(lay.scopes) and list(marks) == sorted(set(marks)) and marks[-1] == len(lay.blocks) - 1
     assert lay.blocks[marks[0]] in ("RES", "LN1")  # ATB ends with the residual addition (post-LN: its norm)
     assert schema.layout_for_scopes(lay.scopes) is lay
+    assert len({lay, schema.layout(lay.id)}) == 1  # hashable (used as a key)
 
 
 def test_unknown_layout_names_the_known_ones():

@@ -106,3 +106,40 @@ CLASS_OF = {"mistral": "MistralModel", "qwen2": "Qwen2Model", "xlm-roberta": "XL
             "neox-seq": "GPTNeoXModel", "phi": "PhiModel", "qwen3": "Qwen3Model", "granite": "GraniteModel",
             "gemma": "GemmaModel", "gemma2": "Gemma2Model", "gemma3": "Gemma3TextModel", "bert": "BertModel",
             "roberta": "RobertaModel", "electra": "ElectraModel", "gpt2": "GPT2Model", "llama": "LlamaModel"}
+
+
+def _tokenizer_dir(kind: str):
+    """A real tokenizer for a tiny saved model: MiniLM's (WordPiece) for encoders, SmolLM2's (BPE) for
+    causal models (both embedded; SmolLM2's is converted once from its GGUF)."""
+    from pathlib import Path
+
+    from report_builder.models.loading import _resolve
+
+    return Path(_resolve("minilm" if kind in ("bert", "roberta", "electra") else "smollm2")[0])
+
+
+def save_tiny(kind: str, path, seed: int = 0):
+    """Save a tiny random model of ``kind`` (bert or llama) with a real tokenizer to ``path``; returns it.
+
+    The vocabulary matches the tokenizer's, so the directory loads like a real checkpoint.
+    """
+    import shutil
+    from pathlib import Path
+
+    path = Path(path)
+    tok = _tokenizer_dir(kind)
+    torch.manual_seed(seed)
+    if kind == "bert":
+        m = BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, max_position_embeddings=128))
+    elif kind == "llama":
+        m = LlamaModel(LlamaConfig(vocab_size=49152, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
+                                   bos_token_id=1, eos_token_id=2))
+    else:
+        raise ValueError(kind)
+    m.save_pretrained(path)
+    for f in tok.iterdir():
+        if f.name.startswith(("tokenizer", "vocab", "special_tokens", "merges")):
+            shutil.copy(f, path / f.name)
+    return path

@@ -14,20 +14,17 @@ import torch
 
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.attention import value_vectors
-from report_builder.decompose.layer import K21_METHODS
-from report_builder.engine import Tokens, decompose_sequences
+from report_builder.analyses.inputs import tokens_of
+from report_builder.engine import decompose_sequences
 from report_builder.models.loading import LoadedModel
-
-
-def _tokens(encoded: list[EncodedSeq]) -> list[Tokens]:
-    return [Tokens(e.input_ids, e.token_type_ids) for e in encoded]
+from report_builder.schema import K21_METHODS, RECON_ERRORS
 
 
 def errors_frame(model: str, dataset: str, rows: dict[tuple[int, str], float]) -> pd.DataFrame:
     """``recon_errors`` rows from a {(layer, scope): max error} dict."""
     return pd.DataFrame([dict(model=model, dataset=dataset, layer=l, scope=s, max_rel_error=e)
                          for (l, s), e in sorted(rows.items())],
-                        columns=["model", "dataset", "layer", "scope", "max_rel_error"])
+                        columns=RECON_ERRORS)
 
 
 def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str,
@@ -42,7 +39,7 @@ def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dat
     n_layers = lm.n_layers
     cols: dict[str, list] = {k: [] for k in ("seq", "layer", "pos", "token", "category", *K21_METHODS)}
     errs: dict[tuple[int, str], float] = {}
-    for k, layer, r in decompose_sequences(lm, _tokens(encoded), ratios=True, batch_size=batch_size,
+    for k, layer, r in decompose_sequences(lm, tokens_of(encoded), ratios=True, batch_size=batch_size,
                                            budget_bytes=budget_bytes, on_batch=on_batch):
         e = encoded[k]
         n = len(e)
@@ -100,7 +97,7 @@ def example_maps(lm: LoadedModel, enc: EncodedSeq, *, model: str, example: str =
     """``k21_maps``: the five K21 maps at every layer for one example (rows i = output, cols j = input)."""
     rows = []
     errs: dict[tuple[int, str], float] = {}
-    for _, layer, r in decompose_sequences(lm, [Tokens(enc.input_ids, enc.token_type_ids)], maps=K21_METHODS):
+    for _, layer, r in decompose_sequences(lm, tokens_of([enc]), maps=K21_METHODS):
         for m in K21_METHODS:
             a = r.maps[m].float().cpu().numpy()
             n = a.shape[0]

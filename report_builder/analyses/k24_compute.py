@@ -10,17 +10,14 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-import torch
 
-from report_builder import schema
 from report_builder.analyses import k24_stats as ks
-from report_builder.analyses.k21_compute import _tokens, errors_frame
+from report_builder.analyses.inputs import tokens_of
+from report_builder.analyses.k21_compute import errors_frame
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.feedforward import IGOptions
-from report_builder.engine import ERROR_BOUND, decompose_sequences
-from report_builder.errors import ReconstructionError
+from report_builder.engine import decompose_sequences
 from report_builder.models.loading import LoadedModel
-
 
 
 def _info(e: EncodedSeq) -> ks.SeqInfo:
@@ -45,9 +42,9 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     # one canonical order (by sequence id) for every accumulation, so the tables do not depend on
     # the order the sequences came in
     encoded = sorted(encoded, key=lambda e: e.seq)
-    lp = lm.adapter.ln_position
-    scopes = ks.scope_order(lp)
-    before_s, after_s = ks.FF_SCOPES[lp]
+    lay = lm.adapter.layout
+    scopes = lay.scopes
+    before_s, after_s = lay.ff_before, lay.ff_after
     causal = lm.causal
     ctx_rows: list[dict] = []
     tops: dict[int, ks.TopPairs] = {}
@@ -55,23 +52,18 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
     resn: dict[int, list] = {}
     dims: dict[int, dict[str, np.ndarray]] = {}
     errs: dict[tuple[int, str], float] = {}
-    exact = ig.method == "closed"
-    for k, layer, r in decompose_sequences(lm, _tokens(encoded), maps=scopes, extras=True, ig=ig, enforce=exact,
+    # a numerical IG is not complete: the FF scopes' errors are then recorded, not enforced
+    enforce = True if ig.method == "closed" else lay.pre_ff_checks
+    for k, layer, r in decompose_sequences(lm, tokens_of(encoded), maps=scopes, extras=True, ig=ig, enforce=enforce,
                                            batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch,
                                            workers=workers):
         e = encoded[k]
-        if not exact and lm.dtype == torch.float32:
-            for scope in schema.layout(lp).pre_ff_checks:  # not FF-dependent: enforced under any IG
-                err = r.errors.get(scope, 0.0)
-                if not err <= ERROR_BOUND:
-                    raise ReconstructionError(f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction "
-                                              f"error {err:.3g} exceeds {ERROR_BOUND:g}")
         full = {s: r.maps[s].cpu().numpy() for s in scopes}
         maps = full
         if not include_special:
             keep = ~np.asarray(e.special)
             maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
-        for row in ks.sequence_ctx_changes(maps, lp, causal):
+        for row in ks.sequence_ctx_changes(maps, lay.id, causal):
             ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
         b, a = ks.row_normalise(full[before_s]), ks.row_normalise(full[after_s])
         tp = tops.setdefault(layer, ks.TopPairs(k=top_k, causal=causal))
@@ -117,9 +109,9 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
 
 def example_maps(lm: LoadedModel, examples: list[EncodedSeq], names: list[str], *, model: str) -> pd.DataFrame:
     """``k24_maps``: row-normalised scope maps of every layer for a few example sequences."""
-    scopes = ks.scope_order(lm.adapter.ln_position)
+    scopes = lm.adapter.layout.scopes
     parts = []
-    for k, layer, r in decompose_sequences(lm, _tokens(examples), maps=scopes):
+    for k, layer, r in decompose_sequences(lm, tokens_of(examples), maps=scopes):
         e = examples[k]
         n = len(e)
         ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")

@@ -126,7 +126,9 @@ def chain_diagram_svg(
     return "\n".join(out)
 
 
-_NODE_LABELS = {"RES": "⊕", "LN1": "LN₁", "LN2": "LN₂"}
+_NODE_LABELS = {"RES": "⊕", "LN1": "LN₁", "LN2": "LN₂", "LNA": "LN", "LNF": "LN", "LN2(x)": "LN₂(x)"}
+"""Box labels; a sandwich layer's norms on the attention and FF outputs are plain "LN" (their place
+in the chain says which), a parallel layer's FF norm reads the layer input x."""
 
 
 def diagram_nodes(layout: schema.Layout) -> dict:
@@ -156,9 +158,12 @@ def diagram_nodes(layout: schema.Layout) -> dict:
     return dict(nodes=nodes, skips=skips, scopes=scopes)
 
 
-def layer_diagram(layout: schema.Layout, title: str, width: int = 620, height: int = 130) -> alt.LayerChart:
-    """A layer of the given layout as boxes and arrows, with a dashed marker after each K24 scope."""
+def layer_diagram(layout: schema.Layout, title: str, width: int | None = None, height: int = 130) -> alt.LayerChart:
+    """A layer of the given layout as boxes and arrows, with a dashed marker after each K24 scope
+    (default width: 620 px for up to six blocks, wider for longer layers so scope labels do not collide)."""
     d = diagram_nodes(layout)
+    if width is None:
+        width = 620 if len(d["nodes"]) <= 8 else 84 * len(d["nodes"])
     step = 1.5
     nodes = pd.DataFrame([dict(k=k, label=lab, kind=kind, x0=k * step, x1=k * step + 1.0, xc=k * step + 0.5)
                           for k, (lab, kind) in enumerate(d["nodes"])])

@@ -1,0 +1,122 @@
+"""What an analysis is: a declaration (id, version, cache-key parameters, inputs, size, compute).
+
+Each module of `report_builder.analyses` (``architecture``, ``k21_mixing``, ...) defines one
+``ANALYSIS = Analysis(...)``; `analyses.registry` lists them and `analyses.runner` plans and runs
+them. A `Subject` names what one task is about (one configured model and, for per-dataset
+analyses, one dataset) with plain, picklable data only, so a task can travel to another process.
+
+Pitfall: ``params`` is the cache key. It must name every configuration value that changes the
+analysis' tables (and nothing that does not), and it must never change for an unchanged result,
+or every existing cache entry is silently recomputed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from report_builder.config import Config, DatasetConfig, ModelConfig
+
+SCOPES = ("model", "dataset", "first_dataset")
+"""How often an analysis runs: once per model, per (model, dataset), or for a model's first dataset."""
+
+INPUTS = ("weights", "pair", "masked", "unmasked", "examples")
+"""What an analysis reads: the weights alone, the K21 example pair, the K21-masked dataset (encoders),
+the unmasked dataset, or a few example sequences (the pair, then the dataset's first items)."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One configured model and (per-dataset analyses) one dataset, as plain data.
+
+    Attributes:
+        cfg: the whole build configuration.
+        model: the model's configuration entry. fingerprint: hash of its weights.
+        causal: its adapter's causality (decoder-only: pairs ``j <= i``, never masked).
+        dataset: the dataset's configuration entry, or None. dataset_hash: its content hash.
+        n_items: the number of items the evaluation set holds.
+        first: whether this is the first configured dataset.
+    """
+
+    cfg: "Config"
+    model: "ModelConfig"
+    fingerprint: str
+    causal: bool
+    dataset: "DatasetConfig | None" = None
+    dataset_hash: str | None = None
+    n_items: int = 0
+    first: bool = False
+
+    def base_params(self) -> dict[str, Any]:
+        """Cache-key parameters every analysis of this model shares."""
+        return {"model": self.model.name, "fingerprint": self.fingerprint, "dtype": self.cfg.dtype}
+
+    def data_params(self) -> dict[str, Any]:
+        """`base_params` plus what identifies the dataset as this analysis reads it."""
+        d = self.dataset
+        return {**self.base_params(), "dataset": d.id, "dataset_hash": self.dataset_hash, "max_length": d.max_length}
+
+    @property
+    def label(self) -> str:
+        """How the build log names this subject (``model`` or ``model · dataset``)."""
+        return self.model.name if self.dataset is None else f"{self.model.name} · {self.dataset.id}"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis, declared as data.
+
+    Attributes:
+        id: permanent id (cache directory, provenance). version: bump when its results change.
+        scope: one of `SCOPES`. inputs: one of `INPUTS`.
+        params: Subject -> the cache-key parameters (see the module pitfall).
+        size: Subject -> sequences this analysis decomposes (0 for weights-only); used for planning.
+        compute: `Run` -> result tables (name -> tidy DataFrame, columns in `schema.TABLES`).
+        needs: ids of analyses of the same subject whose tables ``compute`` may read
+            (through `Run.result`); the runner plans them first.
+        tables: names of the tables it returns.
+    """
+
+    id: str
+    version: int
+    scope: str
+    inputs: str
+    params: Callable[[Subject], dict[str, Any]]
+    size: Callable[[Subject], int]
+    compute: Callable[["Run"], "dict[str, pd.DataFrame]"]
+    tables: tuple[str, ...]
+    needs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ValueError(f"analysis {self.id}: scope {self.scope!r} is not one of {SCOPES}")
+        if self.inputs not in INPUTS:
+            raise ValueError(f"analysis {self.id}: inputs {self.inputs!r} is not one of {INPUTS}")
+
+
+class Run:
+    """What an analysis' ``compute`` may use; provided by an executor (see `analyses.runner`).
+
+    Attributes:
+        subject: the `Subject`.
+    """
+
+    subject: Subject
+
+    def lm(self):
+        """The loaded model (loaded on first use, shared by the subject's tasks)."""
+        raise NotImplementedError
+
+    def eval_set(self):
+        """The subject's `EvalSet` (per-dataset analyses only)."""
+        raise NotImplementedError
+
+    def progress(self, what: str, total: int):
+        """A progress-bar context manager; calling it with ``k`` advances ``k`` sequences."""
+        raise NotImplementedError
+
+    def result(self, analysis: str) -> "dict[str, pd.DataFrame]":
+        """The tables of analysis ``analysis`` (one of ``needs``) for the same subject."""
+        raise NotImplementedError

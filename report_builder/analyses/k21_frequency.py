@@ -1,0 +1,40 @@
+"""Analysis ``k21_frequency``: layer-averaged mixing ratios per token occurrence with its frequency rank.
+
+Runs on **unmasked** inputs. When the mixing pass was unmasked already (causal models: mask rate 0)
+it reuses that pass's ``k21_tokens`` instead of decomposing the set again.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from report_builder.analyses import inputs, k21_compute
+from report_builder.analyses.base import Analysis, Run, Subject
+
+
+def _params(s: Subject) -> dict:
+    return s.data_params()
+
+
+def _size(s: Subject) -> int:
+    return 0 if inputs.mask_rate(s) == 0 else s.n_items
+
+
+def _compute(run: Run) -> dict[str, pd.DataFrame]:
+    from report_builder.data.frequency import frequency_ranks
+
+    s = run.subject
+    lm = run.lm()
+    enc = inputs.unmasked(run)
+    if inputs.mask_rate(s) == 0:  # unmasked already (causal models): the mixing pass is this pass
+        toks = run.result("k21_mixing")["k21_tokens"]
+    else:
+        with run.progress("K21 frequency", len(enc)) as bar:
+            toks = k21_compute.mixing_ratios(lm, enc, model=s.model.name, dataset=s.dataset.id,
+                                             batch_size=s.cfg.batch_size, budget_bytes=s.cfg.budget_bytes(),
+                                             on_batch=bar)["k21_tokens"]
+    ranks = frequency_ranks(lm.tokenizer)
+    return {"k21_freq": k21_compute.frequency_table(toks, enc, ranks)}
+
+
+ANALYSIS = Analysis(id="k21_frequency", version=2, scope="dataset", inputs="unmasked", params=_params,
+                    size=_size, compute=_compute, tables=("k21_freq",), needs=("k21_mixing",))

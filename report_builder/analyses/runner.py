@@ -1,0 +1,210 @@
+"""Plan, then execute: the analyses a configuration needs as a list of tasks, run by an executor.
+
+`plan` turns a configuration into `Task` objects (analysis x model x dataset, each with its cache key
+and size in sequences) without loading any model weights: it hashes the weights, loads the
+evaluation sets and asks each model's adapter whether it is causal. An `Executor` then runs the
+tasks: `LocalExecutor` runs them in order in this process, loading each model once, reusing cached
+results and printing the build log; a distributed executor runs the same tasks elsewhere (a task is
+plain data: configuration and ids, no closures). `analyses.assemble` turns the results into tables.
+
+Pitfall: tasks run in plan order, and that order is the row order of the concatenated tables; an
+executor that runs tasks in parallel must return results in plan order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+
+from report_builder.analyses import registry
+from report_builder.analyses.base import Analysis, Run, Subject
+from report_builder.cache import Cache, Entry, result_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from report_builder.config import Config
+    from report_builder.data import EvalSet
+
+
+@dataclass(frozen=True)
+class Task:
+    """One analysis of one subject, with everything needed to run it elsewhere.
+
+    Attributes:
+        analysis: the analysis id (`analyses.registry`). version: its version.
+        subject: the model (and dataset) it is about.
+        params: the cache-key parameters. key: the cache key (`cache.result_key`).
+        size: sequences it decomposes (0: weights only); an executor may balance work by it.
+        needs: ``(analysis, key)`` of the same subject's results its compute may read.
+    """
+
+    analysis: str
+    version: int
+    subject: Subject
+    params: dict
+    key: str
+    size: int
+    needs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The build-log name: ``model [analysis]`` or ``model · dataset [analysis]``."""
+        return f"{self.subject.label} [{self.analysis}]"
+
+
+@dataclass
+class Plan:
+    """The tasks of a build, in run order, and the evaluation sets they read (by dataset id)."""
+
+    cfg: "Config"
+    tasks: list[Task]
+    sets: dict[str, "EvalSet"]
+
+
+@dataclass
+class Result:
+    """A finished task: its cache entry (tables and meta) and whether it was reused."""
+
+    task: Task
+    entry: Entry
+
+    @property
+    def reused(self) -> bool:
+        return self.entry.reused
+
+
+def _task(a: Analysis, subject: Subject, planned: dict[tuple[str, str], Task]) -> Task:
+    params = a.params(subject)
+    needs = []
+    for need in a.needs:
+        if (need, subject.label) not in planned:
+            raise RuntimeError(f"analysis {a.id} needs {need}, which is not planned before it for {subject.label}")
+        needs.append((need, planned[(need, subject.label)].key))
+    return Task(a.id, a.version, subject, params, result_key(a.id, a.version, params), a.size(subject), tuple(needs))
+
+
+def plan(cfg: "Config") -> Plan:
+    """Every task the configuration needs, in run order (per model: weights-only, then per dataset).
+
+    Loads the evaluation sets and hashes each model's weights (memoised); loads no weights.
+    """
+    from report_builder.data import load_entry
+    from report_builder.models import loading
+
+    sets = {d.id: load_entry(d) for d in cfg.datasets}
+    tasks: list[Task] = []
+    planned: dict[tuple[str, str], Task] = {}  # (analysis, subject label) -> task
+
+    def add(a: Analysis, subject: Subject) -> None:
+        t = _task(a, subject, planned)
+        planned[(a.id, subject.label)] = t
+        tasks.append(t)
+
+    for mc in cfg.models:
+        fp = loading.fingerprint(mc.source)
+        causal = loading.adapter_of(mc.source).causal
+        model_subject = Subject(cfg, mc, fp, causal)
+        for a in registry.ANALYSES:
+            if a.scope == "model":
+                add(a, model_subject)
+        for di, dc in enumerate(cfg.datasets):
+            es = sets[dc.id]
+            ds = dataclasses.replace(model_subject, dataset=dc, dataset_hash=es.hash, n_items=len(es.items),
+                                     first=di == 0)
+            for a in registry.ANALYSES:
+                if a.scope == "dataset" or (a.scope == "first_dataset" and ds.first):
+                    add(a, ds)
+    return Plan(cfg, tasks, sets)
+
+
+class Executor(Protocol):
+    """Runs a plan's tasks and yields their results in plan order."""
+
+    def execute(self, plan: Plan) -> Iterator[Result]:
+        ...
+
+
+class Progress:
+    """A tqdm bar (unit: sequences) with an estimate of the time left; a context manager."""
+
+    def __init__(self, desc: str, total: int, enabled: bool = True):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="seq", disable=not enabled, leave=True,
+                        dynamic_ncols=True, file=sys.stderr)
+
+    def __call__(self, k: int) -> None:
+        self.bar.update(k)
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
+
+
+class _LocalRun(Run):
+    """`Run` for one task inside `LocalExecutor` (shares the executor's loaded model)."""
+
+    def __init__(self, ex: "LocalExecutor", task: Task, sets: dict[str, "EvalSet"]):
+        self.ex, self.task, self.subject, self.sets = ex, task, task.subject, sets
+
+    def lm(self):
+        return self.ex.model(self.subject)
+
+    def eval_set(self):
+        return self.sets[self.subject.dataset.id]
+
+    def progress(self, what: str, total: int) -> Progress:
+        return Progress(f"{self.subject.label} · {what}", total, self.ex.show_progress)
+
+    def result(self, analysis: str) -> "dict[str, pd.DataFrame]":
+        key = dict(self.task.needs)[analysis]
+        entry = self.ex.done.get((analysis, key)) or self.ex.cache.get(analysis, key)
+        if entry is None:
+            raise RuntimeError(f"{self.task.label} needs {analysis}/{key}, which has not run")
+        return entry.tables
+
+
+class LocalExecutor:
+    """Runs tasks one after another in this process, reusing cached results.
+
+    Loads a model on the first task that needs to compute (never when all its results are cached)
+    and keeps one model in memory at a time. Logs ``model <name> (<source>)`` before a model's tasks,
+    ``computed``/``reused`` per task, and ``loaded <name> in <s>s``.
+    """
+
+    def __init__(self, cache: Cache, *, log: Callable[[str], Any] = print, progress: bool = True):
+        self.cache, self.log, self.show_progress = cache, log, progress
+        self.done: dict[tuple[str, str], Entry] = {}
+        self._model_name: str | None = None
+        self._lm = None
+
+    def model(self, subject: Subject):
+        """The subject's loaded model (loaded once per model, on first use)."""
+        if self._lm is None:
+            from report_builder.models import loading
+
+            mc, cfg = subject.model, subject.cfg
+            t0 = time.perf_counter()
+            self._lm = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype)
+            self.log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s")
+        return self._lm
+
+    def execute(self, plan: Plan) -> Iterator[Result]:
+        for task in plan.tasks:
+            mc = task.subject.model
+            if mc.name != self._model_name:
+                self._model_name, self._lm = mc.name, None
+                self.log(f"model {mc.name} ({mc.source})")
+            a = registry.get(task.analysis)
+            run = _LocalRun(self, task, plan.sets)
+            entry = self.cache.get_or_compute(task.analysis, task.version, task.params, lambda: (a.compute(run), {}))
+            self.done[(task.analysis, task.key)] = entry
+            self.log(f"  {'reused  ' if entry.reused else 'computed'} {task.label}"
+                     + ("" if entry.reused else f" in {entry.meta.get('seconds', 0):.1f}s"))
+            yield Result(task, entry)
+        self._lm = None

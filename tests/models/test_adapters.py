@@ -1,0 +1,59 @@
+"""Contract of every registered architecture adapter (parametrised from `models.registry`).
+
+Exactness against the HF tensors per tiny model lives in tests/decompose/test_layer.py (the first
+five families) and tests/test_layouts.py (the layouts and families of SPEC §7); this suite checks
+the facts every adapter must declare consistently.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from report_builder import schema
+from report_builder.errors import UnsupportedArchitecture
+from report_builder.models import registry
+from tests.tiny_models import CLASS_OF, FAMILIES, LAYOUT_FAMILIES, tiny
+
+TINY = FAMILIES + LAYOUT_FAMILIES
+
+
+@pytest.mark.parametrize("adapter", registry.ADAPTERS, ids=lambda a: a.family)
+def test_adapter_declares_a_known_layout_and_is_found_by_its_names(adapter):
+    assert adapter.layout in schema.LAYOUTS
+    assert isinstance(adapter.causal, bool)
+    assert adapter.class_names and adapter.model_types
+    for name in adapter.class_names:
+        assert registry.for_class_name(name) is adapter
+    for t in adapter.model_types:
+        assert registry.for_model_type(t) is adapter
+
+
+@pytest.mark.parametrize("adapter", registry.ADAPTERS, ids=lambda a: a.family)
+def test_every_family_has_a_tiny_model(adapter):
+    assert any(registry.for_class_name(CLASS_OF[k]).family == adapter.family for k in TINY), (
+        f"add a tiny {adapter.family} model to tests/tiny_models.py")
+
+
+@pytest.mark.parametrize("kind", TINY)
+def test_loaded_model_facts_follow_its_adapter(kind):
+    lm = tiny(kind)
+    assert lm.causal == lm.adapter.causal
+    assert set(lm.adapter.probes) == set(lm.adapter.layout.checks)
+    assert lm.layer_weights(0).layout is lm.adapter.layout
+    facts = lm.facts()
+    assert set(facts) == set(schema.MODELS) and facts["ln_position"] == lm.adapter.layout.id
+
+
+def test_unknown_model_type_names_the_supported_ones():
+    with pytest.raises(UnsupportedArchitecture, match="no adapter.*bert"):
+        registry.for_model_type("no-such-type")
+
+
+def test_adapter_base_module_imports_no_family():
+    code = ("import sys, report_builder.models.adapter; "
+            "print([m for m in sys.modules if m.startswith('report_builder.models.') "
+            "and m.rsplit('.', 1)[1] in " + repr(registry.FAMILIES) + "])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

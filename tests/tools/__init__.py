@@ -1,0 +1,1 @@
+"""Developer tools kept with the tests (build comparison)."""
