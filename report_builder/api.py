@@ -261,7 +261,7 @@ def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenanc
     resolved = yaml.safe_dump(guard.public_config(cfg.to_dict()), sort_keys=False)
     figures = None
     if not isinstance(cfg.figures, str):  # the configured `figures:` ids only, in the registry's order
-        from report_builder.figures.spec import all_figures
+        from report_builder.figures.registry import all_figures
 
         figures = [f for f in all_figures() if f.id in set(cfg.figures)]
     return render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
