@@ -1,7 +1,7 @@
 """A build whose dataset text, dataset name and model name are hostile, opened in headless Chromium:
 no dialog fires, no injected script, link or image exists, and the text is shown literally.
 
-Chromium and Playwright as in tests/test_browser.py (never skipped under CI=true)."""
+Chromium and Playwright as in tests/site/test_browser.py (never skipped under CI=true)."""
 from __future__ import annotations
 
 import os
@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_browser import ARGS, browser, chromium  # noqa: F401 - the session fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL_NAME = '<script>alert("m")</script><img src=x onerror=alert(1)>[x](javascript:alert(1)){{ 7*7 }}]]>{bib'
 DATA_NAME = '<img src=y onerror=alert(2)>[d](javascript:alert(2)) {{ 7*7 }} ]]> {unbalanced'
 LINES = [
@@ -54,7 +53,7 @@ def hostile_site(tmp_path_factory):
     return tmp / "site"
 
 
-def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):  # noqa: F811
+def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
     from report_builder.site.serve import make_server
 
     server = make_server(hostile_site, port=0)
