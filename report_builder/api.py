@@ -142,7 +142,7 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
 
 
 def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True,
-            executor=None) -> AnalyzeReport:
+            executor: Any = None) -> AnalyzeReport:
     """Run (or reuse from the cache) every analysis the configuration needs: plan, execute, assemble.
 
     Args:
