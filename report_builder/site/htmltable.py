@@ -12,6 +12,17 @@ from numbers import Integral, Real
 import pandas as pd
 
 
+_MD_ENTITIES = str.maketrans({"[": "&#91;", "]": "&#93;", "(": "&#40;", ")": "&#41;", "*": "&#42;", "_": "&#95;",
+                              "`": "&#96;", "{": "&#123;", "}": "&#125;", "\\": "&#92;", "|": "&#124;"})
+
+
+def text_html(text: str) -> str:
+    """Untrusted text as HTML text: ``& < > " '`` escaped and Markdown punctuation as numeric
+    entities, so it stays literal even where Markdown still runs over the HTML (an indented block,
+    ``markdown="1"``); the browser shows the same characters."""
+    return html.escape(str(text)).translate(_MD_ENTITIES)
+
+
 def fmt(value, column_decimals: int | None = None) -> str:
     """A cell value as text: ints as is, floats with sensible precision, NaN as an en dash.
 
@@ -66,7 +77,7 @@ def _is_num(series: pd.Series) -> bool:
 
 def _cell(text: str, numeric: bool) -> str:
     cls = "num" if numeric else ("short" if len(text) <= 24 else "")
-    return f'<td class="{cls}">{html.escape(text)}</td>' if cls else f"<td>{html.escape(text)}</td>"
+    return f'<td class="{cls}">{text_html(text)}</td>' if cls else f"<td>{text_html(text)}</td>"
 
 
 def to_html(df: pd.DataFrame, max_rows: int = 200, index: bool = False) -> str:

@@ -9,28 +9,49 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from report_builder.analyses import headlines
 from report_builder.site import htmltable, mathml
 from report_builder.site.paths import HANDWRITTEN_DOCS, TEMPLATES_DIR
 
 def environment() -> jinja2.Environment:
+    """The page templates' Jinja environment: HTML autoescape on for every value.
+
+    Trusted HTML built by our own code (tables, cards, provenance, the hand-written pages) is passed
+    as `markupsafe.Markup` or marked ``| safe`` in the template; every other value is escaped. Text
+    from data, models or config placed in Markdown goes through ``| md`` (`md_escape`).
+    """
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        autoescape=True,
     )
-    env.globals["handwritten"] = handwritten
-    env.filters["table"] = htmltable.to_html
+    env.globals["handwritten"] = lambda name: Markup(handwritten(name))
+    env.filters["table"] = lambda df, *a, **k: Markup(htmltable.to_html(df, *a, **k))
     env.filters["fmt"] = htmltable.fmt
-    env.filters["e"] = html.escape
+    env.filters["md"] = lambda text: Markup(md_escape(text))
     return env
+
+
+# characters Python-Markdown (and the tables extension) let a backslash escape
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|])")
+
+
+def md_escape(text: Any) -> str:
+    """Untrusted text (dataset text, model or dataset names) for a Markdown context: HTML special
+    characters as entities, Markdown punctuation backslash-escaped (no links, emphasis, attribute
+    lists or table cells can be formed), line breaks as spaces (no new block can start)."""
+    s = " ".join(str(text).split())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(s, quote=False))
 
 
 def handwritten(name: str) -> str:

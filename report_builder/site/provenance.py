@@ -155,8 +155,14 @@ def provenance_html(rec: dict[str, Any]) -> str:
             f'<div class="rb-table-wrap"><table class="rb-table rb-kv"><tbody>{body}</tbody></table></div></details>')
 
 
+_BIB_SPECIAL = {"\\": r"\textbackslash{}", "{": r"\textbraceleft{}", "}": r"\textbraceright{}", "&": r"\&",
+                "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
 def _bib_escape(text: str) -> str:
-    return text.replace("{", "").replace("}", "").replace("&", r"\&").replace("%", r"\%")
+    """Text for a braced BibTeX field: every TeX special escaped, braces as commands (BibTeX counts
+    even an escaped ``\\{``, so an unbalanced brace in the text could end the field early)."""
+    return "".join(_BIB_SPECIAL.get(c, c) for c in str(text))
 
 
 def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: dict[str, Any]) -> str:
