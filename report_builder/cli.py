@@ -42,7 +42,7 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
 
 
 def _config(args):
-    changes = {k: getattr(args, k) for k in ("device", "dtype", "cache_dir", "max_memory", "threads")
+    changes = {k: getattr(args, k) for k in ("device", "dtype", "cache_dir", "max_memory", "threads", "data_dir")
                if getattr(args, k, None) is not None}
     if getattr(args, "out", None):
         changes["out_dir"] = args.out
@@ -86,6 +86,9 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
                        help="memory budget for the feed-forward chunks, e.g. 2GiB")
         g.add_argument("--threads", type=int, metavar="N",
                        help="CPU worker threads across sequences (default: all cores, 1 on a busy machine); results are identical for any count")
+    g.add_argument("--data-dir", dest="data_dir", metavar="DIR",
+                   help="local datasets: DIR/SST-2/dev.tsv, DIR/MNLI/dev_matched.tsv, DIR/conll2003/valid.txt "
+                        "(fills the path of every such dataset entry that has none)")
     g.add_argument("--cache", dest="cache_dir", metavar="DIR",
                    help="results cache directory (default .cache/report_builder)")
     if out:

@@ -22,11 +22,13 @@ ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A model: report ``name``, ``source`` (embedded name, local dir or hub id) and ``role``."""
+    """A model: report ``name``, ``source`` (embedded name, local dir or hub id) and ``role``; a hub
+    id may pin ``revision`` (branch, tag or commit; default: the cached ``main``)."""
 
     name: str
     source: str
     role: str = "variant"
+    revision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class Config:
     k21: K21Config = field(default_factory=K21Config)
     k24: K24Config = field(default_factory=K24Config)
     cache_dir: str = ".cache/report_builder"
+    data_dir: str | None = None  # DIR/SST-2/dev.tsv, DIR/MNLI/dev_matched.tsv, DIR/conll2003/valid.txt
     out_dir: str = "site"
     site_url: str | None = None  # where the site will be published (mkdocs site_url: canonical links, sitemap)
 

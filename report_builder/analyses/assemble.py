@@ -35,7 +35,7 @@ def datasets_table(cfg: "Config", stats: pd.DataFrame, sets: dict | None = None)
 
     rows = []
     for dc in cfg.datasets:
-        es = (sets or {}).get(dc.id) or load_entry(dc)
+        es = (sets or {}).get(dc.id) or load_entry(dc, cfg.data_dir)
         if stats.empty:
             continue
         for _, r in stats[stats["dataset"] == dc.id].iterrows():
@@ -47,15 +47,20 @@ def datasets_table(cfg: "Config", stats: pd.DataFrame, sets: dict | None = None)
 
 
 def provenance(plan: "Plan", results: list["Result"]) -> tuple[dict, dict]:
-    """``models`` (source, fingerprint, class name, role) and ``datasets`` (hash, size) of a build."""
+    """``models`` (source, fingerprint, class name, role, requested revision and resolved hub snapshot)
+    and ``datasets`` (hash, size) of a build."""
     class_names = {r.task.subject.model.name: r.entry.tables["models"]["class_name"].iloc[0]
                    for r in results if "models" in r.entry.tables}
     models, data = {}, {}
     for t in plan.tasks:
         s = t.subject
         if s.model.name not in models:
+            from report_builder.models import loading  # the HF cache only: no torch, no network
+
             models[s.model.name] = {"source": s.model.source, "fingerprint": s.fingerprint,
-                                    "class_name": class_names.get(s.model.name), "role": s.model.role}
+                                    "class_name": class_names.get(s.model.name), "role": s.model.role,
+                                    "revision": s.model.revision,
+                                    "snapshot": loading.hub_snapshot(s.model.source, s.model.revision)}
         if s.dataset is not None and s.dataset.id not in data:
             data[s.dataset.id] = {"hash": s.dataset_hash, "n": s.n_items}
     return models, data

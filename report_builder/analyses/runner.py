@@ -94,7 +94,7 @@ def plan(cfg: "Config") -> Plan:
     from report_builder.data import load_entry
     from report_builder.models import loading
 
-    sets = {d.id: load_entry(d) for d in cfg.datasets}
+    sets = {d.id: load_entry(d, cfg.data_dir) for d in cfg.datasets}
     tasks: list[Task] = []
     planned: dict[tuple[str, str], Task] = {}  # (analysis, subject label) -> task
 
@@ -104,8 +104,8 @@ def plan(cfg: "Config") -> Plan:
         tasks.append(t)
 
     for mc in cfg.models:
-        fp = loading.fingerprint(mc.source)
-        causal = loading.adapter_of(mc.source).causal
+        fp = loading.fingerprint(mc.source, mc.revision)
+        causal = loading.adapter_of(mc.source, mc.revision).causal
         model_subject = Subject(cfg, mc, fp, causal)
         for a in registry.ANALYSES:
             if a.scope == "model":
@@ -190,7 +190,8 @@ class LocalExecutor:
 
             mc, cfg = subject.model, subject.cfg
             t0 = time.perf_counter()
-            self._lm = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype)
+            self._lm = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype,
+                                    revision=mc.revision)
             self.log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s")
         return self._lm
 

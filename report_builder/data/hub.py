@@ -11,6 +11,8 @@ from typing import Any
 
 from report_builder.errors import DataError
 
+from .layout import data_dir_hint
+
 
 def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local_hint: str) -> Any:
     """Load one split of a hub dataset.
@@ -28,12 +30,14 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
     Raises:
         DataError: If ``datasets`` is missing or the split cannot be loaded.
     """
+    where = data_dir_hint(set_id)
+    also = f", or {where}" if where else ""
     try:
         import datasets  # noqa: PLC0415 - optional, heavy
     except ImportError as exc:
         raise DataError(
             f"dataset {set_id!r} needs either the `datasets` library with hub access "
-            f"(`pip install datasets`) or a local file: pass path=<{local_hint}>"
+            f"(`pip install datasets`) or a local file: pass path=<{local_hint}>{also}"
         ) from exc
     try:
         return datasets.load_dataset(repo, config, split=split)
@@ -41,5 +45,5 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
         raise DataError(
             f"could not load {repo}{'/' + config if config else ''} split {split!r} for "
             f"{set_id!r} through `datasets` ({type(exc).__name__}: {exc}); without hub access "
-            f"pass path=<{local_hint}>"
+            f"pass path=<{local_hint}>{also}"
         ) from exc

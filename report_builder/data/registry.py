@@ -20,6 +20,7 @@ from .custom import DataSource, build_custom
 from report_builder.errors import DataError
 from .evalset import EvalSet
 from .glue import build_mnli, build_sst2
+from .layout import data_dir_path
 from .samples import build_news, build_sentiment
 from .wiki import build_wiki
 
@@ -84,18 +85,20 @@ def load_eval_set(id: str, *, n: int | None = None, path: str | None = None,  # 
     return build_custom(id, src).head(n)
 
 
-def load_entry(entry: Any) -> EvalSet:
+def load_entry(entry: Any, data_dir: str | None = None) -> EvalSet:
     """The evaluation set of one configured dataset entry (a ``config.DatasetConfig``).
 
     Args:
         entry: Any object with ``id`` and ``n`` and, optionally, the
             :class:`~report_builder.data.custom.DataSource` fields as attributes.
+        data_dir: the configured ``data_dir``; fills ``path`` of a built-in set that has none
+            (see :data:`DATA_DIR_LAYOUT`).
 
     Returns:
         The evaluation set (see :func:`load_eval_set`).
     """
     fields = {f.name: getattr(entry, f.name, None) for f in dataclasses.fields(DataSource)}
-    path = fields.pop("path")
+    path = fields.pop("path") or data_dir_path(entry.id, data_dir)
     return load_eval_set(entry.id, n=entry.n, path=path, **fields)
 
 

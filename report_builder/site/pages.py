@@ -113,7 +113,8 @@ MODEL_FIELDS = [
     ("source", "Source"), ("class_name", "Class"), ("family", "Family"), ("ln_position", "LN position"),
     ("norm", "Norm"), ("activation", "Activation"), ("gated", "Gated FF"), ("d_model", "d"),
     ("layers", "Layers"), ("heads", "Heads"), ("kv_heads", "KV heads"), ("ff_size", "FF size"),
-    ("params", "Parameters"), ("fingerprint", "Fingerprint"), ("dtype", "dtype"), ("device", "Device"),
+    ("params", "Parameters"), ("revision", "Revision (requested)"), ("snapshot", "Hub snapshot"),
+    ("fingerprint", "Fingerprint"), ("dtype", "dtype"), ("device", "Device"),
     ("multipliers", "Multipliers"), ("licence", "Licence"),
 ]
 DATA_FIELDS = [
@@ -132,7 +133,7 @@ def _val(key: str, value: Any) -> str:
     if key == "params" and isinstance(value, (int, float)) and value == value:
         return f"{value / 1e6:.1f} M"
     text = html.escape(htmltable.fmt(value))
-    return f"<code>{text}</code>" if key in ("fingerprint", "hash", "source") else text
+    return f"<code>{text}</code>" if key in ("fingerprint", "hash", "source", "revision", "snapshot") else text
 
 
 def model_cards(tables: dict[str, pd.DataFrame], prov: dict[str, Any]) -> str:
@@ -143,6 +144,9 @@ def model_cards(tables: dict[str, pd.DataFrame], prov: dict[str, Any]) -> str:
             recs[rec["model"]] = rec
     for name, m in (prov.get("models") or {}).items():
         recs.setdefault(name, {"model": name, **m})
+        for key in ("revision", "snapshot"):  # where the hub files came from: provenance only
+            if m.get(key):
+                recs[name][key] = m[key]
     cards = []
     for name, rec in recs.items():
         rows = [(label, _val(key, rec[key])) for key, label in MODEL_FIELDS

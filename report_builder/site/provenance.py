@@ -126,6 +126,10 @@ def provenance_html(rec: dict[str, Any]) -> str:
             bits.append(html.escape(str(m["class_name"])))
         if m.get("source"):
             bits.append("from " + _code(m["source"]))
+        if m.get("revision"):
+            bits.append("revision " + _code(m["revision"]))
+        if m.get("snapshot"):
+            bits.append("hub snapshot " + _code(m["snapshot"]))
         if m.get("fingerprint"):
             bits.append("fingerprint " + _code(m["fingerprint"]))
         rows.append(("Model", ", ".join(bits)))

@@ -1,0 +1,140 @@
+"""`report-builder build --preset paper` end to end on stand-ins, as a user who downloaded the papers'
+models and data once: every paper-preset hub id is a tiny random model in a real HF hub cache, SST-2 /
+MNLI / CoNLL-2003 come from `--data-dir`, `HF_HUB_OFFLINE=1`, and every socket connection or DNS
+lookup fails the build (a `sitecustomize` blocks them in the subprocess and records each attempt)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests import paper_standins
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+BLOCK_NETWORK = textwrap.dedent('''
+    import os, socket
+
+    _LOG = os.environ["RB_NETWORK_LOG"]
+
+    def _record(what):
+        with open(_LOG, "a") as fh:
+            fh.write(what + "\\n")
+
+    _connect = socket.socket.connect
+
+    def _blocked_connect(self, address, *a, **k):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            _record(f"connect {address!r}")
+            raise OSError(f"network blocked by the test: connect to {address!r}")
+        return _connect(self, address, *a, **k)
+
+    def _blocked_lookup(host, *a, **k):
+        _record(f"getaddrinfo {host!r}")
+        raise OSError(f"network blocked by the test: DNS lookup of {host!r}")
+
+    socket.socket.connect = _blocked_connect
+    socket.socket.connect_ex = _blocked_connect
+    socket.getaddrinfo = _blocked_lookup
+''')
+
+SMALL = {
+    "preset": "paper",
+    "device": "cpu",
+    "batch_size": 8,
+    "max_memory": "256MiB",
+    # the paper's four datasets with no `path:` — --data-dir fills them
+    "datasets": [
+        {"id": "wiki", "n": 4, "k24_n": 2, "max_length": 48},
+        {"id": "sst2", "n": 3, "k24_n": 1, "max_length": 32},
+        {"id": "mnli", "n": 3, "k24_n": 1, "max_length": 32},
+        {"id": "conll2003", "n": 3, "k24_n": 1, "max_length": 32},
+    ],
+    "k24": {"top_k": 5, "examples": 2},
+}
+
+
+def network_env(tmp: Path, hub: Path) -> dict[str, str]:
+    """Environment of a subprocess with the network blocked and the stand-in hub cache."""
+    block = tmp / "netblock"
+    block.mkdir(exist_ok=True)
+    (block / "sitecustomize.py").write_text(BLOCK_NETWORK)
+    log = tmp / "network.log"
+    log.touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(block), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               HF_HOME=str(tmp / "hf-home"), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1",
+               RB_NETWORK_LOG=str(log), REPORT_BUILDER_CACHE=str(tmp / "user-cache"),
+               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), TOKENIZERS_PARALLELISM="false")
+    return env
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("paper")
+    revs = paper_standins.build_hub_cache(tmp / "hub")
+    paper_standins.write_data_dir(tmp / "data")
+    (tmp / "paper.yaml").write_text(yaml.safe_dump(SMALL, sort_keys=False))
+    env = network_env(tmp, tmp / "hub")
+    r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--config", str(tmp / "paper.yaml"),
+                        "--data-dir", str(tmp / "data"), "--no-progress", "--cache", str(tmp / "cache"),
+                        "--out", str(tmp / "site")], capture_output=True, text=True, env=env, timeout=1500, cwd=tmp)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return tmp, r.stdout + r.stderr, revs
+
+
+def test_no_network_attempt(paper):
+    tmp, log, _ = paper
+    assert (tmp / "network.log").read_text() == ""
+    assert "network blocked by the test" not in log
+
+
+def test_network_block_is_real(tmp_path):
+    """The blocker itself: a connection attempt in a subprocess fails and is recorded."""
+    env = network_env(tmp_path, tmp_path / "hub")
+    r = subprocess.run([sys.executable, "-c", "import socket; socket.create_connection(('huggingface.co', 443), 2)"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode != 0 and "network blocked by the test" in r.stderr
+    assert "huggingface.co" in (tmp_path / "network.log").read_text()
+
+
+def test_every_id_rendered(paper):
+    from report_builder.api import list_figures
+
+    tmp, log, _ = paper
+    ids = [f["id"] for f in list_figures()]
+    assert sum(i.startswith("k21-") for i in ids) == 28
+    m = re.search(r"site: (\d+) figures built, (\d+) not configured", log)
+    assert m and int(m.group(1)) == len(ids) and m.group(2) == "0", log[-2000:]
+    site = tmp / "site"
+    for fid in ids:
+        assert (site / "figures" / fid).is_dir(), fid
+    for page in ("k21.html", "k24.html"):
+        assert "not configured" not in (site / page).read_text().lower()
+
+
+def test_data_dir_filled_every_dataset(paper):
+    tmp, _, _ = paper
+    resolved = yaml.safe_load((tmp / "site" / "config.resolved.yaml").read_text())
+    assert resolved["data_dir"] == str(tmp / "data")
+    models = (tmp / "site" / "models.html").read_text()
+    for folder, name in (("SST-2", "dev.tsv"), ("MNLI", "dev_matched.tsv"), ("conll2003", "valid.txt")):
+        assert f"{folder}/{name}" in models
+
+
+def test_snapshot_hashes_shown(paper):
+    tmp, _, revs = paper
+    models = (tmp / "site" / "models.html").read_text()
+    for rev in (revs["bert-base-uncased"], revs["gpt2"], revs["google/multiberts-seed_24"]):
+        assert rev in models
+    prov = json.loads((tmp / "site" / "figures" / "k21-tab2" / "provenance.json").read_text())
+    assert prov["models"]["bert-base-uncased"]["snapshot"] == revs["bert-base-uncased"]
+    assert revs["roberta-base"] in (tmp / "site" / "k21.html").read_text()
