@@ -20,7 +20,7 @@ from .custom import DataSource, build_custom
 from report_builder.errors import DataError
 from .evalset import EvalSet
 from .glue import build_mnli, build_sst2
-from .layout import data_dir_path
+from .layout import DATA_DIR_LAYOUT, data_dir_path
 from .samples import build_news, build_sentiment
 from .wiki import build_wiki
 
@@ -98,21 +98,40 @@ def load_entry(entry: Any, data_dir: str | None = None) -> EvalSet:
         The evaluation set (see :func:`load_eval_set`).
     """
     fields = {f.name: getattr(entry, f.name, None) for f in dataclasses.fields(DataSource)}
-    path = fields.pop("path") or data_dir_path(entry.id, data_dir)
+    path = fields.pop("path")
+    in_dir = None if path is not None else data_dir_path(entry.id, data_dir)
+    if in_dir is not None and not any(v is not None for v in fields.values()):
+        return _data_dir_set(entry.id, in_dir, entry.n)
     return load_eval_set(entry.id, n=entry.n, path=path, **fields)
+
+
+def _data_dir_set(set_id: str, folder: str, n: int | None) -> EvalSet:
+    """A paper dataset from its standard place under ``data_dir``: the official set's datasheet
+    (licence, domain), its source named by the layout path and the file's sha256, never the local
+    folder."""
+    if n is not None and n < 1:
+        raise DataError(f"n must be a positive number of items, got {n!r}")
+    sub, name = DATA_DIR_LAYOUT[set_id]
+    es = DATASETS[set_id](folder)
+    target = os.path.join(folder, name)
+    digest = _file_digest(target) if os.path.isfile(target) else ""
+    sheet = {**es.datasheet, "source": f"data_dir: {sub}/{name}" + (f" (sha256 {digest})" if digest else "")}
+    return EvalSet(es.id, es.name, es.items, sheet).head(n)
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
 
 
 def _user_datasheet(es: EvalSet, path: str) -> EvalSet:
     """The set read from a user's file is described as that file (name, sha256, count), never as
     the built-in sample or hub set its format matches (whose licence would not apply)."""
     name = os.path.basename(os.path.normpath(path)) or str(path)
-    digest = ""
-    if os.path.isfile(path):
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        digest = h.hexdigest()[:16]
+    digest = _file_digest(path) if os.path.isfile(path) else ""
     sheet = {
         "source": f"user file {name}" + (f" (sha256 {digest})" if digest else ""),
         "licence": "as stated by the file's owner (not recorded)",
