@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= default
+DATA_DIR ?=
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 
@@ -23,7 +24,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 report: venv
-	$(PY) -m report_builder build --preset $(PRESET)
+	$(PY) -m report_builder build --preset $(PRESET) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 smoke: venv
 	$(PY) -m report_builder build --preset smoke

@@ -138,3 +138,48 @@ def test_snapshot_hashes_shown(paper):
     prov = json.loads((tmp / "site" / "figures" / "k21-tab2" / "provenance.json").read_text())
     assert prov["models"]["bert-base-uncased"]["snapshot"] == revs["bert-base-uncased"]
     assert revs["roberta-base"] in (tmp / "site" / "k21.html").read_text()
+
+
+def _section(page: str, fid: str) -> str:
+    start = page.index(f'id="{fid}"')
+    nxt = re.search(r'<h[23] id="k2[14]-', page[start + 10:])
+    return page[start: start + 10 + nxt.start()] if nxt else page[start:]
+
+
+def test_paper_numbers_beside_ours(paper):
+    """Every K21 id the paper reports numbers for shows paper value, ours and the difference, for the
+    paper's own model (same model: a check, not context)."""
+    tmp = paper[0]
+    page = (tmp / "site" / "k21.html").read_text()
+    for fid in ("k21-tab1", "k21-tab2", "k21-tab3", "k21-tab5", "k21-tab6", "k21-tab7", "k21-tab8", "k21-tab9",
+                "k21-tab10", "k21-tab11"):
+        sec = _section(page, fid)
+        assert "The paper's numbers beside ours (same model)" in sec, fid
+        assert "Ours − paper" in sec, fid
+        csv = (tmp / "site" / "figures" / fid / "paper_vs_ours.csv").read_text().splitlines()
+        assert csv[0].endswith("Statistic,Paper,Ours (value),Ours − paper") and len(csv) > 1, fid
+    tab2 = (tmp / "site" / "figures" / "k21-tab2" / "paper_vs_ours.csv").read_text()
+    assert "bert-base-uncased,bert-base-uncased,wiki,ATTNRESLN-N,mean,18.8," in tab2
+    assert "roberta-large,roberta-large," in (tmp / "site" / "figures" / "k21-tab5" / "paper_vs_ours.csv").read_text()
+
+
+def test_k24_names_the_papers_models_and_relations(paper):
+    from report_builder.figures.registry import all_figures
+    from report_builder.figures.spec import FINDING
+
+    page = (paper[0] / "site" / "k24.html").read_text()
+    for name in ("bert-base-uncased", "gpt2", "models: bert-base-uncased and gpt2"):
+        assert name in page
+    for spec in all_figures():
+        if spec.paper == "K24":
+            assert spec.reproduces, spec.id
+            bib = (paper[0] / "site" / "figures" / spec.id / "cite.bib").read_text()
+            assert (FINDING in bib) == spec.is_finding, spec.id
+
+
+def test_fig2_is_a_drawn_diagram(paper):
+    tmp = paper[0]
+    sec = _section((tmp / "site" / "k21.html").read_text(), "k21-fig2")
+    assert "<svg" in sec and "params" not in sec
+    svg = (tmp / "site" / "figures" / "k21-fig2" / "chart.svg").read_text()
+    assert "ATTNRESLN-N" in svg and "<title" in svg

@@ -64,6 +64,8 @@ class FigureResult:
         paper: the paper's numbers shown beside ours (only when the same model and data were used), or None.
         models: model names the figure used; datasets: dataset ids it used.
         params: parameters that shaped the figure (shown in provenance).
+        svg: for diagrams, the drawing as standalone SVG markup (shown inline on the page and written
+            as ``chart.svg``/``chart.png``); ``data`` then lists the diagram's parts.
     """
 
     data: pd.DataFrame
@@ -75,6 +77,11 @@ class FigureResult:
     datasets: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
     title: str = ""  # this build's title when it names what the declaration cannot (a dataset, a model)
+    svg: str | None = None
+
+
+FINDING = "paper finding, our figure"
+"""How an id that charts a finding the paper states only in text is labelled (page and cite.bib)."""
 
 
 class NotConfigured(Exception):
@@ -103,6 +110,8 @@ class FigureSpec:
         params: fixed parameters of the figure (shown in provenance).
         template: Jinja template used for the figure's section.
         section: page section heading under which it is shown (for grouping in paper order).
+        reproduces: what of the paper it reproduces, e.g. ``"the paper's Table 2"``, or
+            `FINDING` + ``": <the finding>"`` for our chart of a finding the paper states in text.
     """
 
     id: str
@@ -115,3 +124,9 @@ class FigureSpec:
     params: dict[str, Any] = field(default_factory=dict)
     template: str = "figure.md.j2"
     section: str = ""
+    reproduces: str = ""
+
+    @property
+    def is_finding(self) -> bool:
+        """True when the id charts a finding the paper states in text (`FINDING`), not one of its figures."""
+        return self.reproduces.startswith(FINDING)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from report_builder import guard, papers
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
+from report_builder.figures import compare
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
 from report_builder.site.figure_files import DEFAULT_INLINE_LIMIT, FigureFiles, export_title, write_figure_files
 from report_builder.site.paths import MKDOCS_YML
@@ -70,6 +71,10 @@ class Section:
     provenance_html: str = ""
     cite_html: str = ""
     not_configured: _NotConfigured | None = None
+    svg_html: str = ""
+    compare_html: str = ""
+    compare_note: str = ""
+    compare_same: bool = False
 
 
 def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
@@ -184,29 +189,39 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
         raise RuntimeError(f"figure {spec.id}: builder failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(result, FigureResult):
         raise TypeError(f"figure {spec.id}: builder returned {type(result).__name__}, not FigureResult")
-    table = result.table if result.table is not None else (result.data if result.chart is None else None)
+    drawn = result.svg is not None
+    table = result.table if result.table is not None else (result.data if result.chart is None and not drawn else None)
     try:
         title = figure_title(spec, result, ctx.tables)
-        ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart, table, figures_dir, inline_limit,
-                                             title=title)
+        ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart,
+                                             table if table is not None else result.data, figures_dir, inline_limit,
+                                             title=title, svg=result.svg)
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     rec = prov_mod.figure_provenance(prov, ctx.tables, tuple(result.models), tuple(result.datasets),
                                      {**spec.params, **result.params}, ff.content_hash, tuple(spec.analysis))
     fig_dir = figures_dir / spec.id
     (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
-    bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, ff.content_hash, prov)
+    bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, ff.content_hash, prov,
+                                 spec.reproduces)
     paper_bib = prov_mod.PAPER_BIBTEX.get(spec.paper)
     (fig_dir / "cite.bib").write_text(bib + ("\n\n" + paper_bib if paper_bib else "") + "\n", encoding="utf-8")
     files = {**ff.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib"}
-    show_paper = (ctx.roles.preset == "paper" and result.paper is not None and not result.paper.empty)
+    cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None)
+    if cmp is not None:
+        cmp.table.to_csv(fig_dir / "paper_vs_ours.csv", index=False)
+        files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
+    show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
+                  and not result.paper.empty)
     log(f"site: {spec.id} built ({ff.content_hash})")
     return Section(
         result=result, files=files, content_hash=ff.content_hash, page_spec=ff.page_spec,
         spec_attr=pages.spec_attr(ff.page_spec) if ff.page_spec is not None else "",
-        table_html=htmltable.to_html(result.table) if result.table is not None else
-        (htmltable.to_html(result.data) if result.chart is None else ""),
+        table_html=htmltable.to_html(table) if table is not None else "",
+        svg_html=pages.inline_svg(result.svg) if drawn else "",
         paper_html=htmltable.to_html(result.paper) if show_paper else "",
+        compare_html=htmltable.to_html(cmp.table) if cmp is not None else "",
+        compare_note=cmp.note if cmp is not None else "", compare_same=bool(cmp and cmp.same_model),
         paper_name=prov_mod.PAPER_NAMES.get(spec.paper, spec.paper), show_paper=show_paper,
         provenance_html=prov_mod.provenance_html(rec), cite_html=prov_mod.cite_html(bib, paper_bib),
     )

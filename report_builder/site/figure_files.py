@@ -251,7 +251,7 @@ def csv_frame(data: pd.DataFrame) -> pd.DataFrame:
 
 def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table: pd.DataFrame | None,
                        figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT,
-                       title: dict[str, Any] | None = None) -> FigureFiles:
+                       title: dict[str, Any] | None = None, svg: str | None = None) -> FigureFiles:
     """Write every file of one figure and return its content hash and the spec for the page.
 
     Args:
@@ -262,6 +262,8 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
         figures_dir: ``<docs>/figures``; files go to ``figures_dir/<fig_id>/``.
         inline_limit: datasets with more JSON bytes than this are written to files.
         title: the static export's title (`export_title`); not repeated on the page.
+        svg: a drawn diagram (standalone SVG markup): written as ``chart.svg``/``chart.png`` instead of
+            the table's rendering (``spec.json`` still draws the table of its parts).
     """
     fig_dir = figures_dir / fig_id
     fig_dir.mkdir(parents=True, exist_ok=True)
@@ -280,13 +282,14 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     (fig_dir / "spec.json").write_text(spec_text, encoding="utf-8")
     files["json"] = f"{rel}/spec.json"
 
-    (fig_dir / "chart.svg").write_text(vlc.vegalite_to_svg(spec), encoding="utf-8")
+    drawn = svg if svg is not None else vlc.vegalite_to_svg(spec)
+    (fig_dir / "chart.svg").write_text(drawn, encoding="utf-8")
     files["svg"] = f"{rel}/chart.svg"
-    svg = (fig_dir / "chart.svg").read_text(encoding="utf-8")
-    (fig_dir / "chart.png").write_bytes(vlc.svg_to_png(svg, scale=2))  # same pixels, no second Vega run
+    drawn = (fig_dir / "chart.svg").read_text(encoding="utf-8")
+    (fig_dir / "chart.png").write_bytes(vlc.svg_to_png(drawn, scale=2))  # same pixels, no second Vega run
     files["png"] = f"{rel}/chart.png"
 
-    content_hash = sha(spec_text + "\n" + csv)
+    content_hash = sha(spec_text + "\n" + csv + ("\n" + svg if svg is not None else ""))
     page_spec = _externalise(spec, fig_dir, rel, inline_limit, files) if on_page else None
     if page_spec is not None and title is not None and page_spec.get("title") == title:
         del page_spec["title"]  # the page's heading and caption say it

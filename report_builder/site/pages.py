@@ -173,5 +173,13 @@ def dataset_cards(tables: dict[str, pd.DataFrame], prov: dict[str, Any]) -> str:
     return '<div class="rb-cards">' + "".join(cards) + "</div>" if cards else ""
 
 
+def inline_svg(svg: str) -> str:
+    """A figure's SVG drawing as one raw-HTML block for the Markdown page (no XML prolog, no blank
+    lines, which would end the HTML block)."""
+    body = re.sub(r"^\s*<\?xml[^>]*\?>", "", svg).strip()
+    body = "\n".join(line for line in body.splitlines() if line.strip())
+    return f'<div class="rb-diagram">{body}</div>'
+
+
 def _slug(text: Any) -> str:
     return "".join(c if c.isalnum() else "-" for c in str(text).lower()).strip("-")

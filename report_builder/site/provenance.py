@@ -169,7 +169,8 @@ def _bib_escape(text: str) -> str:
     return "".join(_BIB_SPECIAL.get(c, c) for c in str(text))
 
 
-def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: dict[str, Any]) -> str:
+def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: dict[str, Any],
+                  reproduces: str = "") -> str:
     """BibTeX for one figure of this build: names the id, the content hash and the report version."""
     date = str(prov.get("date") or "")
     year = date[:4] if date[:4].isdigit() else "n.d."
@@ -182,9 +183,20 @@ def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: 
         f"  howpublished = {{report\\_builder report, figure {fig_id}}},\n"
         f"  note         = {{Figure {fig_id}, content hash {content_hash}, report\\_builder "
         f"{prov.get('report_builder_version')} (commit {commit}, preset {prov.get('preset')}); "
-        f"reproduces {PAPER_NAMES.get(paper, paper)}}},\n"
+        f"{_relation(paper, reproduces)}}},\n"
         f"}}"
     )
+
+
+def _relation(paper: str, reproduces: str) -> str:
+    name = PAPER_NAMES.get(paper, paper)
+    if not reproduces:
+        return f"reproduces {name}"
+    from report_builder.figures.spec import FINDING
+
+    if reproduces.startswith(FINDING):
+        return _bib_escape(f"{reproduces} ({name})")
+    return _bib_escape(f"reproduces {reproduces} of {name}")
 
 
 def report_bibtex(prov: dict[str, Any]) -> str:

@@ -60,9 +60,10 @@ def check_result(spec, r: FigureResult) -> None:
     if spec.kind == "chart":
         assert r.chart is not None
     if spec.kind == "diagram":
-        assert r.chart is not None or "svg" in r.params
-        if "svg" in r.params:
-            ET.fromstring(r.params["svg"])  # well-formed SVG
+        assert r.chart is not None or r.svg is not None
+        assert "svg" not in r.params  # a drawing is no parameter (provenance would list it)
+        if r.svg is not None:
+            ET.fromstring(r.svg)  # well-formed SVG
     if r.chart is not None:
         with alt.data_transformers.enable("default", max_rows=None):
             d = r.chart.to_dict(validate=True)

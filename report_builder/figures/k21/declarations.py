@@ -54,8 +54,8 @@ SPECS.append(_spec(
     "k21-fig2", "The attention block: ATTN → RES → LN",
     "Diagram of the attention block of a post-LN layer: multi-head attention (ATTN), residual connection (RES), "
     "layer normalisation (LN). Each output is decomposed exactly into per-input-token terms z_{i←j} plus a bias "
-    "term; brackets show which part of the block each method measures. Returned as an inline SVG "
-    "(FigureResult.params['svg']).", (), intro.build_fig2, kind="diagram", section="Method"))
+    "term; brackets show which part of the block each method measures, and the table lists each stage's "
+    "term and bias term.", (), intro.build_fig2, kind="diagram", section="Method"))
 SPECS.append(_spec(
     "k21-tab1", "Datasets",
     "Evaluation sets of this build: number of samples, mean length in tokens under each model's tokenizer "

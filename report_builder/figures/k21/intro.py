@@ -1,6 +1,6 @@
 """K21 introduction and method figures: Fig. 1 (token maps of the example pair) and Fig. 2 (diagram).
 
-Fig. 2 is a diagram: ``FigureResult.params["svg"]`` holds a standalone SVG string (embed it inline);
+Fig. 2 is a diagram: ``FigureResult.svg`` holds a standalone SVG string (embed it inline);
 ``chart`` is ``None``. Pitfall: Fig. 1 shows the *first* example of ``k21_maps`` (the K21 sentence
 pair); the maps analysis writes it first, so never sort examples here.
 """
@@ -61,7 +61,7 @@ def attention_block_svg() -> str:
 
 
 def build_fig2(ctx: FigureContext) -> FigureResult:
-    """K21 Fig. 2: the attention-block diagram (inline SVG) and its formulas as a table."""
+    """K21 Fig. 2: the attention-block diagram (`FigureResult.svg`) and its formulas as a table."""
     data = pd.DataFrame(
         {
             "stage": ["ATTN", "RES", "LN"],
@@ -78,5 +78,5 @@ def build_fig2(ctx: FigureContext) -> FigureResult:
     return FigureResult(
         data=data, chart=None, table=None,
         reading="The three methods differ only in where the decomposed vector is measured: after ATTN, after RES, or after LN.",
-        params={"svg": attention_block_svg(), "format": "svg"},
+        svg=attention_block_svg(),
     )
