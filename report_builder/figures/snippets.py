@@ -44,6 +44,14 @@ def seed_group_yaml() -> str:
     return paper_models_yaml(papers.SEED_GROUP)
 
 
+def dataset_slots(configured: Sequence[str], k: int) -> list[tuple[str, int]]:
+    """The paper's datasets for the non-primary slots from the next free one up to slot ``k`` (0-based:
+    sst2, mnli, conll2003), as ``(id, n)``: what makes ``datasets[k + 1]`` the paper's set of that slot
+    (k21-fig14 is the CoNLL-2003 slot), skipping ids already configured."""
+    start = max(len(configured) - 1, 0)
+    return [(d.id, d.n) for d in papers.EXTRA_DATASETS[start: k + 1] if d.id not in configured]
+
+
 def extra_datasets(configured: Sequence[str]) -> list[tuple[str, int]]:
     """The paper's non-primary datasets that are not configured yet, as ``(id, n)``."""
     return [(d.id, d.n) for d in papers.EXTRA_DATASETS if d.id not in configured]

@@ -75,9 +75,10 @@ def dataset_builder(k: int) -> Callable[[FigureContext], FigureResult]:
         model, _ = sel.primary(ctx)
         d = ctx.roles.datasets
         if len(d) <= k + 1:
-            need = snippets.extra_datasets(d)[: k + 2 - len(d)]
+            need = snippets.dataset_slots(d, k)
             raise NotConfigured(
-                f"k21-fig{12 + k} shows non-primary dataset #{k + 1} (roles.datasets[{k + 1}]); "
+                f"k21-fig{12 + k} shows non-primary dataset #{k + 1} (roles.datasets[{k + 1}]; the paper's "
+                f"{papers.EXTRA_DATASETS[k].id}); "
                 f"{max(len(d) - 1, 0)} configured. Add these entries to the datasets list.", snippets.datasets_yaml(need))
         res = category_heatmap_result(ctx, model, d[k + 1], "primary_encoder")
         res.title = f"Mixing ratio per layer and category: {sel.dataset_label(ctx, d[k + 1])}"
