@@ -5,11 +5,19 @@ folder next to the output (the build's own directory, never the working director
 succeeded is the site replaced by renames, under a lock next to it (two builds of one output swap in
 turn). The output is replaced only when it is missing, empty or carries the ``.report_builder-site``
 marker every built site has (`report_builder.guard`). An error, KeyboardInterrupt or SIGTERM leaves
-the previous site untouched and removes the temporary folders. Pitfall: a builder that raises anything but `NotConfigured` fails the render
+the previous site untouched and removes the temporary folders.
+
+No-op rebuilds are cheap: a figure whose content hash is unchanged reuses its drawn ``chart.svg``/
+``chart.png`` from the render cache (`figure_files.RenderCache`, ``<out parent>/.cache/figure-renders``),
+and when the generated pages and files, the site resources, the extra files, the site URL and the
+versions equal the previous build's (build date masked) and the existing site is byte for byte what
+that build left (digest in ``.cache/site-build-<out name>.json``), mkdocs is skipped and the site kept.
+A site edited or deleted by the user, or any changed page, is built again. Pitfall: a builder that raises anything but `NotConfigured` fails the render
 loudly — a figure is never skipped silently.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,7 +31,8 @@ from report_builder import guard, papers
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
-from report_builder.site.figure_files import DEFAULT_INLINE_LIMIT, FigureFiles, export_title, write_figure_files
+from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
+                                             write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
 
 #: Paper key -> its generated page (from `report_builder.papers`).
@@ -40,6 +49,8 @@ class RenderReport:
         changed: ids new or changed relative to the previous build's manifest.
         site_dir: the final site folder.
         hashes: id -> content hash of every built figure.
+        kept: no page changed since the previous build: mkdocs did not run and the existing site
+            (checked unmodified) was kept as it is.
     """
 
     figures_built: list[str]
@@ -47,6 +58,7 @@ class RenderReport:
     changed: list[str]
     site_dir: Path
     hashes: dict[str, str] = field(default_factory=dict)
+    kept: bool = False
 
 
 @dataclass
@@ -75,6 +87,7 @@ class Section:
     compare_html: str = ""
     compare_note: str = ""
     compare_same: bool = False
+    reused: bool = False
 
 
 def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
@@ -118,6 +131,9 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     tmp_docs = out_dir.parent / f".{out_dir.name}-docs.tmp-{tag}"
     tmp_site = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
     cache_manifest = out_dir.parent / ".cache" / "site-manifest.json"
+    build_record = out_dir.parent / ".cache" / f"site-build-{out_dir.name}.json"
+    render_cache = RenderCache(out_dir.parent / ".cache" / "figure-renders")
+    kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
     try:
         tmp_docs.mkdir(parents=True)
@@ -127,7 +143,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                             reported=reported if reported is not None else provenance.get("reported", {}) or {})
         sections: dict[str, Section] = {}
         for spec in specs:
-            sections[spec.id] = _render_figure(spec, ctx, provenance, tmp_docs / "figures", inline_limit, log)
+            sections[spec.id] = _render_figure(spec, ctx, provenance, tmp_docs / "figures", inline_limit, log,
+                                               render_cache)
         current = {
             "date": provenance.get("date"), "git_commit": provenance.get("git_commit"),
             "report_builder_version": provenance.get("report_builder_version"), "preset": provenance.get("preset"),
@@ -135,9 +152,21 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                         for s in specs},
         }
         changes = manifest.compare(current, previous)
+        base = manifest.baseline(current, previous)
+        current["base"] = base
         (tmp_docs / "figures").mkdir(parents=True, exist_ok=True)
         (tmp_docs / "figures" / "manifest.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
-        _write_pages(tmp_docs, specs, sections, tables, roles, provenance, changes, inline_limit)
+        _write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
+                     inline_limit)
+        n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
+        log(f"site: {n_drawn} figures drawn, {render_cache.hits} reused (unchanged content hash)")
+        date = str(provenance.get("date") or "")
+        inputs = _inputs_digest(tmp_docs, date, extra_files or {}, site_url)
+        kept = _can_keep(out_dir, docs_dir, build_record, inputs)
+        if kept:
+            log(f"site: no page changed since the build of {kept}; mkdocs skipped, {out_dir} kept as it is")
+            render_cache.prune()
+            return _report(specs, sections, changes, out_dir, log, kept=True)
         log(f"site: mkdocs build --strict ({len(specs)} figures)")
         _mkdocs_build(tmp_docs, tmp_site, site_url=site_url)
         for rel, text in (extra_files or {}).items():
@@ -156,17 +185,72 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             tmp_manifest = cache_manifest.with_name(f".{cache_manifest.name}.tmp-{tag}")
             tmp_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
             os.replace(tmp_manifest, cache_manifest)
+            record = {"date": date, "inputs": inputs, "site": _tree_digest(out_dir),
+                      "docs": _tree_digest(docs_dir, date) if docs_dir is not None else None}
+            tmp_record = build_record.with_name(f".{build_record.name}.tmp-{tag}")
+            tmp_record.write_text(json.dumps(record, indent=1), encoding="utf-8")
+            os.replace(tmp_record, build_record)
+        render_cache.prune()
     finally:
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+    return _report(specs, sections, changes, out_dir, log)
 
+
+def _tree_digest(root: Path, date: str = "") -> str | None:
+    """SHA-256 over every file of ``root`` (relative path and bytes; ``date`` replaced by a placeholder
+    when given, so two renders that differ only in their build date digest alike); None if missing."""
+    if not root.is_dir():
+        return None
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name != guard.SITE_MARKER:
+            data = p.read_bytes()
+            if date:
+                data = data.replace(date.encode("utf-8"), b"\0DATE\0")
+            h.update(p.relative_to(root).as_posix().encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url: str | None) -> str:
+    """Everything mkdocs turns into the site: the generated pages and files (build date masked), the
+    site's resources (mkdocs.yml, templates, hand-written pages), the extra files, the site URL and
+    the versions of mkdocs and report_builder."""
+    import mkdocs
+
+    from report_builder import __version__
+    from report_builder.site.paths import RESOURCES
+
+    h = hashlib.sha256()
+    for part in (_tree_digest(docs, date), _tree_digest(RESOURCES), json.dumps(
+            {k: v.replace(date, "\0DATE\0") if date else v for k, v in sorted(extra_files.items())}),
+            str(site_url), mkdocs.__version__, __version__):
+        h.update(str(part).encode("utf-8") + b"\0")
+    return h.hexdigest()
+
+
+def _can_keep(out_dir: Path, docs_dir: Path | None, record_path: Path, inputs: str) -> str | None:
+    """The date of the previous build when the existing site can be kept: the same inputs, and the
+    site (and generated docs) still exactly as that build left them (not edited, not deleted)."""
+    record = manifest.read_manifest(record_path)
+    if not record or record.get("inputs") != inputs or not (out_dir / guard.SITE_MARKER).is_file():
+        return None
+    if _tree_digest(out_dir) != record.get("site"):
+        return None
+    if docs_dir is not None and _tree_digest(docs_dir, str(record.get("date") or "")) != record.get("docs"):
+        return None
+    return str(record.get("date") or "an earlier build")
+
+
+def _report(specs: list[FigureSpec], sections: dict[str, Section], changes: manifest.Changes, out_dir: Path,
+            log: Callable[[str], Any], kept: bool = False) -> RenderReport:
     built = [s.id for s in specs if sections[s.id].not_configured is None]
     nc = {s.id: sections[s.id].not_configured.config_entry for s in specs if sections[s.id].not_configured}
     log(f"site: {len(built)} figures built, {len(nc)} not configured, "
         f"{len(changes.changed) + len(changes.new)} new or changed -> {out_dir}")
     return RenderReport(figures_built=built, not_configured=nc, changed=changes.new + changes.changed,
-                        site_dir=out_dir, hashes={i: sections[i].content_hash for i in built})
+                        site_dir=out_dir, hashes={i: sections[i].content_hash for i in built}, kept=kept)
 
 
 def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
@@ -179,7 +263,7 @@ def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.Da
 
 
 def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], figures_dir: Path,
-                   inline_limit: int, log: Callable[[str], Any]) -> Section:
+                   inline_limit: int, log: Callable[[str], Any], render_cache: RenderCache | None = None) -> Section:
     try:
         result = spec.build(ctx)
     except NotConfigured as exc:
@@ -195,7 +279,7 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
         title = figure_title(spec, result, ctx.tables)
         ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart,
                                              table if table is not None else result.data, figures_dir, inline_limit,
-                                             title=title, svg=result.svg)
+                                             title=title, svg=result.svg, render_cache=render_cache)
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     rec = prov_mod.figure_provenance(prov, ctx.tables, tuple(result.models), tuple(result.datasets),
@@ -213,7 +297,7 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
-    log(f"site: {spec.id} built ({ff.content_hash})")
+    log(f"site: {spec.id} {'reused' if ff.reused else 'built'} ({ff.content_hash})")
     return Section(
         result=result, files=files, content_hash=ff.content_hash, page_spec=ff.page_spec,
         spec_attr=pages.spec_attr(ff.page_spec) if ff.page_spec is not None else "",
@@ -224,6 +308,7 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
         compare_note=cmp.note if cmp is not None else "", compare_same=bool(cmp and cmp.same_model),
         paper_name=prov_mod.PAPER_NAMES.get(spec.paper, spec.paper), show_paper=show_paper,
         provenance_html=prov_mod.provenance_html(rec), cite_html=prov_mod.cite_html(bib, paper_bib),
+        reused=ff.reused,
     )
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ class FigureFiles:
     content_hash: str
     page_spec: dict[str, Any] | None
     files: dict[str, str]  # kind -> relative path (svg, png, csv, json, data-*)
+    reused: bool = False  # chart.svg/png taken from the render cache (same content hash)
 
 
 def sha(text: str | bytes, n: int = 12) -> str:
@@ -251,7 +254,8 @@ def csv_frame(data: pd.DataFrame) -> pd.DataFrame:
 
 def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table: pd.DataFrame | None,
                        figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT,
-                       title: dict[str, Any] | None = None, svg: str | None = None) -> FigureFiles:
+                       title: dict[str, Any] | None = None, svg: str | None = None,
+                       render_cache: "RenderCache | None" = None) -> FigureFiles:
     """Write every file of one figure and return its content hash and the spec for the page.
 
     Args:
@@ -264,6 +268,8 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
         title: the static export's title (`export_title`); not repeated on the page.
         svg: a drawn diagram (standalone SVG markup): written as ``chart.svg``/``chart.png`` instead of
             the table's rendering (``spec.json`` still draws the table of its parts).
+        render_cache: where ``chart.svg``/``chart.png`` of an unchanged content hash are reused from
+            instead of drawing them again (`FigureFiles.reused` says which happened).
     """
     fig_dir = figures_dir / fig_id
     fig_dir.mkdir(parents=True, exist_ok=True)
@@ -282,15 +288,77 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     (fig_dir / "spec.json").write_text(spec_text, encoding="utf-8")
     files["json"] = f"{rel}/spec.json"
 
-    drawn = svg if svg is not None else vlc.vegalite_to_svg(spec)
-    (fig_dir / "chart.svg").write_text(drawn, encoding="utf-8")
+    content_hash = sha(spec_text + "\n" + csv + ("\n" + svg if svg is not None else ""))
+    cached = render_cache.get(content_hash) if render_cache is not None else None
+    if cached is not None:
+        (fig_dir / "chart.svg").write_bytes(cached[0])
+        (fig_dir / "chart.png").write_bytes(cached[1])
+    else:
+        drawn = svg if svg is not None else vlc.vegalite_to_svg(spec)
+        (fig_dir / "chart.svg").write_text(drawn, encoding="utf-8")
+        drawn = (fig_dir / "chart.svg").read_text(encoding="utf-8")
+        (fig_dir / "chart.png").write_bytes(vlc.svg_to_png(drawn, scale=2))  # same pixels, no second Vega run
+        if render_cache is not None:
+            render_cache.put(content_hash, (fig_dir / "chart.svg").read_bytes(), (fig_dir / "chart.png").read_bytes())
     files["svg"] = f"{rel}/chart.svg"
-    drawn = (fig_dir / "chart.svg").read_text(encoding="utf-8")
-    (fig_dir / "chart.png").write_bytes(vlc.svg_to_png(drawn, scale=2))  # same pixels, no second Vega run
     files["png"] = f"{rel}/chart.png"
 
-    content_hash = sha(spec_text + "\n" + csv + ("\n" + svg if svg is not None else ""))
     page_spec = _externalise(spec, fig_dir, rel, inline_limit, files) if on_page else None
     if page_spec is not None and title is not None and page_spec.get("title") == title:
         del page_spec["title"]  # the page's heading and caption say it
-    return FigureFiles(content_hash=content_hash, page_spec=page_spec, files=files)
+    return FigureFiles(content_hash=content_hash, page_spec=page_spec, files=files, reused=cached is not None)
+
+
+class RenderCache:
+    """The drawn ``chart.svg``/``chart.png`` of earlier builds, keyed by the figure's content hash and the
+    renderer's version, in a folder the tool owns (``<out parent>/.cache/figure-renders``).
+
+    The content hash covers the whole spec and data, so a hit gives the same bytes a new drawing would.
+    Each entry records the SHA-256 of its two files; an entry that does not match (edited, truncated)
+    is ignored and drawn again. `prune` keeps only the entries the latest build used.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.used: set[str] = set()
+        self.hits = 0
+
+    def _dir(self, content_hash: str) -> Path:
+        return self.root / f"{content_hash}-vl{vlc.__version__}"
+
+    def get(self, content_hash: str) -> tuple[bytes, bytes] | None:
+        d = self._dir(content_hash)
+        try:
+            meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+            svg, png = (d / "chart.svg").read_bytes(), (d / "chart.png").read_bytes()
+        except (OSError, ValueError):
+            return None
+        if meta.get("svg") != hashlib.sha256(svg).hexdigest() or meta.get("png") != hashlib.sha256(png).hexdigest():
+            return None
+        self.used.add(d.name)
+        self.hits += 1
+        return svg, png
+
+    def put(self, content_hash: str, svg: bytes, png: bytes) -> None:
+        d = self._dir(content_hash)
+        tmp = self.root / f".{d.name}.tmp-{os.getpid()}"
+        try:
+            tmp.mkdir(parents=True, exist_ok=True)
+            (tmp / "chart.svg").write_bytes(svg)
+            (tmp / "chart.png").write_bytes(png)
+            (tmp / "meta.json").write_text(json.dumps({"svg": hashlib.sha256(svg).hexdigest(),
+                                                       "png": hashlib.sha256(png).hexdigest()}), encoding="utf-8")
+            if d.exists():
+                shutil.rmtree(d)
+            os.rename(tmp, d)
+            self.used.add(d.name)
+        except OSError:  # a cache that cannot be written only costs time
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def prune(self) -> None:
+        """Remove the entries this build did not use (only folders named like ours)."""
+        if not self.root.is_dir():
+            return
+        for d in self.root.iterdir():
+            if d.is_dir() and d.name not in self.used and re.fullmatch(r"\.?[0-9a-f]{12}-vl[\w.]+(\.tmp-\d+)?", d.name):
+                shutil.rmtree(d, ignore_errors=True)

@@ -1,7 +1,8 @@
 """The manifest of figure content hashes and the comparison with the previous build ("Changes" page).
 
 The previous manifest is read from the existing ``site/figures/manifest.json`` before ``site/`` is
-replaced (or from the copy kept in ``.cache/site-manifest.json``). Pitfall: a figure that was not
+replaced (or from the copy kept in ``.cache/site-manifest.json``). The "Changes" page compares with
+`baseline`: the last build whose figures differed (a no-op rebuild keeps the page as it was). Pitfall: a figure that was not
 configured has no hash; it is listed as "not configured", never as changed.
 """
 from __future__ import annotations
@@ -51,3 +52,18 @@ def compare(current: dict[str, Any], previous: dict[str, Any] | None) -> Changes
     out.removed = [fid for fid, rec in prev.items()
                    if rec.get("hash") and current["figures"].get(fid, {}).get("hash") is None]
     return out
+
+
+def _hashes(m: dict[str, Any] | None) -> dict[str, Any]:
+    return {fid: rec.get("hash") for fid, rec in (m or {}).get("figures", {}).items()}
+
+
+def baseline(current: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The build the "Changes" page compares with: the previous build, or — when that one had exactly
+    these figure hashes (a rebuild with nothing changed) — the build *it* was compared with, so an
+    unchanged rebuild renders the same page (and the site can be kept as it is)."""
+    if previous is None:
+        return None
+    if _hashes(previous) == _hashes(current):
+        return previous.get("base")
+    return {k: v for k, v in previous.items() if k != "base"}

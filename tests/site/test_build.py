@@ -57,11 +57,42 @@ def test_large_data_goes_to_hashed_files(tmp_path):
     assert f"figures/{k.parent.name}/{k.name}" in html
 
 
-def test_changes_against_previous_build(tmp_path):
+def test_noop_rebuild_keeps_site_and_changes_page(tmp_path):
+    site = tmp_path / "site"
     r1, _ = h.render_dummy_site(tmp_path)
-    r2, _ = h.render_dummy_site(tmp_path)
-    assert r2.changed == [] and r2.hashes == r1.hashes
-    assert "unchanged" in (tmp_path / "site" / "changes.html").read_text(encoding="utf-8")
+    before = {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    logs: list[str] = []
+    # a rebuild with nothing changed but the date: figures reused, mkdocs skipped, the site kept as it is
+    r2 = build_mod.render_site(h._dummy_tables(), h.DUMMY_ROLES, {**h.provenance(), "date": "2025-06-01T00:00:00+00:00"},
+                               out_dir=site, docs_dir=tmp_path / "docs" / "generated", log=logs.append,
+                               figures=h.DUMMY_FIGURES)
+    assert r2.kept and not r1.kept and r2.changed == [] and r2.hashes == r1.hashes
+    assert any(re.match(r"site: 0 figures drawn, 3 reused", x) for x in logs), logs
+    assert any("mkdocs skipped" in x for x in logs) and not any("mkdocs build" in x for x in logs)
+    assert {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
+    # a site (or generated docs) edited or deleted by the user is rebuilt, never kept
+    record = tmp_path / ".cache" / "site-build-site.json"
+    inputs = __import__("json").loads(record.read_text())["inputs"]
+    assert build_mod._can_keep(site, tmp_path / "docs" / "generated", record, inputs)
+    assert not build_mod._can_keep(site, tmp_path / "docs" / "generated", record, inputs[::-1])
+    page = site / "k21.html"
+    page.write_text(page.read_text() + " ")
+    assert not build_mod._can_keep(site, tmp_path / "docs" / "generated", record, inputs)
+    page.write_bytes(before[Path("k21.html")])
+    (site / "figures" / "k21-dummy-fig" / "chart.png").unlink()
+    assert not build_mod._can_keep(site, tmp_path / "docs" / "generated", record, inputs)
+    # a changed figure is drawn again and the site rebuilt; the Changes page compares with the last
+    # build whose figures differed
+    tables = h._dummy_tables()
+    tables["k21_tokens"] = tables["k21_tokens"].assign(**{"ATTNRESLN-N": tables["k21_tokens"]["ATTNRESLN-N"] * 0.5})
+    logs.clear()
+    r3 = build_mod.render_site(tables, h.DUMMY_ROLES, h.provenance(), out_dir=site,
+                               docs_dir=tmp_path / "docs" / "generated", log=logs.append, figures=h.DUMMY_FIGURES)
+    assert not r3.kept and set(r3.changed) == {"k21-dummy-fig", "k21-dummy-tab"}
+    assert any(re.match(r"site: 2 figures drawn, 1 reused", x) for x in logs), logs
+    assert (site / "figures" / "k21-dummy-fig" / "chart.png").is_file()
+    changes = (site / "changes.html").read_text(encoding="utf-8")
+    assert "unchanged" in changes and "changed" in changes.replace("unchanged", "")
 
 
 def test_interrupted_render_leaves_previous_site(tmp_path, monkeypatch):
@@ -73,8 +104,8 @@ def test_interrupted_render_leaves_previous_site(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(build_mod, "_mkdocs_build", boom)
-    with pytest.raises(KeyboardInterrupt):
-        h.render_dummy_site(tmp_path)
+    with pytest.raises(KeyboardInterrupt):  # another site URL: mkdocs must run (an unchanged site is kept)
+        h.render_dummy_site(tmp_path, site_url="https://example.org/report/")
     after = {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()}
     assert after == before
     leftovers = [p.name for p in tmp_path.rglob(".*") if ".tmp-" in p.name or ".old-" in p.name]
