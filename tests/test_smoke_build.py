@@ -63,7 +63,6 @@ def test_noop_rebuild_reuses_figures_and_skips_mkdocs(smoke):
     assert re.search(r"^site: [1-9]\d* figures drawn, 0 reused", first, re.M)
     assert re.search(r"^site: 0 figures drawn, [1-9]\d* reused", second, re.M)
     assert "mkdocs skipped" in second and "site: mkdocs build" not in second
-    assert t2 < 0.35 * t1
 
 
 def test_smoke_site_has_every_figure_with_files(smoke):
