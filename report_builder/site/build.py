@@ -12,7 +12,9 @@ No-op rebuilds are cheap: a figure whose content hash is unchanged reuses its dr
 and when the generated pages and files, the site resources, the extra files, the site URL and the
 versions equal the previous build's (build date masked) and the existing site is byte for byte what
 that build left (digest in ``.cache/site-build-<out name>.json``), mkdocs is skipped and the site kept.
-A site edited or deleted by the user, or any changed page, is built again. Pitfall: a builder that raises anything but `NotConfigured` fails the render
+A site edited or deleted by the user, or any changed page, is built again.
+
+Pitfall: a builder that raises anything but `NotConfigured` fails the render
 loudly — a figure is never skipped silently.
 """
 from __future__ import annotations
