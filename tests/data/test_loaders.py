@@ -40,7 +40,9 @@ def test_conll_from_file(tmp_path):
                  ". . O O\n\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n", encoding="utf-8")
     s = load_eval_set("conll2003", path=str(f))
     assert [it.text_a for it in s.items] == ["EU rejects German .", "Peter Blackburn"]
-    assert s.datasheet["domain"] == "News"
+    # a user's file is described as that file, never as the official set whose format it matches
+    assert s.datasheet["domain"] == "user-supplied"
+    assert s.datasheet["source"].startswith("user file valid.txt")
     assert load_eval_set("conll2003", path=str(tmp_path)).hash == s.hash
 
 
