@@ -43,14 +43,16 @@ def sha(text: str | bytes, n: int = 12) -> str:
 
 
 def _canonical_names(text: str) -> str:
-    for prefix in ("param", "view", "concat", "layer"):
-        seen: dict[str, str] = {}
+    seen: dict[str, dict[str, str]] = {p: {} for p in ("param", "view", "concat", "layer")}
 
-        def repl(m: re.Match, seen=seen, prefix=prefix) -> str:
-            return seen.setdefault(m.group(0), f"{prefix}_{len(seen) + 1}")
+    def repl(m: re.Match) -> str:  # one pass; each prefix numbered in its own order of appearance
+        names = seen[m.group(1)]
+        return names.setdefault(m.group(0), f"{m.group(1)}_{len(names) + 1}")
 
-        text = re.sub(rf"\b{prefix}_\d+\b", repl, text)
-    return text
+    return _NAME_RE.sub(repl, text)
+
+
+_NAME_RE = re.compile(r"\b(param|view|concat|layer)_\d+\b")
 
 
 def chart_to_spec(chart: Any) -> dict[str, Any]:
