@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from report_builder.filehash import sha256_of_file
 from report_builder import guard
 from report_builder.atomic import atomic_dir
 
@@ -36,12 +37,6 @@ def result_key(analysis: str, version: int, params: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def _file_hash(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def frame_hash(df: pd.DataFrame) -> str:
@@ -88,7 +83,7 @@ class Cache:
         tables = {}
         for name, sha in meta["tables"].items():
             p = d / f"{name}.parquet"
-            if _file_hash(p) != sha:
+            if sha256_of_file(p) != sha:
                 raise ValueError(f"{p.name} does not match its recorded hash")
             tables[name] = pd.read_parquet(p)
         return Entry(tables, meta, reused=True)
@@ -130,7 +125,7 @@ class Cache:
             for name, df in tables.items():
                 p = tmp / f"{name}.parquet"
                 df.reset_index(drop=True).to_parquet(p, index=False)
-                hashes[name] = _file_hash(p)
+                hashes[name] = sha256_of_file(p)
             meta = {**meta, "tables": hashes, "table_hashes": {n: frame_hash(t) for n, t in tables.items()},
                     "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True, default=str))

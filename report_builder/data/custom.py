@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
 import json
 import os
 from typing import Any, Iterable
 
+from report_builder.filehash import sha256_of_file
 from report_builder.errors import DataError
 from .evalset import EvalSet, TextItem, make_set
 from .hub import load_hub_split
@@ -72,12 +72,6 @@ class DataSource:
         return self.path is not None or self.hub is not None
 
 
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _clean(value: Any) -> str:
@@ -164,7 +158,7 @@ def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None
         raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} is not UTF-8 text") from None
     cols = f", column {src.column!r}" if src.column else ""
     cols += f", pair column {src.pair_column!r}" if src.pair_column else ""
-    sheet = {"source": f"{os.path.basename(path)} (user file{cols}; sha256 {_file_sha256(path)[:16]})",
+    sheet = {"source": f"{os.path.basename(path)} (user file{cols}; sha256 {sha256_of_file(path)[:16]})",
              "built": (f"Every non-empty {'line' if kind == 'text' else 'row'} of the user's "
                        f"{ext} file in file order"
                        + (", as a sequence pair" if src.pair_column else "") + ", whitespace-normalised.")}

@@ -11,12 +11,12 @@ own hash).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import Any, Callable
 
 from .conll import build_conll2003
 from .custom import DataSource, build_custom
+from report_builder.filehash import sha256_of_file
 from report_builder.errors import DataError
 from .evalset import EvalSet
 from .glue import build_mnli, build_sst2
@@ -120,11 +120,8 @@ def _data_dir_set(set_id: str, folder: str, n: int | None) -> EvalSet:
 
 
 def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    """First 16 hex of the file's sha256 (shown in datasheets)."""
+    return sha256_of_file(path)[:16]
 
 
 def _user_datasheet(es: EvalSet, path: str) -> EvalSet:
