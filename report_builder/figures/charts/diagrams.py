@@ -104,16 +104,16 @@ def chain_diagram_svg(
             out.append(f'<rect x="{cx[k] - box_w / 2}" y="{y_mid - box_h / 2}" width="{box_w}" height="{box_h}" '
                        f'rx="6" fill="#0072B2" fill-opacity="0.14" stroke="currentColor" stroke-width="1.5"/>')
             out.append(f'<text x="{cx[k]}" y="{y_mid + 5}" text-anchor="middle" fill="currentColor" '
-                       f'font-weight="600">{esc(s.label)}</text>')
+                       f'font-size="13" font-weight="600">{esc(s.label)}</text>')
         if s.kind == "add" and s.label:
             out.append(f'<text x="{cx[k] + add_r + 4}" y="{y_mid - add_r - 2}" text-anchor="start" '
-                       f'fill="currentColor" font-size="11">{esc(s.label)}</text>')
+                       f'fill="currentColor" font-size="12">{esc(s.label)}</text>')
         for ln, line in enumerate(s.note):
-            out.append(f'<text x="{cx[k]}" y="{y_mid + box_h / 2 + 18 + 14 * ln}" text-anchor="middle" '
-                       f'fill="currentColor" font-size="11">{esc(line)}</text>')
-    out.append(f'<text x="{margin}" y="{y_mid + 5}" fill="currentColor" font-style="italic">{esc(input_label)}</text>')
+            out.append(f'<text x="{cx[k]}" y="{y_mid + box_h / 2 + 18 + 15 * ln}" text-anchor="middle" '
+                       f'fill="currentColor" font-size="12">{esc(line)}</text>')
+    out.append(f'<text x="{margin}" y="{y_mid + 5}" fill="currentColor" font-size="13" font-style="italic">{esc(input_label)}</text>')
     out.append(f'<text x="{width - margin}" y="{y_mid + 5}" text-anchor="end" fill="currentColor" '
-               f'font-style="italic">{esc(output_label)}</text>')
+               f'font-size="13" font-style="italic">{esc(output_label)}</text>')
     # spans (brackets)
     for r, (label, a, b) in enumerate(spans):
         y0 = span_top + 26 * r
