@@ -156,6 +156,7 @@ def test_paper_numbers_beside_ours(paper):
         sec = _section(page, fid)
         assert "The paper's numbers beside ours (same model)" in sec, fid
         assert "Ours − paper" in sec, fid
+        assert "<table" in sec and "&lt;table" not in sec, fid  # rendered as a table, not escaped markup
         csv = (tmp / "site" / "figures" / fid / "paper_vs_ours.csv").read_text().splitlines()
         assert csv[0].endswith("Statistic,Paper,Ours (value),Ours − paper") and len(csv) > 1, fid
     tab2 = (tmp / "site" / "figures" / "k21-tab2" / "paper_vs_ours.csv").read_text()
