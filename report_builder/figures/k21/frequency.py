@@ -11,10 +11,9 @@ import pandas as pd
 from report_builder import schema
 from report_builder.analyses import k21_figure_stats as figstats
 from report_builder.analyses import k21_stats as st
-from report_builder.figures import snippets
 from report_builder.figures.charts import points
 from report_builder.figures.k21 import readings, selection as sel, tables
-from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+from report_builder.figures.spec import FigureContext, FigureResult
 
 
 def build_tab3(ctx: FigureContext) -> FigureResult:
@@ -91,11 +90,7 @@ def build_tab10(ctx: FigureContext) -> FigureResult:
 
 def build_tab11(ctx: FigureContext) -> FigureResult:
     """K21 Table 11: Table 3 over a seed group (mean and SD of ρ over models)."""
-    g, ds = sel.need_seeds(ctx, "k21-tab11")
-    freq = sel.result_table(ctx, "k21_freq", snippets.seed_group_yaml())
-    freq = freq[(freq["dataset"] == ds) & freq["model"].isin(g)]
-    if len(freq) == 0:
-        raise NotConfigured(f"no k21_freq rows for the seed group on {ds!r}", snippets.seed_group_yaml())
+    freq, g, ds = sel.seed_group_rows(ctx, "k21-tab11", "k21_freq")
     fs = st.seed_group_spearman(freq, g).assign(dataset=ds)
     table = pd.DataFrame({
         "Method": fs["method"],

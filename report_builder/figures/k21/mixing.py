@@ -73,11 +73,7 @@ def build_tab6(ctx: FigureContext) -> FigureResult:
 
 def build_tab7(ctx: FigureContext) -> FigureResult:
     """K21 Table 7: Table 2 statistics over a seed group (mean and SD over models)."""
-    g, ds = sel.need_seeds(ctx, "k21-tab7")
-    tok = sel.result_table(ctx, "k21_tokens", snippets.seed_group_yaml())
-    tok = tok[(tok["dataset"] == ds) & tok["model"].isin(g)]
-    if len(tok) == 0:
-        raise NotConfigured(f"no k21_tokens rows for the seed group on {ds!r}", snippets.seed_group_yaml())
+    tok, g, ds = sel.seed_group_rows(ctx, "k21-tab7", "k21_tokens")
     stats = st.seed_group_stats(tok, g).assign(dataset=ds)
     table = pd.DataFrame({
         "Method": stats["method"],

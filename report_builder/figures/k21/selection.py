@@ -102,6 +102,17 @@ def need_seeds(ctx: FigureContext, fid: str) -> tuple[tuple[str, ...], str]:
     return g, ctx.roles.datasets[0]
 
 
+def seed_group_rows(ctx: FigureContext, fid: str, table: str) -> tuple[pd.DataFrame, tuple[str, ...], str]:
+    """``(rows of result table `table` for the seed group on the primary dataset, group, dataset)``;
+    `NotConfigured` when the group is too small or has no rows there."""
+    g, ds = need_seeds(ctx, fid)
+    rows = result_table(ctx, table, snippets.seed_group_yaml())
+    rows = rows[(rows["dataset"] == ds) & rows["model"].isin(g)]
+    if len(rows) == 0:
+        raise NotConfigured(f"no {table} rows for the seed group on {ds!r}", snippets.seed_group_yaml())
+    return rows, g, ds
+
+
 def paper_seed_group(ctx: FigureContext, fid: str, models: Sequence[str], dataset: str | None) -> pd.DataFrame | None:
     """The paper's seed-group numbers when every seed-group model is a paper seed (paper preset only)."""
     if ctx.roles.preset != "paper":
