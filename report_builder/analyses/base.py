@@ -120,3 +120,7 @@ class Run:
     def result(self, analysis: str) -> "dict[str, pd.DataFrame]":
         """The tables of analysis ``analysis`` (one of ``needs``) for the same subject."""
         raise NotImplementedError
+
+    def results(self, analysis: str) -> "list[dict[str, pd.DataFrame]]":
+        """The tables of every need of this task named ``analysis`` (e.g. its sequence shards), in order."""
+        raise NotImplementedError

@@ -146,27 +146,46 @@ class Progress:
         self.bar.close()
 
 
-class _LocalRun(Run):
-    """`Run` for one task inside `LocalExecutor` (shares the executor's loaded model)."""
+class TaskRun(Run):
+    """`Run` for one task: the model comes from ``lm`` (called on first use), the evaluation sets
+    from ``sets``, and the tables of the task's ``needs`` from ``done`` or the cache. Any executor
+    (local or on a worker) runs a task through `run_task`, which builds one of these."""
 
-    def __init__(self, ex: "LocalExecutor", task: Task, sets: dict[str, "EvalSet"]):
-        self.ex, self.task, self.subject, self.sets = ex, task, task.subject, sets
+    def __init__(self, task: Task, cache: Cache, sets: dict[str, "EvalSet"], lm: Callable[[], Any], *,
+                 done: dict[tuple[str, str], Entry] | None = None, show_progress: bool = True):
+        self.task, self.subject, self.cache, self.sets = task, task.subject, cache, sets
+        self._lm, self.done, self.show_progress = lm, done if done is not None else {}, show_progress
 
     def lm(self):
-        return self.ex.model(self.subject)
+        return self._lm()
 
     def eval_set(self):
         return self.sets[self.subject.dataset.id]
 
     def progress(self, what: str, total: int) -> Progress:
-        return Progress(f"{self.subject.label} · {what}", total, self.ex.show_progress)
+        return Progress(f"{self.subject.label} · {what}", total, self.show_progress)
 
-    def result(self, analysis: str) -> "dict[str, pd.DataFrame]":
-        key = dict(self.task.needs)[analysis]
-        entry = self.ex.done.get((analysis, key)) or self.ex.cache.get(analysis, key)
+    def _entry(self, analysis: str, key: str) -> Entry:
+        entry = self.done.get((analysis, key)) or self.cache.get(analysis, key)
         if entry is None:
             raise RuntimeError(f"{self.task.label} needs {analysis}/{key}, which has not run")
-        return entry.tables
+        return entry
+
+    def result(self, analysis: str) -> "dict[str, pd.DataFrame]":
+        return self._entry(analysis, dict(self.task.needs)[analysis]).tables
+
+    def results(self, analysis: str) -> "list[dict[str, pd.DataFrame]]":
+        """The tables of every need named ``analysis``, in the order the task lists them."""
+        return [self._entry(a, k).tables for a, k in self.task.needs if a == analysis]
+
+
+def run_task(task: Task, cache: Cache, sets: dict[str, "EvalSet"], lm: Callable[[], Any], *,
+             done: dict[tuple[str, str], Entry] | None = None, show_progress: bool = True) -> Entry:
+    """Run one task through the cache: its entry is reused when present, else computed and published
+    atomically (under the entry's lock, so concurrent workers compute it once)."""
+    a = registry.get(task.analysis)
+    run = TaskRun(task, cache, sets, lm, done=done, show_progress=show_progress)
+    return cache.get_or_compute(task.analysis, task.version, task.params, lambda: (a.compute(run), {}))
 
 
 class LocalExecutor:
@@ -201,9 +220,8 @@ class LocalExecutor:
             if mc.name != self._model_name:
                 self._model_name, self._lm = mc.name, None
                 self.log(f"model {mc.name} ({mc.source})")
-            a = registry.get(task.analysis)
-            run = _LocalRun(self, task, plan.sets)
-            entry = self.cache.get_or_compute(task.analysis, task.version, task.params, lambda: (a.compute(run), {}))
+            entry = run_task(task, self.cache, plan.sets, lambda s=task.subject: self.model(s), done=self.done,
+                             show_progress=self.show_progress)
             self.done[(task.analysis, task.key)] = entry
             self.log(f"  {'reused  ' if entry.reused else 'computed'} {task.label}"
                      + ("" if entry.reused else f" in {entry.meta.get('seconds', 0):.1f}s"))
