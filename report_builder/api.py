@@ -160,13 +160,14 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
 
         log(f"CPU worker threads: {set_cpu_workers(choose_threads(cfg.threads))} "
             "(torch intra-op threads 1: results identical for any count)")
-    plan = runner.plan(cfg)
+    plan = runner.plan(cfg, cache)
     results = list((executor or runner.LocalExecutor(cache, log=log, progress=progress)).execute(plan))
-    rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in results), cfg, plan.sets),
-                        provenance=_provenance(cfg, *assemble.provenance(plan, results)),
+    final = runner.final_results(results)  # shards' partial tables are not tables of the build
+    rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in final), cfg, plan.sets),
+                        provenance=_provenance(cfg, *assemble.provenance(plan, final)),
                         reused=[r.task.label for r in results if r.reused],
                         computed=[r.task.label for r in results if not r.reused],
-                        entries=[(r.task.analysis, r.entry.meta["key"]) for r in results],
+                        entries=[(r.task.analysis, r.entry.meta["key"]) for r in final],
                         seconds=time.perf_counter() - t_start)
     for line in cache.log:
         log(line)
@@ -181,14 +182,16 @@ def plan(cfg: Config) -> list[dict[str, Any]]:
 
     Returns:
         One row per task: ``analysis``, ``model``, ``dataset`` (``None`` for weights-only analyses),
-        ``sequences`` (decomposed by the task), ``cached`` (bool) and the cache ``key``.
+        ``shard`` (``[lo, hi)`` of a shard task, else None), ``reduces`` (how many shards a reduce task
+        reduces, else 0), ``sequences`` (decomposed by the task), ``cached`` (bool) and the cache ``key``.
     """
     from report_builder.analyses import runner
 
-    p = runner.plan(cfg)
     cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
-    return [dict(analysis=t.analysis, model=t.subject.model.name,
-                 dataset=t.subject.dataset.id if t.subject.dataset is not None else None, sequences=t.size,
+    p = runner.plan(cfg, cache)
+    return [dict(analysis=t.base, model=t.subject.model.name,
+                 dataset=t.subject.dataset.id if t.subject.dataset is not None else None,
+                 shard=list(t.shard) if t.shard is not None else None, reduces=t.shards, sequences=t.size,
                  cached=bool(cache and cache.path(t.analysis, t.key).is_dir()), key=t.key) for t in p.tasks]
 
 

@@ -42,7 +42,8 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
 
 
 def _config(args):
-    changes = {k: getattr(args, k) for k in ("device", "dtype", "cache_dir", "max_memory", "threads", "data_dir")
+    changes = {k: getattr(args, k) for k in ("device", "dtype", "cache_dir", "max_memory", "threads", "data_dir",
+                                          "shard_size")
                if getattr(args, k, None) is not None}
     if getattr(args, "out", None):
         changes["out_dir"] = args.out
@@ -86,6 +87,10 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
                        help="memory budget for the feed-forward chunks, e.g. 2GiB")
         g.add_argument("--threads", type=int, metavar="N",
                        help="CPU worker threads across sequences (default: all cores, 1 on a busy machine); results are identical for any count")
+        g.add_argument("--shard-size", dest="shard_size", type=int, metavar="N",
+                       help="split each analysis over more than N sequences into shards of N (cached one by one, "
+                            "reduced exactly: tables identical to an unsharded build; a resumed build reuses "
+                            "every finished shard)")
     g.add_argument("--data-dir", dest="data_dir", metavar="DIR",
                    help="local datasets: DIR/SST-2/dev.tsv, DIR/MNLI/dev_matched.tsv, DIR/conll2003/valid.txt "
                         "(fills the path of every such dataset entry that has none)")
@@ -107,6 +112,13 @@ def _print_table(rows: list[dict], as_json: bool = False) -> None:
     print("  ".join(c.ljust(w[c]) for c in cols))
     for r in rows:
         print("  ".join(str(r.get(c, "")).ljust(w[c]) for c in cols))
+
+
+def _shard_cell(row: dict) -> str | None:
+    """The plan table's shard column: a shard's item range ``lo:hi``, ``reduce N`` for a reduce task."""
+    if row.get("shard") is not None:
+        return f"{row['shard'][0]}:{row['shard'][1]}"
+    return f"reduce {row['reduces']}" if row.get("reduces") else None
 
 
 def _sub(sub, name: str, summary: str, description: str, common) -> argparse.ArgumentParser:
@@ -300,10 +312,12 @@ def _dispatch(args) -> int:
             _print_table(rows, True)
         else:
             _print_table([{k: ("-" if v is None else "yes" if v is True else "no" if v is False else v)
-                           for k, v in r.items() if k != "key"} for r in rows])
+                           for k, v in {**r, "shard": _shard_cell(r)}.items() if k not in ("key", "reduces")}
+                          for r in rows])
             todo = [r for r in rows if not r["cached"]]
-            print(f"{len(rows)} tasks: {len(rows) - len(todo)} cached, {len(todo)} to compute "
-                  f"({sum(r['sequences'] for r in todo)} sequences)")
+            n_shards = sum(1 for r in rows if r["shard"] is not None)
+            print(f"{len(rows)} tasks{f' ({n_shards} shards)' if n_shards else ''}: {len(rows) - len(todo)} cached, "
+                  f"{len(todo)} to compute ({sum(r['sequences'] for r in todo)} sequences)")
     elif args.cmd == "build":
         api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print)
     return 0

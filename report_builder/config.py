@@ -89,6 +89,7 @@ class Config:
     dtype: str = "float32"
     batch_size: int = 8
     threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (api.choose_threads)
+    shard_size: int | None = None  # split sequence analyses into shards of N sequences (results do not depend on it)
     max_memory: str = "1GiB"
     ig: IGConfig = field(default_factory=IGConfig)
     k21: K21Config = field(default_factory=K21Config)
@@ -293,6 +294,7 @@ def validate(cfg: Config) -> Config:
     need(cfg.dtype in DTYPES, "dtype", f"{cfg.dtype!r} is not one of {', '.join(DTYPES)}")
     count(cfg.batch_size, "batch_size")
     count(cfg.threads, "threads", optional=True)
+    count(cfg.shard_size, "shard_size", optional=True)
     parse_size(cfg.max_memory, key="max_memory")
     need(cfg.ig.method in IG_METHODS, "ig.method", f"{cfg.ig.method!r} is not one of {', '.join(IG_METHODS)}")
     count(cfg.ig.steps, "ig.steps")

@@ -8,6 +8,15 @@ analyses, one dataset) with plain, picklable data only, so a task can travel to 
 Pitfall: ``params`` is the cache key. It must name every configuration value that changes the
 analysis' tables (and nothing that does not), and it must never change for an unchanged result,
 or every existing cache entry is silently recomputed.
+
+Shards: an analysis that aggregates over sequences may declare a `Shard` — ``map`` computes
+sufficient statistics for a contiguous range ``[lo, hi)`` of its items in their canonical order
+(item index = ``EncodedSeq.seq``), ``reduce`` turns the partials of consecutive ranges into its
+tables. Its ``compute`` is ``reduce([map(all items)])`` (`Shard.whole`), so a sharded build and an
+unsharded one run the same code and give the same bytes (the runner plans the shards, see
+`analyses.runner`). Pitfall: a reduce must not depend on where the boundaries fall — counts are
+summed, maxima taken, top-k merged under a total order, per-sequence rows concatenated in sequence
+order, and float sums folded over per-sequence values in sequence order (never over shard subtotals).
 """
 from __future__ import annotations
 
@@ -64,6 +73,41 @@ class Subject:
         return self.model.name if self.dataset is None else f"{self.model.name} · {self.dataset.id}"
 
 
+SHARD_SUFFIX = ".shard"
+"""Cache directory (and task analysis id) of an analysis' shards: ``<analysis id>.shard``."""
+
+
+def shard_id(analysis: str) -> str:
+    """The analysis id under which the shards (partial results) of ``analysis`` are cached."""
+    return analysis + SHARD_SUFFIX
+
+
+def base_id(analysis: str) -> str:
+    """The registered analysis id of a task's analysis id (a shard's parent, else itself)."""
+    return analysis[: -len(SHARD_SUFFIX)] if analysis.endswith(SHARD_SUFFIX) else analysis
+
+
+@dataclass(frozen=True)
+class Shard:
+    """How an analysis splits, exactly, over contiguous ranges of its items (sequence shards).
+
+    Attributes:
+        items: Subject -> how many items the analysis reads, in canonical order (ranges cover
+            ``[0, items)``).
+        map: ``(run, lo, hi)`` -> partial tables: sufficient statistics of items ``[lo, hi)``.
+        reduce: ``(subject, partials)`` -> the analysis' tables, from the partials of consecutive
+            ranges covering every item, in range order. Exact: the same bytes for any split.
+    """
+
+    items: Callable[[Subject], int]
+    map: Callable[["Run", int, int], "dict[str, pd.DataFrame]"]
+    reduce: Callable[[Subject, "list[dict[str, pd.DataFrame]]"], "dict[str, pd.DataFrame]"]
+
+    def whole(self, run: "Run") -> "dict[str, pd.DataFrame]":
+        """The unsharded compute: the reduce of one partial over every item."""
+        return self.reduce(run.subject, [self.map(run, 0, self.items(run.subject))])
+
+
 @dataclass(frozen=True)
 class Analysis:
     """One analysis, declared as data.
@@ -77,6 +121,8 @@ class Analysis:
         needs: ids of analyses of the same subject whose tables ``compute`` may read
             (through `Run.result`); the runner plans them first.
         tables: names of the tables it returns.
+        shard: how it splits over sequence shards (`Shard`), or None (always one task). When set,
+            ``compute`` must be ``shard.whole``.
     """
 
     id: str
@@ -88,12 +134,15 @@ class Analysis:
     compute: Callable[["Run"], "dict[str, pd.DataFrame]"]
     tables: tuple[str, ...]
     needs: tuple[str, ...] = ()
+    shard: Shard | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
             raise ValueError(f"analysis {self.id}: scope {self.scope!r} is not one of {SCOPES}")
         if self.inputs not in INPUTS:
             raise ValueError(f"analysis {self.id}: inputs {self.inputs!r} is not one of {INPUTS}")
+        if self.id.endswith(SHARD_SUFFIX):
+            raise ValueError(f"analysis {self.id}: an id may not end in {SHARD_SUFFIX!r} (its shards' id)")
 
 
 class Run:

@@ -27,6 +27,15 @@ def errors_frame(model: str, dataset: str, rows: dict[tuple[int, str], float]) -
                         columns=RECON_ERRORS)
 
 
+def max_errors(model: str, dataset: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """``recon_errors`` of several ranges of sequences: the maximum per (layer, scope)."""
+    rows: dict[tuple[int, str], float] = {}
+    for f in frames:
+        for l, s, v in zip(f["layer"], f["scope"], f["max_rel_error"]):
+            rows[(int(l), str(s))] = max(rows.get((int(l), str(s)), 0.0), float(v))
+    return errors_frame(model, dataset, rows)
+
+
 def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str,
                   batch_size: int = 8, budget_bytes: int = 512 << 20,
                   on_batch: Callable[[int], None] | None = None) -> dict[str, pd.DataFrame]:

@@ -1,14 +1,15 @@
 """Analysis ``k21_frequency``: layer-averaged mixing ratios per token occurrence with its frequency rank.
 
 Runs on **unmasked** inputs. When the mixing pass was unmasked already (causal models: mask rate 0)
-it reuses that pass's ``k21_tokens`` instead of decomposing the set again.
+it reuses that pass's ``k21_tokens`` instead of decomposing the set again (and is then one task).
+Sharded by sequence ranges: each token occurrence's row depends on its own sequence only.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from report_builder.analyses import inputs, k21_compute
-from report_builder.analyses.base import Analysis, Run, Subject
+from report_builder.analyses.base import Analysis, Run, Shard, Subject
 
 
 def _params(s: Subject) -> dict:
@@ -19,14 +20,16 @@ def _size(s: Subject) -> int:
     return 0 if inputs.mask_rate(s) == 0 else s.n_items
 
 
-def _compute(run: Run) -> dict[str, pd.DataFrame]:
+def _map(run: Run, lo: int, hi: int) -> dict[str, pd.DataFrame]:
     from report_builder.data.frequency import frequency_ranks
 
     s = run.subject
     lm = run.lm()
-    enc = inputs.unmasked(run)
+    enc = inputs.unmasked(run, hi)[lo:hi]
     if inputs.mask_rate(s) == 0:  # unmasked already (causal models): the mixing pass is this pass
         toks = run.result("k21_mixing")["k21_tokens"]
+        if (lo, hi) != (0, s.n_items):
+            toks = toks[(toks["seq"] >= lo) & (toks["seq"] < hi)]
     else:
         with run.progress("K21 frequency", len(enc)) as bar:
             toks = k21_compute.mixing_ratios(lm, enc, model=s.model.name, dataset=s.dataset.id,
@@ -36,5 +39,12 @@ def _compute(run: Run) -> dict[str, pd.DataFrame]:
     return {"k21_freq": k21_compute.frequency_table(toks, enc, ranks)}
 
 
+def _reduce(s: Subject, partials: list[dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    parts = sorted((p["k21_freq"] for p in partials), key=lambda f: int(f["seq"].min()))  # in sequence order
+    return {"k21_freq": parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)}
+
+
+SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
+
 ANALYSIS = Analysis(id="k21_frequency", version=2, scope="dataset", inputs="unmasked", params=_params,
-                    size=_size, compute=_compute, tables=("k21_freq",), needs=("k21_mixing",))
+                    size=_size, compute=SHARD.whole, tables=("k21_freq",), needs=("k21_mixing",), shard=SHARD)

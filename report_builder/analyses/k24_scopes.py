@@ -1,7 +1,8 @@
 """Analysis ``k24_scopes``: every K24 table from one full-layer pass over the first ``k24_n`` sequences.
 
 Contextualization change, FF-amp pairs and base rates, RES/FF norms, per-dimension LN effects and
-the reconstruction errors (`k24_compute.scope_analyses`). Pitfall: the IG method is in the cache
+the reconstruction errors. Sharded over its first ``k24_n`` sequences: each range's sufficient
+statistics (`k24_compute.scope_partials`) reduce exactly (`k24_compute.reduce_scopes`). Pitfall: the IG method is in the cache
 key; under a numerical IG only the check points before FF are enforced.
 """
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder.analyses import inputs, k24_compute
-from report_builder.analyses.base import Analysis, Run, Subject
+from report_builder.analyses.base import Analysis, Run, Shard, Subject
 from report_builder.decompose.feedforward import IGOptions
 
 
@@ -24,17 +25,28 @@ def _params(s: Subject) -> dict:
             "include_special": k24.include_special, "ig": ig_options(s.cfg).describe(), "ffamp": k24.ffamp_normalise}
 
 
-def _compute(run: Run) -> dict[str, pd.DataFrame]:
+def _items(s: Subject) -> int:
+    return min(inputs.k24_items(s), s.n_items)
+
+
+def _map(run: Run, lo: int, hi: int) -> dict[str, pd.DataFrame]:
     s = run.subject
-    enc = inputs.unmasked(run, inputs.k24_items(s))
+    enc = inputs.unmasked(run, hi)[lo:hi]
     with run.progress("K24 full layers", len(enc)) as bar:
-        return k24_compute.scope_analyses(run.lm(), enc, model=s.model.name, dataset=s.dataset.id,
-                                          top_k=s.cfg.k24.top_k, include_special=s.cfg.k24.include_special,
-                                          ig=ig_options(s.cfg), batch_size=max(1, s.cfg.batch_size // 2),
+        return k24_compute.scope_partials(run.lm(), enc, top_k=s.cfg.k24.top_k,
+                                          include_special=s.cfg.k24.include_special, ig=ig_options(s.cfg),
+                                          batch_size=max(1, s.cfg.batch_size // 2),
                                           budget_bytes=s.cfg.budget_bytes(), on_batch=bar)
 
 
+def _reduce(s: Subject, partials: list[dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    return k24_compute.reduce_scopes(partials, model=s.model.name, dataset=s.dataset.id, top_k=s.cfg.k24.top_k,
+                                     causal=s.causal)
+
+
+SHARD = Shard(items=_items, map=_map, reduce=_reduce)
+
 ANALYSIS = Analysis(id="k24_scopes", version=2, scope="dataset", inputs="unmasked", params=_params,
-                    size=lambda s: min(inputs.k24_items(s), s.n_items), compute=_compute,
+                    size=_items, compute=SHARD.whole,
                     tables=("k24_ctx", "k24_ffamp_pairs", "k24_ffamp_base", "k24_res_norms", "k24_ln_dims",
-                            "recon_errors"))
+                            "recon_errors"), shard=SHARD)

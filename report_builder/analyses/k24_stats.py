@@ -17,7 +17,7 @@ import heapq
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -420,6 +420,10 @@ class SeqInfo:
     word_ids: Sequence[int | None] | None = None
 
 
+PAYLOAD = ("seq", "i", "j", "token_i", "token_j", "amp", "before", "after", "category", "context")
+"""What `TopPairs.top_frame` records of each pair, after its ``rank``."""
+
+
 @dataclass
 class TopPairs:
     """Running top-k FF-amplified pairs (``i ≠ j``) of one (model, dataset, layer) and base rates.
@@ -453,29 +457,41 @@ class TopPairs:
         cand = np.argpartition(-vals, kk - 1)[:kk]
         for q in cand:
             i, j, v = int(ii[q]), int(jj[q]), float(vals[q])
-            key = (v, -seq, -i, -j)
-            if len(self._heap) >= self.k and key <= self._heap[0][:4]:
-                continue
-            payload = dict(
+            self._offer((v, -seq, -i, -j), lambda i=i, j=j, v=v: dict(
                 seq=int(seq), i=i, j=j, token_i=str(info.tokens[i]), token_j=str(info.tokens[j]), amp=v,
                 before=float(before[i, j]) if before is not None else float("nan"),
                 after=float(after[i, j]) if after is not None else float("nan"),
                 category=str(cats[i, j]),
                 context=context_snippet(info.text, info.offsets, i, j, self.width, info.tokens)
                 if info.offsets is not None else f"{info.tokens[i]} ← {info.tokens[j]}",
-            )
-            item = (*key, payload)
-            if len(self._heap) < self.k:
-                heapq.heappush(self._heap, item)
-            else:
-                heapq.heapreplace(self._heap, item)
+            ))
+
+    def _offer(self, key: tuple, payload: Callable[[], dict]) -> None:
+        if len(self._heap) >= self.k and key <= self._heap[0][:4]:
+            return
+        item = (*key, payload())
+        if len(self._heap) < self.k:
+            heapq.heappush(self._heap, item)
+        else:
+            heapq.heapreplace(self._heap, item)
+
+    def merge(self, top: pd.DataFrame, base: pd.DataFrame) -> None:
+        """Fold in another `TopPairs`' `top_frame` and `base_frame` (e.g. a shard's): the result is the
+        one feeding both sets of sequences into one `TopPairs` gives, in any order (keys are totally
+        ordered, counts are summed)."""
+        for cat, cnt in zip(base["category"], base["base_count"]):
+            self.base_counts[cat] = self.base_counts.get(cat, 0) + int(cnt)
+        for r in top[list(PAYLOAD)].itertuples(index=False):
+            self._offer((float(r.amp), -int(r.seq), -int(r.i), -int(r.j)), lambda r=r: dict(
+                seq=int(r.seq), i=int(r.i), j=int(r.j), token_i=str(r.token_i), token_j=str(r.token_j),
+                amp=float(r.amp), before=float(r.before), after=float(r.after), category=str(r.category),
+                context=str(r.context)))
 
     def top_frame(self) -> pd.DataFrame:
         """Top pairs, ``rank`` 1 = largest amp: rank, seq, i, j, token_i, token_j, amp, before, after, category, context."""
         items = sorted(self._heap, key=lambda t: (-t[0], -t[1], -t[2], -t[3]))
         rows = [dict(rank=r + 1, **t[4]) for r, t in enumerate(items)]
-        cols = ["rank", "seq", "i", "j", "token_i", "token_j", "amp", "before", "after", "category", "context"]
-        return pd.DataFrame(rows, columns=cols)
+        return pd.DataFrame(rows, columns=["rank", *PAYLOAD])
 
     def base_frame(self) -> pd.DataFrame:
         """Base counts over all valid ``i ≠ j`` pairs seen: category, base_count (every category listed)."""

@@ -7,6 +7,19 @@ tasks: `LocalExecutor` runs them in order in this process, loading each model on
 results and printing the build log; a distributed executor runs the same tasks elsewhere (a task is
 plain data: configuration and ids, no closures). `analyses.assemble` turns the results into tables.
 
+Shards: with ``cfg.shard_size`` set, an analysis that declares a `Shard` and decomposes more
+sequences than that is planned as shard tasks over consecutive ranges ``[lo, hi)`` of its items
+(cached under ``<analysis>.shard`` with the range in their parameters) followed by its reduce task,
+which has the analysis' own parameters and key and needs the shards. The tables are the same bytes
+as unsharded (`analyses.base.Shard`), so sharded and unsharded builds share the final entry; a final
+entry already in the cache is planned as a plain task (its shards are not scheduled), and shards
+already in the cache are reused, so an interrupted build recomputes only the missing ones.
+
+Contract for executors: a task's identity is ``(task.analysis, task.key)``; ``task.needs`` names
+tasks earlier in the plan (or entries already cached); `run_task` runs any task (plain, shard or
+reduce) given only those; an executor yields a `Result` for every task, in plan order; only the
+results of tasks that are not ``partial`` are tables of the build (`final_results`).
+
 Pitfall: tasks run in plan order, and that order is the row order of the concatenated tables; an
 executor that runs tasks in parallel must return results in plan order.
 """
@@ -16,10 +29,10 @@ import dataclasses
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
 from report_builder.analyses import registry
-from report_builder.analyses.base import Analysis, Run, Subject
+from report_builder.analyses.base import Analysis, Run, Subject, base_id, shard_id
 from report_builder.cache import Cache, Entry, result_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,8 +50,11 @@ class Task:
         analysis: the analysis id (`analyses.registry`). version: its version.
         subject: the model (and dataset) it is about.
         params: the cache-key parameters. key: the cache key (`cache.result_key`).
-        size: sequences it decomposes (0: weights only); an executor may balance work by it.
+        size: sequences it decomposes (0: weights only, or a reduce); an executor may balance work by it.
         needs: ``(analysis, key)`` of the same subject's results its compute may read.
+        shard: ``(lo, hi)`` for a shard task: it maps items ``[lo, hi)`` of its analysis to partial
+            tables (``analysis`` is then ``<id>.shard``); None otherwise.
+        reduce: True for the task that reduces its ``needs``' shards into the analysis' tables.
     """
 
     analysis: str
@@ -48,10 +64,30 @@ class Task:
     key: str
     size: int
     needs: tuple[tuple[str, str], ...] = ()
+    shard: tuple[int, int] | None = None
+    reduce: bool = False
+
+    @property
+    def partial(self) -> bool:
+        """Whether the result is a shard's partial tables (never assembled into the build's tables)."""
+        return self.shard is not None
+
+    @property
+    def base(self) -> str:
+        """The registered analysis id (a shard's parent analysis)."""
+        return base_id(self.analysis)
+
+    @property
+    def shards(self) -> int:
+        """How many shards a reduce task reduces (0 for any other task)."""
+        sid = shard_id(self.base)
+        return sum(1 for a, _ in self.needs if a == sid) if self.reduce else 0
 
     @property
     def label(self) -> str:
-        """The build-log name: ``model [analysis]`` or ``model · dataset [analysis]``."""
+        """The build-log name: ``model [analysis]``, ``model · dataset [analysis]``, a shard's with its range."""
+        if self.shard is not None:
+            return f"{self.subject.label} [{self.base} {self.shard[0]}:{self.shard[1]}]"
         return f"{self.subject.label} [{self.analysis}]"
 
 
@@ -86,9 +122,28 @@ def _task(a: Analysis, subject: Subject, planned: dict[tuple[str, str], Task]) -
     return Task(a.id, a.version, subject, params, result_key(a.id, a.version, params), a.size(subject), tuple(needs))
 
 
-def plan(cfg: "Config") -> Plan:
+def shard_ranges(n: int, shard_size: int) -> list[tuple[int, int]]:
+    """Consecutive ranges ``[lo, hi)`` of at most ``shard_size`` items covering ``[0, n)``."""
+    return [(lo, min(lo + shard_size, n)) for lo in range(0, n, shard_size)]
+
+
+def _sharded(a: Analysis, t: Task, shard_size: int) -> list[Task]:
+    """The shard tasks of ``t`` (consecutive item ranges, each its own cache entry) and its reduce task."""
+    sid = shard_id(a.id)
+    shards = []
+    for lo, hi in shard_ranges(a.shard.items(t.subject), shard_size):
+        params = {**t.params, "shard": [lo, hi]}
+        shards.append(dataclasses.replace(t, analysis=sid, params=params, key=result_key(sid, t.version, params),
+                                          size=hi - lo, shard=(lo, hi)))
+    reduce = dataclasses.replace(t, size=0, needs=t.needs + tuple((x.analysis, x.key) for x in shards), reduce=True)
+    return [*shards, reduce]
+
+
+def plan(cfg: "Config", cache: Cache | None = None) -> Plan:
     """Every task the configuration needs, in run order (per model: weights-only, then per dataset).
 
+    With ``cfg.shard_size``, a shardable analysis of more sequences becomes shard tasks and a reduce
+    task (module docstring); a result already in ``cache`` stays one task (its shards are not planned).
     Loads the evaluation sets and hashes each model's weights (memoised); loads no weights.
     """
     from report_builder.data import load_entry
@@ -101,7 +156,11 @@ def plan(cfg: "Config") -> Plan:
     def add(a: Analysis, subject: Subject) -> None:
         t = _task(a, subject, planned)
         planned[(a.id, subject.label)] = t
-        tasks.append(t)
+        if (a.shard is not None and cfg.shard_size is not None and t.size > cfg.shard_size
+                and not (cache is not None and cache.path(a.id, t.key).is_dir())):
+            tasks.extend(_sharded(a, t, cfg.shard_size))
+        else:
+            tasks.append(t)
 
     for mc in cfg.models:
         fp = loading.fingerprint(mc.source, mc.revision)
@@ -183,9 +242,23 @@ def run_task(task: Task, cache: Cache, sets: dict[str, "EvalSet"], lm: Callable[
              done: dict[tuple[str, str], Entry] | None = None, show_progress: bool = True) -> Entry:
     """Run one task through the cache: its entry is reused when present, else computed and published
     atomically (under the entry's lock, so concurrent workers compute it once)."""
-    a = registry.get(task.analysis)
+    a = registry.get(task.base)
     run = TaskRun(task, cache, sets, lm, done=done, show_progress=show_progress)
-    return cache.get_or_compute(task.analysis, task.version, task.params, lambda: (a.compute(run), {}))
+    if task.shard is not None:
+        def compute():
+            return a.shard.map(run, *task.shard), {"shard": list(task.shard)}
+    elif task.reduce:
+        def compute():
+            return a.shard.reduce(task.subject, run.results(shard_id(a.id))), {"shards": task.shards}
+    else:
+        def compute():
+            return a.compute(run), {}
+    return cache.get_or_compute(task.analysis, task.version, task.params, compute)
+
+
+def final_results(results: "Iterable[Result]") -> "list[Result]":
+    """The results that are tables of the build (every one but the shards' partial tables), in order."""
+    return [r for r in results if not r.task.partial]
 
 
 class LocalExecutor:

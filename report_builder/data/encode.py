@@ -240,4 +240,9 @@ def encode(eval_set: EvalSet, tokenizer: Any, *, causal: bool, max_length: int =
 
 def mean_tokens(encoded: list[EncodedSeq]) -> float:
     """Mean sequence length in tokens (specials included); 0.0 for an empty list."""
-    return sum(len(e.input_ids) for e in encoded) / len(encoded) if encoded else 0.0
+    return mean_tokens_of(sum(len(e.input_ids) for e in encoded), len(encoded))
+
+
+def mean_tokens_of(n_tokens: int, n_seqs: int) -> float:
+    """`mean_tokens` from the counts (tokens over sequences, exact integer sums; 0.0 for no sequence)."""
+    return n_tokens / n_seqs if n_seqs else 0.0
