@@ -25,7 +25,7 @@ from report_builder.config import Config
 from report_builder.schema import ERROR_BOUND
 
 __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build", "check", "clean", "configure",
-           "format_bench", "list_datasets", "list_figures", "list_models", "render", "serve", "summary_lines",
+           "format_bench", "format_plan", "list_datasets", "list_figures", "list_models", "plan", "render", "serve", "summary_lines",
            "tables_from_cache"]
 
 @dataclass
@@ -175,24 +175,35 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     return rep
 
 
-def plan(cfg: Config) -> list[dict[str, Any]]:
-    """The tasks a build of ``cfg`` runs, in run order, and whether each result is already cached.
+def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None, gpus: int = 1) -> dict[str, Any]:
+    """The tasks a build of ``cfg`` runs, in run order, what each costs, and whether it is cached.
 
-    Loads the evaluation sets and hashes the weights (memoised); loads no model and computes nothing.
+    Loads the evaluation sets, hashes the weights (memoised) and reads each model's config and
+    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`).
 
+    Args:
+        gpu, gpu_flops: price a GPU that is not here: a name in `costs.GPUS`, or a matmul's TFLOP/s.
+        gpus: also answer "how long on N GPUs" (tasks balanced greedily, never split).
     Returns:
-        One row per task: ``analysis``, ``model``, ``dataset`` (``None`` for weights-only analyses),
-        ``shard`` (``[lo, hi)`` of a shard task, else None), ``reduces`` (how many shards a reduce task
-        reduces, else 0), ``sequences`` (decomposed by the task), ``cached`` (bool) and the cache ``key``.
+        `costs.estimate`'s dict: ``tasks`` (one row per task: ``analysis``, ``model``, ``dataset``
+        (``None`` for weights-only analyses), ``shard`` (``[lo, hi)`` of a shard task, else None),
+        ``reduces`` (how many shards a reduce task reduces, else 0), ``sequences``, ``tokens``,
+        ``cached``, ``key``, ``flops``, ``seconds``, ``peak_bytes``, ``disk_bytes``, ...), ``totals``,
+        ``device``, ``gpus``, ``notes``.
     """
+    from report_builder import costs
     from report_builder.analyses import runner
 
     cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
     p = runner.plan(cfg, cache)
-    return [dict(analysis=t.base, model=t.subject.model.name,
-                 dataset=t.subject.dataset.id if t.subject.dataset is not None else None,
-                 shard=list(t.shard) if t.shard is not None else None, reduces=t.shards, sequences=t.size,
-                 cached=bool(cache and cache.path(t.analysis, t.key).is_dir()), key=t.key) for t in p.tasks]
+    return costs.estimate(p, cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
+
+
+def format_plan(est: dict[str, Any]) -> str:
+    """The text form of `plan`'s result: one table, a total line, the 1/N-GPU answer."""
+    from report_builder import costs
+
+    return costs.format_plan(est)
 
 
 def _provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Callable
 
 import torch
 
+from report_builder.costs import FLOP_COUNT_DOC, ff_flops, layer_fixed_bytes  # noqa: F401 - one FLOP model
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import K21_METHODS, decompose_batch, decompose_layer, default_chunk_rows
 from report_builder.errors import UsageError
@@ -56,11 +57,6 @@ DEFAULT_TIMED_LAYERS = 2
 TARGETS = {"k21_ratios_speedup": 10.0, "k21_maps_speedup": 5.0, "ff_roofline": 0.5, "budget_bytes": 2 * GIB}
 TARGET_SETTING = dict(shape="base", seq_len=128, dtype="float32", device="cpu")
 BUDGET_CHECK = dict(shape="base", seq_len=512)
-FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 n^2 d' d (second matmul over all n^2 terms) "
-                  "+ k [2 n (H+1) d d' + 2 n^2 H d'] (first matmul through the heads: U = M w W1 for the "
-                  "H head vectors and the residual, then the head sums; k = 2 for gated FFs); "
-                  "element-wise work not counted")
-
 
 # ------------------------------------------------------------------ helpers
 
@@ -125,14 +121,6 @@ def available_bytes() -> int:
         return 8 * GIB
 
 
-def layer_fixed_bytes(n: int, d: int, d_ff: int, heads: int, gated: bool, itemsize: int) -> int:
-    """Numbers `decompose_layer` holds outside the chunk loop (probabilities, Gram products, per-head
-    vectors through W1, per-token vectors, maps), in bytes."""
-    k = 2 if gated else 1
-    numbers = 4 * heads * n * n + 12 * n * n + n * heads * (2 * d + k * d_ff) + 24 * n * d + 8 * k * n * d_ff
-    return numbers * itemsize
-
-
 def chunk_budget(max_memory: int, n: int, d: int, d_ff: int, heads: int, gated: bool, itemsize: int,
                  in_use: int | None = None) -> int:
     """Chunk budget (``budget_bytes`` of `decompose_layer`) so the process stays under ``max_memory``.
@@ -150,7 +138,9 @@ def batch_for_budget(budget_bytes: int, n: int, d: int, heads: int, n_layers: in
                      cap: int = 64) -> int:
     """Sequences per forward batch so that the captured tensors fit ``budget_bytes``: per sequence the
     forward returns every layer's probabilities and the capture keeps x, alpha and 6 check tensors."""
-    per_seq = itemsize * n_layers * (2 * heads * n * n + 8 * n * d)
+    from report_builder.costs import sequence_capture_bytes
+
+    per_seq = sequence_capture_bytes(n, d, heads, n_layers, itemsize)
     return max(1, min(cap, budget_bytes // max(per_seq, 1)))
 
 
@@ -207,10 +197,19 @@ def _dims(lm) -> dict:
                 d_ff=lw.ff.d_ff, gated=lw.ff.gated, activation=lw.ff.act, layers_total=lm.n_layers)
 
 
-def ff_flops(n: int, d: int, d_ff: int, heads: int, gated: bool) -> int:
-    """FLOPs of the FF decomposition of one sequence and layer (see `FLOP_COUNT_DOC`)."""
-    k = 2 if gated else 1
-    return 2 * n * n * d_ff * d + k * (2 * n * (heads + 1) * d * d_ff + 2 * n * n * heads * d_ff)
+def efficiency(dims: dict, n: int, batch: int, per_layer: dict[str, float], matmul_flops: float) -> dict[str, float]:
+    """Each kind of work's FLOP/s (`costs` FLOP model) as a fraction of the matmul measured in the same
+    run: ``forward`` (HF forward), ``ratios`` (fast_ratios), ``maps`` (fast_k21_maps), ``full``
+    (fast_full); the numbers `costs.EFFICIENCY` was set from."""
+    from report_builder import costs
+
+    s = costs.Shape(dims["d_model"], dims["layers_total"], dims["heads"], dims["kv_heads"], dims["head_dim"],
+                    dims["d_ff"], dims["gated"], dims["ln_position"] == "post", 0)
+    pts = costs.ig_points(s.gated)
+    flops = {"forward": costs.forward_flops(s, n), "ratios": costs.work_flops("ratios", s, n),
+             "maps": costs.work_flops("maps", s, n), "full": costs.work_flops("full", s, n, pts)}
+    timed = {"forward": "forward", "ratios": "fast_ratios", "maps": "fast_k21_maps", "full": "fast_full"}
+    return {k: batch * flops[k] / per_layer[m] / matmul_flops for k, m in timed.items() if per_layer.get(m)}
 
 
 def naive_bytes(n: int, d: int, d_ff: int, heads: int, itemsize: int) -> int:
@@ -375,6 +374,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                              ("full_layer", "fast_full", "naive_full")):
         speed[name] = per_layer[slow] / per_layer[fast] if slow in per_layer else None
     flops = ff_flops(n, d, dff, H, gated) * batch
+    eff = efficiency(dims, n, batch, per_layer, mm["gflops"] * 1e9)
     ff_gflops = flops / per_layer["fast_ff"] / 1e9
     roof = {"ff_flops_per_layer": flops, "ff_seconds_per_layer": per_layer["fast_ff"], "ff_gflops": ff_gflops,
             "matmul": mm, "matmul_gflops": mm["gflops"], "fraction": ff_gflops / mm["gflops"],
@@ -443,6 +443,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         "cost_vs_forward": cost,
         "speedup": speed,
         "roofline": roof,
+        "efficiency": eff,
         "memory": mem,
         "budget_check": bc,
         "errors": {"max_rel_error": max(errors.values()) if errors else None, "per_check": errors,
@@ -620,6 +621,9 @@ def format_bench(result: dict) -> str:
         f"{100 * r['fraction']:.0f}% of roofline",
         f"  ({r['flop_count']})",
     ]
+    if result.get("efficiency"):
+        lines.append("efficiency vs that matmul (costs FLOP model; `report-builder plan` uses such factors): "
+                     + ", ".join(f"{k} {v:.2f}" for k, v in result["efficiency"].items()))
     mem = result["memory"]
     if mem.get("method"):
         parts = []

@@ -100,6 +100,16 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
         g.add_argument("--out", metavar="DIR", help="site output directory (default site)")
 
 
+def _add_plan_args(p) -> None:
+    g = p.add_argument_group("cost estimate")
+    g.add_argument("--gpu", metavar="NAME",
+                   help="price a GPU that is not here by its datasheet peak: A100, H100 or H200")
+    g.add_argument("--gpu-flops", dest="gpu_flops", type=float, metavar="TFLOPS",
+                   help="price a GPU that is not here by the TFLOP/s a large matmul reaches on it")
+    g.add_argument("--gpus", type=int, default=1, metavar="N",
+                   help="also estimate the time on N GPUs (tasks balanced greedily; default 1)")
+
+
 def _print_table(rows: list[dict], as_json: bool = False) -> None:
     if as_json:
         print(json.dumps(rows, indent=1, default=str))
@@ -112,13 +122,6 @@ def _print_table(rows: list[dict], as_json: bool = False) -> None:
     print("  ".join(c.ljust(w[c]) for c in cols))
     for r in rows:
         print("  ".join(str(r.get(c, "")).ljust(w[c]) for c in cols))
-
-
-def _shard_cell(row: dict) -> str | None:
-    """The plan table's shard column: a shard's item range ``lo:hi``, ``reduce N`` for a reduce task."""
-    if row.get("shard") is not None:
-        return f"{row['shard'][0]}:{row['shard'][1]}"
-    return f"reduce {row['reduces']}" if row.get("reduces") else None
 
 
 def _sub(sub, name: str, summary: str, description: str, common) -> argparse.ArgumentParser:
@@ -142,12 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--plan", action="store_true",
-                   help="print the tasks the build would run (as `report-builder plan`) and stop")
-    p.add_argument("--json", action="store_true", help="with --plan: one JSON array of tasks")
-    p = _sub(sub, "plan", "list the tasks a build would run and which results are cached",
-             "Loads no model and computes nothing: analysis x model x dataset, sequences, cache key.", common)
+                   help="print the tasks the build would run and what they cost (as `report-builder plan`) and stop")
+    p.add_argument("--json", action="store_true", help="with --plan: one JSON object (tasks, totals, device)")
+    _add_plan_args(p)
+    p = _sub(sub, "plan", "list the tasks a build would run, what each costs, and which results are cached",
+             "Loads no weights: analysis x model x dataset, sequences, FLOPs, estimated time on the device "
+             "(from a calibration matmul run now), peak memory and disk.", common)
     _add_config_args(p, out=False)
-    p.add_argument("--json", action="store_true", help="one JSON array of tasks instead of a table")
+    p.add_argument("--json", action="store_true", help="one JSON object (tasks, totals, device) instead of a table")
+    _add_plan_args(p)
     p = _sub(sub, "analyze", "run the analyses only (results go to the cache)",
              "Prints how many analyses were computed and reused; `render` turns them into the site.", common)
     _add_config_args(p, out=False)
@@ -307,17 +313,8 @@ def _dispatch(args) -> int:
         rep = api.analyze(cfg, log=log.info, progress=not (args.no_progress or quiet))
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     elif args.cmd == "plan" or (args.cmd == "build" and args.plan):
-        rows = api.plan(cfg)
-        if args.json:
-            _print_table(rows, True)
-        else:
-            _print_table([{k: ("-" if v is None else "yes" if v is True else "no" if v is False else v)
-                           for k, v in {**r, "shard": _shard_cell(r)}.items() if k not in ("key", "reduces")}
-                          for r in rows])
-            todo = [r for r in rows if not r["cached"]]
-            n_shards = sum(1 for r in rows if r["shard"] is not None)
-            print(f"{len(rows)} tasks{f' ({n_shards} shards)' if n_shards else ''}: {len(rows) - len(todo)} cached, "
-                  f"{len(todo)} to compute ({sum(r['sequences'] for r in todo)} sequences)")
+        est = api.plan(cfg, gpu=args.gpu, gpu_flops=args.gpu_flops, gpus=args.gpus)
+        print(json.dumps(est, indent=1, default=str) if args.json else api.format_plan(est))
     elif args.cmd == "build":
         api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print)
     return 0

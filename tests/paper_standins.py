@@ -178,12 +178,91 @@ def build_hub_cache(hub: str | Path, ids: dict[str, str] | None = None) -> dict[
         shutil.rmtree(work, ignore_errors=True)
 
 
+# ------------------------------------------------------------------ real shapes, no weights
+
+#: The paper models' architectures (HF config values that differ from the family's defaults; BERT's
+#: and GPT-2's defaults are bert-base-uncased and gpt2 themselves).
+PAPER_SHAPES: dict[str, dict] = {
+    "bert-large-uncased": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    "prajjwal1/bert-medium": dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, intermediate_size=2048),
+    "prajjwal1/bert-small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
+    "prajjwal1/bert-mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "prajjwal1/bert-tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+    "roberta-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+}
+
+
+def _shape_config(repo_id: str, family: str):
+    from transformers import BertConfig, GPT2Config, RobertaConfig
+
+    over = PAPER_SHAPES.get(repo_id, {})
+    if family == "gpt2":
+        return GPT2Config(**over)
+    if family == "roberta":
+        return RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+                             bos_token_id=0, eos_token_id=2, **over)
+    return BertConfig(**over)
+
+
+def build_shape_cache(hub: str | Path, *, bert_vocab: bool = False) -> dict[str, str]:
+    """Every paper-preset id with its real architecture's config.json and a tokenizer, but **no
+    weights**: the weight file holds one dummy tensor, so anything that loads it fails. Enough for
+    `report-builder plan`, which reads configs, tokenizers and file hashes only.
+
+    Args:
+        bert_vocab: tokenize every model with the embedded MiniLM's tokenizer (bert-base-uncased's real
+            WordPiece vocabulary: real token lengths for the BERT family, near ones for the BPE models)
+            instead of the tiny trained stand-ins.
+    Returns:
+        hub id -> snapshot revision.
+    """
+    from safetensors.torch import save_file
+    import torch
+
+    hub = Path(hub)
+    ids = paper_ids()
+    work = Path(tempfile.mkdtemp(prefix="shapes-", dir=hub.parent if hub.parent.exists() else None))
+    shared = hub / ".standin-blobs"
+    shared.mkdir(parents=True, exist_ok=True)
+    try:
+        toks: dict[str, Path] = {}
+        if bert_vocab:
+            from report_builder.models.loading import config_and_tokenizer
+
+            d = work / "tok-bert"
+            config_and_tokenizer("minilm")[1].save_pretrained(str(d))
+            toks = {fam: d for fam in set(ids.values())}
+        else:
+            lines = _offline_lines()
+            for fam in sorted(set(ids.values())):
+                d = work / f"tok-{fam}"
+                (_train_wordpiece(lines, d) if fam == "bert" else _train_bpe(lines, d, fam))
+                toks[fam] = d
+        revs = {}
+        for repo_id, fam in sorted(ids.items()):
+            d = work / ("model-" + repo_id.replace("/", "--"))
+            d.mkdir()
+            cfg = _shape_config(repo_id, fam)
+            cfg._name_or_path = repo_id
+            cfg.save_pretrained(str(d))
+            save_file({"no_weights_here": torch.zeros(1)}, str(d / "model.safetensors"), metadata={"format": "pt"})
+            files = {p.name: p for p in d.iterdir()}
+            files.update({p.name: p for p in toks[fam].iterdir()})
+            revs[repo_id] = _publish(hub, repo_id, files, shared)
+        return revs
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # ------------------------------------------------------------------ data
 
 def write_data_dir(root: str | Path, n: int = 6) -> Path:
-    """Tiny SST-2, MNLI and CoNLL-2003 files in the layout ``--data-dir`` reads; returns ``root``."""
+    """Tiny SST-2, MNLI and CoNLL-2003 files in the layout ``--data-dir`` reads; returns ``root``.
+    For ``n`` beyond the offline texts' 500 lines the lines repeat (numbered, so items differ)."""
     root = Path(root)
-    lines = _offline_lines(3 * n + 10)
+    base = _offline_lines(3 * n + 10)
+    lines = [ln if k < len(base) else f"{k // len(base)}. {ln}" for k, ln in
+             ((k, base[k % len(base)]) for k in range(3 * n + 10))]
     (root / "SST-2").mkdir(parents=True, exist_ok=True)
     (root / "SST-2" / "dev.tsv").write_text(
         "sentence\tlabel\n" + "".join(f"{ln[:120]}\t{k % 2}\n" for k, ln in enumerate(lines[:n])), encoding="utf-8")

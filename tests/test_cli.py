@@ -145,14 +145,16 @@ def test_serve_passes_host(monkeypatch, capsys):
 def test_plan_lists_tasks_and_what_is_cached(capsys, tiny_config):
     path, _ = tiny_config
     code, out, _ = _run(capsys, "plan", "--config", str(path), "--json")
-    before = json.loads(out)
-    assert code == 0 and before and set(before[0]) >= {"analysis", "model", "dataset", "shard", "reduces", "sequences", "cached",
-                                                     "key"}
+    before = json.loads(out)["tasks"]
+    assert code == 0 and before and {"analysis", "model", "dataset", "shard", "reduces", "sequences", "cached",
+                                       "key"} <= set(before[0])
     assert {r["model"] for r in before} == {"tiny"} and "k21_mixing" in {r["analysis"] for r in before}
     _run(capsys, "-q", "analyze", "--config", str(path))
     code, out, _ = _run(capsys, "build", "--plan", "--json", "--config", str(path))
-    after = json.loads(out)
+    after = json.loads(out)["tasks"]
     assert [r["key"] for r in after] == [r["key"] for r in before] and all(r["cached"] for r in after)
+    assert all(r["flops"] == 0 and r["seconds"] == 0 for r in after)  # a cached task costs nothing
     code, out, _ = _run(capsys, "plan", "--config", str(path), "--set", "k24.top_k=2")
-    assert code == 0 and out.splitlines()[-1].startswith(f"{len(after)} tasks: ") and "to compute" in out
-    assert " 0 to compute" not in out  # a changed parameter invalidates the K24 entries
+    total = next(ln for ln in out.splitlines() if ln.startswith("total: "))
+    assert code == 0 and total.startswith(f"total: {len(after)} tasks (") and "to compute" in total
+    assert " 0 to compute" not in total  # a changed parameter invalidates the K24 entries

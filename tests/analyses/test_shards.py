@@ -123,13 +123,14 @@ def test_resume_recomputes_only_the_missing_shard(tmp_path, tiny_dirs, capsys):
     # the plan shows the layout: a shard's range, the reduce's count, what is cached
     assert cli.main(["plan", "--cache", cfg.cache_dir, "--shard-size", "2", "--json", "--config",
                      _write(tmp_path, cfg)]) == 0
-    rows = [r for r in json.loads(capsys.readouterr().out) if r["shard"] or r["reduces"]]
+    rows = [r for r in json.loads(capsys.readouterr().out)["tasks"] if r["shard"] or r["reduces"]]
     assert [(r["analysis"], r["shard"], r["reduces"], r["cached"]) for r in rows] == [
         ("k24_scopes", [0, 2], 0, True), ("k24_scopes", [2, 4], 0, False), ("k24_scopes", [4, 5], 0, True),
         ("k24_scopes", None, 3, False)]
     assert cli.main(["plan", "--cache", cfg.cache_dir, "--shard-size", "2", "--config", _write(tmp_path, cfg)]) == 0
     out = capsys.readouterr().out
-    assert " 2:4 " in out and "reduce 3" in out and "(3 shards): " in out.splitlines()[-1]
+    total = next(ln for ln in out.splitlines() if ln.startswith("total: "))
+    assert " 2:4 " in out and "reduce 3" in out and "(3 shards" in total
     again = _analyze(cfg)
     assert again.computed == ["enc · wiki [k24_scopes 2:4]", "enc · wiki [k24_scopes]"]
     assert _digest(again.tables) == _digest(first.tables)

@@ -1,0 +1,205 @@
+"""The cost plan: the FLOP model against a direct count, per-task costs from the real token lengths
+without weights, cached tasks at 0, the 1/N-GPU answer, the text and JSON forms."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from report_builder import api, cli, costs
+from report_builder.analyses import registry, runner
+from report_builder.config import from_dict
+from report_builder.models import loading
+
+MINILM = {"name": "MiniLM-L6", "source": "minilm", "role": "primary_encoder"}
+
+
+def _cfg(tmp_path, **over):
+    data = {"models": [MINILM], "datasets": [{"id": "wiki", "n": 3, "k24_n": 2, "max_length": 48},
+                                             {"id": "sentiment-sample", "n": 2, "k24_n": 1}],
+            "k24": {"examples": 2}, "cache_dir": str(tmp_path / "cache"), "out_dir": str(tmp_path / "site"), **over}
+    return from_dict(data)
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("a plan must not load model weights")
+
+    monkeypatch.setattr(loading, "load", refuse)
+
+
+def test_every_analysis_has_a_kind_of_work():
+    assert set(costs.WORK_OF) == {a.id for a in registry.ANALYSES}
+    assert {w.kind for w in costs.WORK_OF.values()} <= set(costs.WORKS)
+    for a in registry.ANALYSES:  # weights-only analyses decompose no sequence
+        assert (a.inputs == "weights") == (costs.WORK_OF[a.id].kind in ("none", "weights")), a.id
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
+def test_flop_model_matches_a_direct_count(family):
+    """Every matmul the forward pass and `decompose_layer` run, counted by torch, against the formulas
+    (the element-wise IG path points aside), at three lengths: the n^2 terms scale as the formula says."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from report_builder.decompose.layer import decompose_layer
+    from report_builder.models.capture import forward_capture
+    from tests.tiny_models import tiny
+
+    lm = tiny(family)
+    s = costs.shape_of(lm.config, lm.adapter)
+    lw = lm.layer_weights(0)
+    kinds = {"ratios": dict(ratios=True), "maps": dict(maps=("ATTN-N", "ATTNRESLN-N")),
+             "full": dict(maps=lw.scopes, extras=True)}
+    for n in (8, 16, 32):
+        ids = torch.randint(5, 100, (1, n), generator=torch.Generator().manual_seed(n))
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        with torch.no_grad():
+            fc = FlopCounterMode(display=False)
+            with fc:
+                lm.model(**inputs, output_attentions=True)
+            # the pooler of BertModel (one d x d matmul) is not part of a layer
+            assert fc.get_total_flops() == pytest.approx(costs.forward_flops(s, n) * s.layers, rel=0.01)
+            cap = forward_capture(lm.model, lm.adapter, inputs, [0])[0]
+            for work, kw in kinds.items():
+                fc = FlopCounterMode(display=False)
+                with fc:
+                    decompose_layer(lw, cap.x[0], cap.alpha[0], **kw)
+                assert fc.get_total_flops() == pytest.approx(costs.work_flops(work, s, n, ig_pts=0), rel=0.03), \
+                    (family, n, work)
+    # quadratic in n for long sequences: doubling n more than triples the full layer's FLOPs
+    assert costs.work_flops("full", s, 256) > 3 * costs.work_flops("full", s, 128)
+
+
+def test_plan_prices_every_task_from_the_real_lengths_without_weights(tmp_path, no_weights):
+    cfg = _cfg(tmp_path)
+    est = api.plan(cfg)
+    p = runner.plan(cfg)
+    assert [(r["analysis"], r["key"]) for r in est["tasks"]] == [(t.analysis, t.key) for t in p.tasks]
+    from report_builder.data import encode
+
+    tok = loading.config_and_tokenizer("minilm")[1]
+    wiki = [len(e) for e in encode(p.sets["wiki"], tok, causal=False, max_length=48)]
+    by = {(r["analysis"], r["dataset"]): r for r in est["tasks"]}
+    assert by[("k21_mixing", "wiki")]["tokens"] == sum(wiki)
+    assert by[("k24_scopes", "wiki")]["tokens"] == sum(wiki[:2])
+    assert by[("k24_scopes", "wiki")]["max_tokens"] == max(wiki[:2])
+    for r in est["tasks"]:
+        assert not r["cached"] and r["peak_bytes"] > 0 and r["disk_bytes"] > 0
+        decomposes = r["sequences"] > 0
+        assert (r["flops"] > 0) == (decomposes or r["work"] == "weights"), r
+        assert r["seconds"] == pytest.approx(r["device_seconds"] + r["host_seconds"] + r["load_seconds"])
+        if decomposes:
+            assert r["flops"] >= r["forward_flops"] > 0
+    # the model loads once, on its first task that computes
+    assert [r["load_seconds"] > 0 for r in est["tasks"]] == [k == 0 for k in range(len(est["tasks"]))]
+    t = est["totals"]
+    assert t["flops"] == sum(r["flops"] for r in est["tasks"]) > 0
+    assert t["seconds"] == pytest.approx(sum(r["seconds"] for r in est["tasks"]))
+    assert est["device"]["source"] == "calibrated" and est["device"]["flops_per_s"] > 0
+    # the full layer costs more per sequence than the ratios
+    k24, k21 = by[("k24_scopes", "wiki")], by[("k21_mixing", "wiki")]
+    assert k24["flops"] / k24["tokens"] > k21["flops"] / k21["tokens"]
+
+
+def test_cached_tasks_cost_nothing(tmp_path, no_weights):
+    cfg = _cfg(tmp_path)
+    p = runner.plan(cfg)
+    from report_builder.cache import Cache
+
+    cache = Cache(cfg.cache_dir)
+    done = [t for t in p.tasks if t.analysis in ("k21_mixing", "k21_expansion")]
+    for t in done:  # stand-in entries: a plan looks only at whether the entry exists
+        cache.path(t.analysis, t.key).mkdir(parents=True)
+    est = costs.estimate(p, cache, threads=1)
+    for r in est["tasks"]:
+        hit = (r["analysis"], r["key"]) in {(t.analysis, t.key) for t in done}
+        assert r["cached"] == hit
+        if hit:
+            assert r["flops"] == 0 and r["seconds"] == 0
+    assert est["totals"]["cached"] == len(done)
+    assert "cached" in costs.format_plan(est)
+
+
+def test_absent_gpu_named_gpu_and_n_gpus(tmp_path, no_weights, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = _cfg(tmp_path, device="cuda")
+    p = runner.plan(cfg)
+    none = costs.estimate(p, None)
+    assert none["device"]["flops_per_s"] is None and none["totals"]["seconds"] is None
+    assert any("no CUDA device here" in n and "--gpu" in n for n in none["notes"])
+    assert none["totals"]["flops"] > 0
+    one = costs.estimate(p, None, gpu="H200", gpus=1)
+    four = costs.estimate(p, None, gpu="h200", gpus=4)
+    assert one["device"]["flops_per_s"] == pytest.approx(67e12 * costs.ASSUMED_GPU_MATMUL_EFFICIENCY)
+    g = four["gpus"]
+    assert g["n"] == 4 and g["seconds_n"] <= g["seconds_1"] == pytest.approx(four["totals"]["seconds"])
+    assert g["seconds_n"] >= max(g["seconds_1"] / 4, g["largest_task_seconds"])
+    given = costs.estimate(p, None, gpu_flops=100.0, gpus=2)
+    assert given["device"]["flops_per_s"] == 100e12 and given["gpus"]["n"] == 2
+    text = costs.format_plan(four)
+    assert "on 1 GPU: ~" in text and "on 4 GPUs: ~" in text
+
+
+def test_balance_is_greedy_and_never_splits():
+    span, loads = costs.balance([5.0, 4.0, 3.0, 3.0, 1.0], 2)
+    assert span == 8.0 and sorted(loads) == [8.0, 8.0]
+    assert costs.balance([10.0, 1.0], 4)[0] == 10.0
+    assert costs.balance([], 3)[0] == 0.0
+
+
+def test_cli_plan_json_and_text(tmp_path, capsys, no_weights):
+    import yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"models": [MINILM], "datasets": [{"id": "wiki", "n": 2, "k24_n": 1}],
+                                    "cache_dir": str(tmp_path / "cache")}))
+    assert cli.main(["plan", "--config", str(path), "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert {"device", "tasks", "totals", "gpus", "notes", "efficiency", "flop_model"} <= set(est)
+    assert {"analysis", "model", "dataset", "sequences", "tokens", "cached", "key", "flops", "seconds",
+            "peak_bytes", "disk_bytes"} <= set(est["tasks"][0])
+    assert cli.main(["build", "--plan", "--config", str(path), "--device", "cuda", "--gpu", "A100", "--gpus", "3"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["analysis", "model", "dataset"] and "FLOPs" in lines[0]
+    assert any(ln.startswith("total: ") and "FLOP" in ln for ln in lines)
+    assert "on 3 GPUs" in out and "A100" in out
+    assert cli.main(["plan", "--config", str(path), "--gpu", "B999"]) != 0
+    assert "unknown GPU 'B999'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_paper_preset_plan_with_real_shapes_and_no_weights(tmp_path):
+    """The paper preset's plan where every model has its real config (BERT-base ... RoBERTa-large,
+    GPT-2; 34 models) and a tokenizer but no weights at all, the network blocked: it answers "how long on one
+    GPU, how long on eight" in one run, and the N-GPU time is bounded by 1-GPU time and largest task."""
+    import subprocess
+    import sys
+
+    from tests import paper_standins
+    from tests.test_paper_preset import network_env
+
+    revs = paper_standins.build_shape_cache(tmp_path / "hub")
+    paper_standins.write_data_dir(tmp_path / "data", n=8)
+    env = network_env(tmp_path, tmp_path / "hub")
+    code = ("import sys; from report_builder.models import loading\n"
+            "def refuse(*a, **k): raise SystemExit('the plan loaded weights')\n"
+            "loading.load = refuse\n"
+            "from report_builder import cli; sys.exit(cli.main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "plan", "--preset", "paper", "--data-dir", str(tmp_path / "data"),
+                        "--cache", str(tmp_path / "cache"), "--set", "datasets.0.n=16", "--gpu", "H200",
+                        "--gpus", "8", "--json"], capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (tmp_path / "network.log").read_text() == ""
+    est = json.loads(r.stdout)
+    models = {t["model"] for t in est["tasks"]}
+    assert len(models) == len(revs) == len(paper_standins.paper_ids())
+    by = {(t["analysis"], t["model"], t["dataset"]): t for t in est["tasks"]}
+    base, large = by[("k24_scopes", "bert-base-uncased", "wiki")], by[("k24_scopes", "bert-large-uncased", "wiki")]
+    assert base["sequences"] == 16 and large["tokens"] == base["tokens"]  # one tokenizer, same lengths
+    assert large["flops"] > 3 * base["flops"] > 0  # BERT-large: 2x layers, 1.33x width
+    g = est["gpus"]
+    assert g["n"] == 8 and max(g["seconds_1"] / 8, g["largest_task_seconds"]) <= g["seconds_n"] <= g["seconds_1"]
+    assert est["device"]["gpu"] == "NVIDIA H200 SXM 141GB" and est["totals"]["cached"] == 0
