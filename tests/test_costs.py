@@ -203,3 +203,20 @@ def test_paper_preset_plan_with_real_shapes_and_no_weights(tmp_path):
     g = est["gpus"]
     assert g["n"] == 8 and max(g["seconds_1"] / 8, g["largest_task_seconds"]) <= g["seconds_n"] <= g["seconds_1"]
     assert est["device"]["gpu"] == "NVIDIA H200 SXM 141GB" and est["totals"]["cached"] == 0
+
+
+def test_shard_tasks_cost_their_range_and_split_the_n_gpu_time(tmp_path, no_weights):
+    whole = costs.estimate(runner.plan(_cfg(tmp_path)), None, gpu="H100", gpus=4)
+    sharded = costs.estimate(runner.plan(_cfg(tmp_path, shard_size=1)), None, gpu="H100", gpus=4)
+    one = {(r["analysis"], r["dataset"]): r for r in whole["tasks"] if r["dataset"] == "wiki"}
+    for name in ("k21_mixing", "k24_scopes"):
+        parts = [r for r in sharded["tasks"] if r["analysis"] == name and r["dataset"] == "wiki"]
+        shards, reduce = [r for r in parts if r["shard"]], [r for r in parts if r["reduces"]]
+        assert [r["shard"] for r in shards] == [[k, k + 1] for k in range(one[(name, "wiki")]["sequences"])]
+        assert len(reduce) == 1 and reduce[0]["reduces"] == len(shards) and reduce[0]["flops"] == 0
+        assert sum(r["flops"] for r in shards) == one[(name, "wiki")]["flops"]
+        assert sum(r["tokens"] for r in shards) == one[(name, "wiki")]["tokens"]
+        assert reduce[0]["rows"] == one[(name, "wiki")]["rows"]  # the reduce writes the whole tables
+    assert sharded["totals"]["flops"] == whole["totals"]["flops"]
+    assert sharded["gpus"]["largest_task_seconds"] <= whole["gpus"]["largest_task_seconds"]
+    assert " 0:1 " in costs.format_plan(sharded) and "reduce " in costs.format_plan(sharded)
