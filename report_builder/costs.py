@@ -535,6 +535,18 @@ class _Lengths:
             self._tok[key] = config_and_tokenizer(mc.source, mc.revision)
         return self._tok[key]
 
+    def tokenizer_key(self, mc) -> str:
+        """What identifies a tokenizer's output (models sharing a vocabulary share their lengths)."""
+        import hashlib
+
+        key = ("tokenizer", mc.source, mc.revision)
+        if key not in self._tok:
+            tok = self.config_and_tokenizer(mc)[1]
+            backend = getattr(tok, "backend_tokenizer", None)
+            text = backend.to_str() if backend is not None else repr(sorted(tok.get_vocab().items()))
+            self._tok[key] = type(tok).__name__ + hashlib.sha256(text.encode()).hexdigest()[:16]
+        return self._tok[key]
+
     def of(self, task: "Task") -> list[int]:
         from report_builder.analyses import registry
 
@@ -556,7 +568,7 @@ class _Lengths:
             return [len(inputs.pair(run))]
         if a.inputs == "examples":
             return [len(e) for e in inputs.examples(run)[0]]
-        key = (s.model.source, s.model.revision, s.dataset.id, s.dataset.max_length, s.causal)
+        key = (self.tokenizer_key(s.model), s.dataset.id, s.dataset.max_length, s.causal)
         if key not in self._sets:  # masking never changes a length: one encoding serves both inputs
             self._sets[key] = [len(e) for e in inputs.unmasked(run)]
         return self._sets[key][lo:hi]
@@ -663,6 +675,12 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     from report_builder.analyses import registry
     from report_builder.models.loading import adapter_of
 
+    from report_builder.errors import UsageError
+
+    if int(gpus) < 1:
+        raise UsageError(f"--gpus: {gpus} is not a number of GPUs; give 1 or more")
+    if gpu_flops is not None and not gpu_flops > 0:
+        raise UsageError(f"--gpu-flops: {gpu_flops:g} TFLOP/s is not a rate; give a positive number, e.g. 50")
     cfg = plan.cfg
     kind = "cuda" if (gpu or gpu_flops is not None or str(cfg.device).startswith("cuda")) else "cpu"
     if threads is None:
@@ -702,6 +720,8 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     totals = {"tasks": len(rows), "cached": len(rows) - len(todo), "to_compute": len(todo),
               "sequences": sum(r.sequences for r in todo), "tokens": sum(r.tokens for r in todo),
               "flops": sum(r.flops for r in todo), "seconds": total_s,
+              "device_seconds": sum(r.device_seconds for r in todo) if rate else None,
+              "host_seconds": sum(r.host_seconds for r in todo), "load_seconds": sum(r.load_seconds for r in todo),
               "peak_bytes": max((r.peak_bytes for r in todo), default=0),
               "disk_bytes": sum(r.disk_bytes for r in todo), "disk_bytes_cached": sum(r.disk_bytes for r in rows if r.cached)}
     multi = None
@@ -806,6 +826,10 @@ def format_plan(est: dict[str, Any]) -> str:
                + (f"~{fmt_seconds(t['seconds'])} on {on}" if t["seconds"] is not None else "time n/a")
                + f", peak memory {fmt_bytes(t['peak_bytes'])}, disk {fmt_bytes(t['disk_bytes'])}"
                + (f" (+{fmt_bytes(t['disk_bytes_cached'])} cached)" if t["cached"] else ""))
+    if t["seconds"]:
+        out.append(f"  of which: decomposition on the device {fmt_seconds(t['device_seconds'])}, the analyses' "
+                   f"statistics on the host CPU {fmt_seconds(t['host_seconds'])}, model loads "
+                   f"{fmt_seconds(t['load_seconds'])}")
     if d.get("flops_per_s"):
         out.append(f"rate: {d['flops_per_s'] / 1e9:.4g} GFLOP/s matmul ({d['how']}) x efficiency per kind of work "
                    + ", ".join(f"{k} {v:g}" for k, v in est["efficiency"].items())

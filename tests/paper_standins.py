@@ -280,11 +280,16 @@ def write_data_dir(root: str | Path, n: int = 6) -> Path:
     return root
 
 
-if __name__ == "__main__":  # python -m tests.paper_standins HUB DATA
+if __name__ == "__main__":  # python -m tests.paper_standins HUB DATA [--shapes [N]]
     import sys
     import time
 
     t0 = time.perf_counter()
-    revs = build_hub_cache(sys.argv[1])
-    write_data_dir(sys.argv[2])
+    if "--shapes" in sys.argv:  # real configs, BERT's real WordPiece, no weights; N-item data files
+        k = sys.argv.index("--shapes")
+        revs = build_shape_cache(sys.argv[1], bert_vocab=True)
+        write_data_dir(sys.argv[2], n=int(sys.argv[k + 1]) if len(sys.argv) > k + 1 else 1000)
+    else:
+        revs = build_hub_cache(sys.argv[1])
+        write_data_dir(sys.argv[2])
     print(json.dumps({"models": len(revs), "seconds": round(time.perf_counter() - t0, 1)}))

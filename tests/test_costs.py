@@ -168,6 +168,8 @@ def test_cli_plan_json_and_text(tmp_path, capsys, no_weights):
     assert "on 3 GPUs" in out and "A100" in out
     assert cli.main(["plan", "--config", str(path), "--gpu", "B999"]) != 0
     assert "unknown GPU 'B999'" in capsys.readouterr().err
+    assert cli.main(["plan", "--config", str(path), "--gpu", "H100", "--gpus", "0"]) != 0
+    assert "--gpus: 0 is not a number of GPUs" in capsys.readouterr().err
 
 
 @pytest.mark.slow
