@@ -154,12 +154,15 @@ class Work:
         host_s, host_pair_s: seconds per (sequence, layer), fixed and per token pair, of the
             analysis' own statistics and tables on the host CPU (numpy/pandas; also on GPU builds).
         task_s: fixed host seconds per task (k21_frequency maps the word frequencies to the vocabulary).
+        whole_set_rows: its tables have a row per token of the whole set even when it decomposes
+            nothing (k21_frequency of a causal model reuses k21_mixing's pass).
     """
 
     kind: str
     host_s: float = 0.0
     host_pair_s: float = 0.0
     task_s: float = 0.0
+    whole_set_rows: bool = False
 
 
 WORK_OF: dict[str, Work] = {
@@ -167,7 +170,7 @@ WORK_OF: dict[str, Work] = {
     "k21_expansion": Work("weights"),
     "k21_example": Work("maps", 2e-3, 3e-6),
     "k21_mixing": Work("ratios", 3e-4),
-    "k21_frequency": Work("ratios", 3e-4, task_s=0.2),
+    "k21_frequency": Work("ratios", 3e-4, task_s=0.2, whole_set_rows=True),
     "k24_scopes": Work("full", 4e-3, 1.2e-6),
     "k24_examples": Work("full", 5e-3, 3e-6),
 }
@@ -244,8 +247,14 @@ def chunk_bytes(s: Shape, n: int, budget: int, itemsize: int, batch: int = 1) ->
     return batch * rows * n * (3 * s.d_ff + 5 * s.d) * itemsize
 
 
-# bytes per stored cell of a result table: parquet with dictionary encoding stores repeated labels
-# (model, dataset, scope, category) for almost nothing; numbers as float32/int64
+ROW_BYTES: dict[str, float] = {"k21_tokens": 28, "k21_maps": 3.2, "k21_freq": 48, "k24_ffamp_pairs": 52,
+                               "k24_ln_dims": 30, "k24_maps": 6.3}
+"""Parquet bytes per row of the long result tables, measured on the smoke build's cache entries
+((file sizes - `PARQUET_FILE_BYTES` each) / rows; runs and dictionaries compress well: a map row is
+3-6 bytes). Other tables are estimated from their columns (`_row_bytes`); they are small, so their
+files' fixed size dominates."""
+
+# bytes per stored cell where a table has no measured row size (uncompressed widths)
 _CELL = {"str": 1, "token": 6, "num": 4, "int": 2, "context": 60}
 
 
@@ -265,8 +274,9 @@ def _row_bytes(cols: Iterable[str]) -> int:
     return b
 
 
-PARQUET_FILE_BYTES = 3 * KIB
-"""Fixed size of one small parquet file (schema and footer), measured on the smoke build's entries."""
+PARQUET_FILE_BYTES = 8 * KIB
+"""Fixed size of one small parquet file (schema, statistics, footer): the smoke build's one-row
+tables are 5-11 KiB."""
 
 
 def table_rows(analysis: str, s: Shape, lengths: list[int], causal: bool, top_k: int, n_scopes: int) -> dict[str, int]:
@@ -296,7 +306,8 @@ def disk_bytes(rows: dict[str, int]) -> int:
     """Bytes of a cache entry with these table rows (columns from `schema.TABLES`)."""
     from report_builder.schema import TABLES
 
-    return sum(PARQUET_FILE_BYTES + r * _row_bytes(TABLES.get(t, ())) for t, r in rows.items()) + 2 * KIB
+    return int(sum(PARQUET_FILE_BYTES + r * ROW_BYTES.get(t, _row_bytes(TABLES.get(t, ()))) for t, r in rows.items())
+               + 2 * KIB)
 
 
 # ------------------------------------------------------------------ devices
@@ -706,6 +717,8 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
         whole = None
         if t.reduce:  # its tables cover every item of the analysis
             whole = lengths.items(t, 0, registry.get(t.base).size(t.subject))
+        elif WORK_OF[t.base].whole_set_rows and t.shard is None and t.size == 0:
+            whole = lengths.items(t, 0, t.subject.n_items)
         r = task_cost(t, shapes[key], lengths.of(t), cached=cached, rate=rate, kind=kind, workers=workers,
                       base_bytes=base, table_lengths=whole)
         if not cached and not t.reduce and key not in loaded:  # the executor loads a model on its first task that computes

@@ -222,3 +222,31 @@ def test_shard_tasks_cost_their_range_and_split_the_n_gpu_time(tmp_path, no_weig
     assert sharded["totals"]["flops"] == whole["totals"]["flops"]
     assert sharded["gpus"]["largest_task_seconds"] <= whole["gpus"]["largest_task_seconds"]
     assert " 0:1 " in costs.format_plan(sharded) and "reduce " in costs.format_plan(sharded)
+
+
+@pytest.mark.slow
+def test_table_rows_match_a_real_build(tmp_path):
+    """The rows the plan predicts for the long tables (they size the disk estimate) are the rows a
+    build writes: a tiny encoder and a tiny causal model, then a plan over the filled cache."""
+    import pandas as pd
+
+    from report_builder.cache import Cache
+    from tests.test_pipeline import small_config, tiny_bert_dir
+    from tests.tiny_models import save_tiny
+
+    enc = tiny_bert_dir(tmp_path / "enc", 0)
+    dec = save_tiny("llama", tmp_path / "dec")
+    cfg = from_dict(small_config(tmp_path, [{"name": "enc", "source": str(enc), "role": "primary_encoder"},
+                                            {"name": "dec", "source": str(dec), "role": "primary_causal"}]))
+    api.analyze(cfg, log=lambda *_: None, progress=False)
+    est = api.plan(cfg)
+    cache = Cache(cfg.cache_dir)
+    checked = 0
+    for r in est["tasks"]:
+        assert r["cached"] and r["flops"] == 0
+        d = cache.path(r["analysis"], r["key"])
+        for table in ("k21_tokens", "k21_maps", "k21_freq", "k24_ln_dims", "k24_maps", "k24_ffamp_pairs"):
+            if table in r["rows"]:
+                assert len(pd.read_parquet(d / f"{table}.parquet")) == r["rows"][table], (r["analysis"], r["model"], table)
+                checked += 1
+    assert checked >= 12
