@@ -20,6 +20,7 @@ import re
 
 from .evalset import EvalSet, TextItem, make_set
 from .gensim_data import WIKI_FILE, gensim_test_file
+from .setcache import cached_set
 from .text import normalise_space, split_sentences, word_count
 
 SPAN_WORDS = 45
@@ -145,8 +146,21 @@ def candidate_pairs(paragraphs: list[list[str]], span_words: int = SPAN_WORDS) -
     return pairs
 
 
+LOADER_VERSION = 1
+"""Version of this builder's output for the same dump and parameters (in the disk cache's key)."""
+
+
 @functools.lru_cache(maxsize=2)
 def _build(path: str, n_pairs: int, seed: int) -> EvalSet:
+    """The set, from the disk cache (`setcache`: keyed on the dump's sha256, gensim's version, this
+    package's data code and the parameters) or built and stored there."""
+    return cached_set("wiki", LOADER_VERSION, {"n_pairs": n_pairs, "seed": seed, "span_words": SPAN_WORDS,
+                                               "min_span_words": MIN_SPAN_WORDS},
+                      [path], lambda: build_from_dump(path, n_pairs, seed), libs=("gensim",))
+
+
+def build_from_dump(path: str, n_pairs: int, seed: int) -> EvalSet:
+    """Build the set from a MediaWiki dump (seconds: every article's markup is stripped)."""
     candidates: list[tuple[str, str]] = []
     articles = read_articles(path)
     for _title, wikitext in articles:

@@ -13,6 +13,8 @@ are not post-LN is taken as causal.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 import pandas as pd
 
 from report_builder import tokens as tok
@@ -45,32 +47,77 @@ def _styles(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
     return {m: tok.token_style(v) for m, v in seen.items()}
 
 
-def display_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+def _display_one(df: pd.DataFrame, cols: list[str], styles: dict[str, str], causal: dict[str, bool]) -> pd.DataFrame:
+    """``df`` with ``cols`` in display form and the raw strings beside them (a copy)."""
+    df = df.copy()
+    for col in cols:
+        pos_col = TOKEN_COLUMNS[col]
+        raw = df[col]
+        first = (df[pos_col] == 0) if pos_col in df.columns else pd.Series(False, index=df.index)
+        shown = raw.copy()
+        for m, idx in df.groupby("model", sort=False).groups.items():
+            style, is_causal = styles.get(str(m), tok.PLAIN), causal.get(str(m), False)
+            keys = pd.Series(list(zip(raw.loc[idx], first.loc[idx])), index=idx)
+            cache = {k: tok.display_token(k[0], style, causal=is_causal, first=bool(k[1])) for k in set(keys)}
+            shown.loc[idx] = keys.map(cache)
+        at = list(df.columns).index(col)
+        df[col] = shown
+        df.insert(at + 1, f"{col}_raw", raw)
+    return df
+
+
+def _todo(df: pd.DataFrame | None) -> list[str]:
+    """The token columns of ``df`` still to be put in display form."""
+    if df is None or "model" not in getattr(df, "columns", ()):
+        return []
+    return [c for c in TOKEN_COLUMNS if c in df.columns and f"{c}_raw" not in df.columns]
+
+
+def display_tables(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """A copy of ``tables`` with display tokens (idempotent: tables that have ``*_raw`` are kept)."""
-    todo = {name: [c for c in TOKEN_COLUMNS if c in df.columns and f"{c}_raw" not in df.columns]
-            for name, df in tables.items() if df is not None and "model" in getattr(df, "columns", ())}
-    todo = {k: v for k, v in todo.items() if v}
+    todo = {name: cols for name, df in tables.items() if (cols := _todo(df))}
     if not todo:
-        return tables
+        return tables if isinstance(tables, dict) else dict(tables)
     styles, causal = _styles(tables), _causal_models(tables)
     out = dict(tables)
     for name, cols in todo.items():
-        df = tables[name].copy()
-        for col in cols:
-            pos_col = TOKEN_COLUMNS[col]
-            raw = df[col]
-            first = (df[pos_col] == 0) if pos_col in df.columns else pd.Series(False, index=df.index)
-            shown = raw.copy()
-            for m, idx in df.groupby("model", sort=False).groups.items():
-                style, is_causal = styles.get(str(m), tok.PLAIN), causal.get(str(m), False)
-                keys = pd.Series(list(zip(raw.loc[idx], first.loc[idx])), index=idx)
-                cache = {k: tok.display_token(k[0], style, causal=is_causal, first=bool(k[1])) for k in set(keys)}
-                shown.loc[idx] = keys.map(cache)
-            at = list(df.columns).index(col)
-            df[col] = shown
-            df.insert(at + 1, f"{col}_raw", raw)
-        out[name] = df
+        out[name] = _display_one(tables[name], cols, styles, causal)
     return out
+
+
+class DisplayTables(Mapping):
+    """`display_tables` done lazily: each table is put in display form the first time it is read.
+
+    The tokenizer styles and causality are judged once, from all the raw tables, as `display_tables`
+    does, so a table read here equals the same table of `display_tables`. A figure that is not built
+    (its inputs unchanged since the last build, `site.figure_cache`) converts nothing.
+    """
+
+    display_ready = True  # `FigureContext` takes it as it is
+
+    def __init__(self, raw: Mapping[str, pd.DataFrame]):
+        self.raw = dict(raw)
+        self._done: dict[str, pd.DataFrame] = {}
+        self._judged: tuple[dict[str, str], dict[str, bool]] | None = None
+
+    def judged(self) -> tuple[dict[str, str], dict[str, bool]]:
+        """(tokenizer style per model, causal per model), judged from all the raw tables."""
+        if self._judged is None:
+            self._judged = (_styles(self.raw), _causal_models(self.raw))
+        return self._judged
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in self._done:
+            df = self.raw[name]
+            cols = _todo(df)
+            self._done[name] = _display_one(df, cols, *self.judged()) if cols else df
+        return self._done[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
 
 
 def is_causal(tables: dict[str, pd.DataFrame], model: str) -> bool:

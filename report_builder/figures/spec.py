@@ -9,7 +9,7 @@ the declarations). It must not import torch (the site can be rebuilt from the ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -41,15 +41,17 @@ class Roles:
 class FigureContext:
     """What a figure builder sees: the result tables (concatenated over models and datasets) and roles."""
 
-    tables: dict[str, pd.DataFrame]
+    tables: Mapping[str, pd.DataFrame]
     roles: Roles
     reported: dict[str, Any] = field(default_factory=dict)  # parsed k21_reported.yaml
 
     def __post_init__(self) -> None:
         # figures show tokens in their display form; the tokenizer's strings stay in *_raw columns
-        from report_builder.figures.display import display_tables
+        # (converted lazily, table by table, on first read: `display.DisplayTables`)
+        if not getattr(self.tables, "display_ready", False):
+            from report_builder.figures.display import DisplayTables
 
-        object.__setattr__(self, "tables", display_tables(self.tables))
+            object.__setattr__(self, "tables", DisplayTables(self.tables))
 
 
 @dataclass
@@ -112,6 +114,9 @@ class FigureSpec:
         section: page section heading under which it is shown (for grouping in paper order).
         reproduces: what of the paper it reproduces, e.g. ``"the paper's Table 2"``, or
             `FINDING` + ``": <the finding>"`` for our chart of a finding the paper states in text.
+        version: bump it when the figure's output changes for the same tables (its files are reused
+            while its inputs, declaration, version and the package's code are unchanged: see
+            `report_builder.site.figure_cache`).
     """
 
     id: str
@@ -125,6 +130,7 @@ class FigureSpec:
     template: str = "figure.md.j2"
     section: str = ""
     reproduces: str = ""
+    version: int = 1
 
     @property
     def is_finding(self) -> bool:

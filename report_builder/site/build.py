@@ -19,6 +19,7 @@ loudly — a figure is never skipped silently.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,7 +33,9 @@ import pandas as pd
 from report_builder import guard, papers
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
+from report_builder.figures.display import DisplayTables
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
+from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
                                              write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
@@ -89,7 +92,8 @@ class Section:
     compare_html: str = ""
     compare_note: str = ""
     compare_same: bool = False
-    reused: bool = False
+    reused: bool = False  # files (or at least the drawing) taken from the render cache
+    built: bool = False  # the builder ran in this build (inputs new or changed)
 
 
 def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
@@ -141,12 +145,14 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         tmp_docs.mkdir(parents=True)
         previous = manifest.read_manifest(out_dir / "figures" / "manifest.json", cache_manifest)
         assets.write_assets(tmp_docs)
-        ctx = FigureContext(tables=tables, roles=roles,
-                            reported=reported if reported is not None else provenance.get("reported", {}) or {})
+        reported = reported if reported is not None else provenance.get("reported", {}) or {}
+        display = DisplayTables(tables)  # tokens in display form, each table converted when first read
+        figure_cache = FigureCache(render_cache.root, tables, judged=display.judged, context={
+            "roles": dataclasses.asdict(roles), "reported": reported, "inline_limit": inline_limit})
         sections: dict[str, Section] = {}
         for spec in specs:
-            sections[spec.id] = _render_figure(spec, ctx, provenance, tmp_docs / "figures", inline_limit, log,
-                                               render_cache)
+            sections[spec.id] = _render_figure(spec, display, roles, reported, provenance, tmp_docs / "figures",
+                                               inline_limit, log, render_cache, figure_cache)
         current = {
             "date": provenance.get("date"), "git_commit": provenance.get("git_commit"),
             "report_builder_version": provenance.get("report_builder_version"), "preset": provenance.get("preset"),
@@ -161,13 +167,16 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         _write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
                      inline_limit)
         n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
-        log(f"site: {n_drawn} figures drawn, {render_cache.hits} reused (unchanged content hash)")
+        n_built = sum(1 for s in sections.values() if s.built)
+        log(f"site: {n_drawn} figures drawn, {render_cache.hits + figure_cache.hits} reused; {n_built} built, "
+            f"{figure_cache.hits} not built (inputs unchanged)")
         date = str(provenance.get("date") or "")
         inputs = _inputs_digest(tmp_docs, date, extra_files or {}, site_url)
         kept = _can_keep(out_dir, docs_dir, build_record, inputs)
         if kept:
             log(f"site: no page changed since the build of {kept}; mkdocs skipped, {out_dir} kept as it is")
             render_cache.prune()
+            figure_cache.prune()
             return _report(specs, sections, changes, out_dir, log, kept=True)
         log(f"site: mkdocs build --strict ({len(specs)} figures)")
         _mkdocs_build(tmp_docs, tmp_site, site_url=site_url)
@@ -193,6 +202,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             tmp_record.write_text(json.dumps(record, indent=1), encoding="utf-8")
             os.replace(tmp_record, build_record)
         render_cache.prune()
+        figure_cache.prune()
     finally:
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():
@@ -264,13 +274,71 @@ def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.Da
     return export_title(result.title or spec.title, spec.id, tuple(result.models), tuple(result.datasets), names)
 
 
-def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], figures_dir: Path,
-                   inline_limit: int, log: Callable[[str], Any], render_cache: RenderCache | None = None) -> Section:
+def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, reported: dict[str, Any],
+                   prov: dict[str, Any], figures_dir: Path, inline_limit: int, log: Callable[[str], Any],
+                   render_cache: RenderCache | None = None, figure_cache: FigureCache | None = None) -> Section:
+    """One figure's files and page section: reused from ``figure_cache`` when its inputs are unchanged
+    (not built, not drawn), else built (its reads recorded) and stored; provenance and BibTeX are
+    written every time (they name this build's date and commit)."""
+    fig_dir = figures_dir / spec.id
+    hit = figure_cache.get(spec) if figure_cache is not None else None
+    if hit is not None and (hit.meta.get("not_configured") is not None or figure_cache.restore(hit, fig_dir)):
+        sec = _section_from_meta(hit.meta)
+        if sec.not_configured is not None:
+            figure_cache.used.add(hit.path.name)
+            log(f"site: {spec.id} not configured")
+            return sec
+        if render_cache is not None:
+            render_cache.keep(sec.content_hash)
+        log(f"site: {spec.id} reused, inputs unchanged ({sec.content_hash})")
+    else:
+        tracker = ReadTracker(display)
+        ctx = FigureContext(tables=tracker, roles=roles, reported=reported)
+        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache)
+        if figure_cache is not None and meta is not None:
+            figure_cache.put(spec, tracker.reads(), fig_dir if sec.not_configured is None else None, meta)
+        if sec.not_configured is not None:
+            return sec
+    result = sec.result
+    rec = prov_mod.figure_provenance(prov, display.raw, tuple(result.models), tuple(result.datasets),
+                                     {**spec.params, **result.params}, sec.content_hash, tuple(spec.analysis))
+    (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
+    bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, sec.content_hash, prov,
+                                 spec.reproduces)
+    paper_bib = prov_mod.PAPER_BIBTEX.get(spec.paper)
+    (fig_dir / "cite.bib").write_text(bib + ("\n\n" + paper_bib if paper_bib else "") + "\n", encoding="utf-8")
+    sec.files = {**sec.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib"}
+    sec.provenance_html = prov_mod.provenance_html(rec)
+    sec.cite_html = prov_mod.cite_html(bib, paper_bib)
+    return sec
+
+
+_SECTION_FIELDS = ("files", "content_hash", "page_spec", "spec_attr", "table_html", "svg_html", "paper_html",
+                   "compare_html", "compare_note", "compare_same", "paper_name", "show_paper")
+
+
+def _section_from_meta(meta: dict[str, Any]) -> Section:
+    """A figure's section as `figure_cache` stored it (provenance and citation still to be written)."""
+    nc = meta.get("not_configured")
+    if nc is not None:
+        return Section(not_configured=_NotConfigured(nc["message"], nc["config_entry"]))
+    r = meta["result"]
+    result = FigureResult(data=pd.DataFrame(), reading=r["reading"], title=r["title"], models=tuple(r["models"]),
+                          datasets=tuple(r["datasets"]), params=r["params"])
+    return Section(result=result, reused=True, **{k: meta["section"][k] for k in _SECTION_FIELDS})
+
+
+def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
+                   log: Callable[[str], Any], render_cache: RenderCache | None
+                   ) -> tuple[Section, dict[str, Any] | None]:
+    """Build one figure and write its files; the section and what `figure_cache` stores of it (None
+    when its parameters would not come back from JSON as they are)."""
     try:
         result = spec.build(ctx)
     except NotConfigured as exc:
         log(f"site: {spec.id} not configured")
-        return Section(not_configured=_NotConfigured(str(exc), exc.config_entry))
+        return (Section(not_configured=_NotConfigured(str(exc), exc.config_entry)),
+                {"not_configured": {"message": str(exc), "config_entry": exc.config_entry}})
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: builder failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(result, FigureResult):
@@ -280,19 +348,11 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
     try:
         title = figure_title(spec, result, ctx.tables)
         ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart,
-                                             table if table is not None else result.data, figures_dir, inline_limit,
-                                             title=title, svg=result.svg, render_cache=render_cache)
+                                             table if table is not None else result.data, fig_dir.parent,
+                                             inline_limit, title=title, svg=result.svg, render_cache=render_cache)
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
-    rec = prov_mod.figure_provenance(prov, ctx.tables, tuple(result.models), tuple(result.datasets),
-                                     {**spec.params, **result.params}, ff.content_hash, tuple(spec.analysis))
-    fig_dir = figures_dir / spec.id
-    (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
-    bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, ff.content_hash, prov,
-                                 spec.reproduces)
-    paper_bib = prov_mod.PAPER_BIBTEX.get(spec.paper)
-    (fig_dir / "cite.bib").write_text(bib + ("\n\n" + paper_bib if paper_bib else "") + "\n", encoding="utf-8")
-    files = {**ff.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib"}
+    files = dict(ff.files)
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None)
     if cmp is not None:
         cmp.table.to_csv(fig_dir / "paper_vs_ours.csv", index=False)
@@ -300,7 +360,7 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
     log(f"site: {spec.id} {'reused' if ff.reused else 'built'} ({ff.content_hash})")
-    return Section(
+    sec = Section(
         result=result, files=files, content_hash=ff.content_hash, page_spec=ff.page_spec,
         spec_attr=pages.spec_attr(ff.page_spec) if ff.page_spec is not None else "",
         table_html=htmltable.to_html(table) if table is not None else "",
@@ -309,9 +369,15 @@ def _render_figure(spec: FigureSpec, ctx: FigureContext, prov: dict[str, Any], f
         compare_html=htmltable.to_html(cmp.table) if cmp is not None else "",
         compare_note=cmp.note if cmp is not None else "", compare_same=bool(cmp and cmp.same_model),
         paper_name=prov_mod.PAPER_NAMES.get(spec.paper, spec.paper), show_paper=show_paper,
-        provenance_html=prov_mod.provenance_html(rec), cite_html=prov_mod.cite_html(bib, paper_bib),
-        reused=ff.reused,
+        reused=ff.reused, built=True,
     )
+    stored = {"title": result.title, "reading": result.reading, "models": list(result.models),
+              "datasets": list(result.datasets), "params": result.params}
+    keep = {k: getattr(sec, k) for k in _SECTION_FIELDS}
+    if not (json_safe(stored["params"]) and json_safe(keep) and all(isinstance(x, str) for x in
+                                                                     stored["models"] + stored["datasets"])):
+        return sec, None
+    return sec, {"section": keep, "result": stored}
 
 
 def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Section],

@@ -341,6 +341,12 @@ class RenderCache:
         self.hits += 1
         return svg, png
 
+    def keep(self, content_hash: str) -> None:
+        """Keep the entry of ``content_hash`` (if any) through `prune`: its figure was reused whole."""
+        d = self._dir(content_hash)
+        if d.is_dir():
+            self.used.add(d.name)
+
     def put(self, content_hash: str, svg: bytes, png: bytes) -> None:
         d = self._dir(content_hash)
         tmp = self.root / f".{d.name}.tmp-{os.getpid()}"

@@ -94,7 +94,7 @@ def _cancellation_reading(ctx: FigureContext, c: pd.DataFrame, models, lays, dat
             continue
         cum = cm[(cm["kind"] == "cumulative") & (cm["dataset"] == ds)].groupby("to_scope")["change"].mean()
         path = {**cum.to_dict(), lays[m].scopes[0]: 0.0}
-        rows.append((m, lays[m], ds, headlines.cancellation({**ctx.tables, "k24_ctx": c}, m, [ds]), path))
+        rows.append((m, lays[m], ds, headlines.cancellation({"models": ctx.tables.get("models"), "k24_ctx": c}, m, [ds]), path))
     return readings.cancellation_reading(rows)
 
 

@@ -1,0 +1,259 @@
+"""Figures reused by their inputs: a figure whose inputs are unchanged is neither built nor drawn.
+
+Every built figure is stored in ``<out parent>/.cache/figure-renders/fig-<id>-<key>/``: the files of
+its folder (``data.csv``, ``spec.json``, ``chart.svg``/``.png``, ``data-<hash>.json``,
+``paper_vs_ours.csv``; not ``provenance.json`` and ``cite.bib``, which name this build's date and
+commit and are written again every time) and, in ``meta.json``, what its page section shows (tables
+as HTML, the page's spec, the reading, the title) with the SHA-256 of every file. The key
+(`FigureCache.key`) is a SHA-256 over everything those are computed from:
+
+- the result tables the figure read while it was built (`ReadTracker` records them, with the ones it
+  looked for and did not find; a builder that walked over all tables depends on all of them), each by
+  its `cache.frame_hash`, dtypes and length;
+- how display tokens are judged (each model's tokenizer style and causality, from all the tables:
+  `figures.display.DisplayTables.judged`), the roles, the papers' reported numbers, the inline limit;
+- the declaration (every `FigureSpec` field, the builder's qualified name, `FigureSpec.version`);
+- the package's own code (every ``.py`` and data file of ``report_builder`` except the site's page
+  resources, which only shape pages: pages are generated again on every build) and the versions of
+  Altair, vl-convert, pandas and NumPy.
+
+A hit copies the stored files (hard links where possible; each verified against its SHA-256 first)
+into the new docs folder; a miss builds the figure and stores it.
+
+Pitfall: the key of a lookup is computed from the tables the figure read *last time*. It can only
+read other tables now if one of those tables, the code, the roles or another keyed input changed,
+and that changes the key first. A figure whose parameters would not survive JSON is not stored.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from report_builder import guard
+from report_builder.figures.spec import FigureSpec
+
+FORMAT = 1
+"""Version of the entry layout and of what goes into the key."""
+ALL = "*"
+"""The recorded reads of a figure that walked over every table."""
+NOT_STORED = ("provenance.json", "cite.bib")
+"""Files of a figure's folder written again on every build (they name its date and commit)."""
+_ENTRY = re.compile(r"fig-(?P<id>[a-z0-9][a-z0-9-]*)-(?P<key>[0-9a-f]{24})")
+
+
+class ReadTracker(Mapping):
+    """A read-only view of a figure's tables that records which names were read (or looked for)."""
+
+    display_ready = True  # `FigureContext` takes it as it is (the tables behind it are display tables)
+
+    def __init__(self, tables: Mapping[str, pd.DataFrame]):
+        self._tables = tables
+        self.read: set[str] = set()
+        self.all = False
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        self.read.add(name)
+        return self._tables[name]
+
+    def __contains__(self, name: object) -> bool:
+        self.read.add(str(name))
+        return name in self._tables
+
+    def __iter__(self) -> Iterator[str]:
+        self.all = True
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        self.all = True
+        return len(self._tables)
+
+    def reads(self) -> list[str] | str:
+        """What the figure depends on: the sorted names read, or `ALL`."""
+        return ALL if self.all else sorted(self.read)
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 over the package's code and data files (relative path and bytes), page resources and
+    caches excluded; with the versions of the libraries that shape figure files."""
+    import altair
+    import numpy
+    import vl_convert
+
+    root = Path(__file__).resolve().parents[1]
+    pages = root / "site" / "resources"
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if (p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".json", ".csv", ".txt")
+                and "__pycache__" not in p.parts and pages not in p.parents):
+            h.update(p.relative_to(root).as_posix().encode("utf-8") + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    for lib in (altair, vl_convert, pd, numpy):
+        h.update(f"{lib.__name__} {lib.__version__}\0".encode("utf-8"))
+    return h.hexdigest()
+
+
+def _sha_file(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+@dataclasses.dataclass
+class Hit:
+    """A stored figure: its entry folder and ``meta.json`` (the section and result fields)."""
+
+    path: Path
+    meta: dict[str, Any]
+
+
+class FigureCache:
+    """The figures of earlier builds, keyed by their inputs (see the module docstring).
+
+    Args:
+        root: the folder shared with `figure_files.RenderCache` (``.cache/figure-renders``).
+        tables: the raw result tables of this build.
+        context: what every key holds besides the figure's own inputs (roles, reported numbers,
+            inline limit): any JSON-able value.
+        judged: returns how display tokens are judged (called once, when a key is first needed).
+    """
+
+    def __init__(self, root: Path, tables: Mapping[str, pd.DataFrame], context: Any, judged) -> None:
+        self.root = Path(root)
+        self.tables = tables
+        self._context = context
+        self._judged = judged
+        self._base: str | None = None
+        self._hashes: dict[str, str | None] = {}
+        self.used: set[str] = set()
+        self.hits = 0
+        self._entries: dict[str, list[Path]] | None = None
+
+    # ------------------------------------------------------------------ keys
+
+    def _table_hash(self, name: str) -> str | None:
+        if name not in self._hashes:
+            from report_builder.cache import frame_hash
+
+            df = self.tables.get(name)
+            self._hashes[name] = None if df is None else _json(
+                [frame_hash(df), [str(t) for t in df.dtypes], len(df), type(df.index).__name__])
+        return self._hashes[name]
+
+    def _base_digest(self) -> str:
+        if self._base is None:
+            self._base = hashlib.sha256(_json([FORMAT, code_digest(), self._context, self._judged()]).encode()).hexdigest()
+        return self._base
+
+    def key(self, spec: FigureSpec, reads: list[str] | str) -> str:
+        """The key of ``spec`` over the tables ``reads`` names (`ALL`: every table)."""
+        names = sorted(self.tables) if reads == ALL else list(reads)
+        decl = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "build"}
+        builder = f"{getattr(spec.build, '__module__', '')}.{getattr(spec.build, '__qualname__', repr(spec.build))}"
+        payload = [self._base_digest(), decl, builder, reads == ALL, {n: self._table_hash(n) for n in names}]
+        return hashlib.sha256(_json(payload).encode("utf-8")).hexdigest()[:24]
+
+    # ------------------------------------------------------------------ lookup and store
+
+    def _candidates(self, fig_id: str) -> list[Path]:
+        if self._entries is None:
+            self._entries = {}
+            if self.root.is_dir():
+                for d in sorted(self.root.iterdir()):
+                    m = _ENTRY.fullmatch(d.name)
+                    if m and d.is_dir():
+                        self._entries.setdefault(m.group("id"), []).append(d)
+        return self._entries.get(fig_id, [])
+
+    def get(self, spec: FigureSpec) -> Hit | None:
+        """The stored entry of ``spec`` whose key equals the key of its inputs now, or None."""
+        for d in self._candidates(spec.id):
+            try:
+                meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if meta.get("format") != FORMAT or meta.get("id") != spec.id:
+                continue
+            key = self.key(spec, meta.get("reads", ALL))
+            if d.name != f"fig-{spec.id}-{key}" or meta.get("key") != key:
+                continue
+            return Hit(d, meta)
+        return None
+
+    def restore(self, hit: Hit, fig_dir: Path) -> bool:
+        """Put the entry's files into ``fig_dir`` (hard links, else copies), each checked against its
+        SHA-256 first. False (nothing trusted) when a file is missing or differs."""
+        files: dict[str, str] = hit.meta.get("files", {})
+        for name, digest in files.items():
+            p = hit.path / "files" / name
+            if "/" in name or name in NOT_STORED or not p.is_file() or _sha_file(p) != digest:
+                return False
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            src, dst = hit.path / "files" / name, fig_dir / name
+            if dst.exists():
+                dst.unlink()
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+        self.used.add(hit.path.name)
+        self.hits += 1
+        return True
+
+    def put(self, spec: FigureSpec, reads: list[str] | str, fig_dir: Path | None, meta: dict[str, Any]) -> None:
+        """Store ``fig_dir``'s files (None: a figure without files, e.g. not configured) and ``meta``
+        under the key of ``reads``. A cache that cannot be written only costs time."""
+        key = self.key(spec, reads)
+        d = self.root / f"fig-{spec.id}-{key}"
+        tmp = self.root / f".{d.name}.tmp-{guard.tmp_tag()}"
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            (tmp / "files").mkdir(parents=True)
+            files = {}
+            if fig_dir is not None:
+                for p in sorted(fig_dir.iterdir()):
+                    if p.is_file() and p.name not in NOT_STORED:
+                        shutil.copyfile(p, tmp / "files" / p.name)
+                        files[p.name] = _sha_file(tmp / "files" / p.name)
+            record = {"format": FORMAT, "id": spec.id, "key": key, "reads": reads, "files": files, **meta}
+            (tmp / "meta.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+            if d.exists():
+                shutil.rmtree(d)
+            os.rename(tmp, d)
+            self.used.add(d.name)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def prune(self) -> None:
+        """Remove the figure entries this build did not use (only folders named like ours) and the
+        temporary folders of processes that are gone."""
+        if not self.root.is_dir():
+            return
+        for d in self.root.iterdir():
+            if d.is_dir() and d.name not in self.used and _ENTRY.fullmatch(d.name):
+                shutil.rmtree(d, ignore_errors=True)
+        guard.sweep([self.root], (".fig-",), legacy_age_s=None)
+
+
+def json_safe(value: Any) -> bool:
+    """Whether ``value`` comes back from JSON as it went in (same ``repr``): only then is it stored."""
+    try:
+        return repr(json.loads(json.dumps(value))) == repr(value)
+    except (TypeError, ValueError):
+        return False
