@@ -209,17 +209,18 @@ def format_plan(est: dict[str, Any]) -> str:
 def _provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:
     """What a build used: versions, machine, date, configuration, models, datasets, parameters.
 
-    Local paths (model sources, data files) never reach the site: `guard` publishes them by name."""
-    import torch
-    import transformers
-
+    Local paths (model sources, data files) never reach the site: `guard` publishes them by name.
+    Library versions are read without importing transformers (a build from the cache never loads it)."""
     from report_builder.analyses.k24_scopes import ig_options
 
+    cuda = str(cfg.device).startswith("cuda")
+    if cuda:
+        import torch
     return {
         "report_builder_version": __version__, "git_commit": _git_commit(),
-        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        "torch_version": _lib_version("torch"), "transformers_version": _lib_version("transformers"),
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
-        "tf32": bool(str(cfg.device).startswith("cuda") and torch.backends.cuda.matmul.allow_tf32),
+        "tf32": bool(cuda and torch.backends.cuda.matmul.allow_tf32),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
         "config": guard.public_config(cfg.to_dict()),
         "models": {m: {**p, "source": guard.public_path(p["source"])} for m, p in models.items()},
@@ -228,6 +229,15 @@ def _provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:
                    "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
                    "ffamp_normalise": cfg.k24.ffamp_normalise, "max_memory": cfg.max_memory},
     }
+
+
+def _lib_version(name: str) -> str:
+    """``name.__version__`` when it is imported, else its installed distribution's version."""
+    import sys
+    from importlib import metadata
+
+    mod = sys.modules.get(name)
+    return str(mod.__version__) if mod is not None else metadata.version(name)
 
 
 def _save_last_build(cfg: Config, rep: AnalyzeReport) -> None:
@@ -395,9 +405,11 @@ def list_datasets() -> list[dict]:
 
 
 def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
-    """Remove the results cache and the site — only what carries the tool's marker.
+    """Remove the results cache and the site — only what carries the tool's marker — and what the
+    site's builds keep beside it (figure renders, the build record: `site.figure_cache.clean`).
 
-    ``all`` also removes the converted models in the user cache and stale temporary folders.
+    ``all`` also removes the converted models and the cached evaluation sets in the user cache and
+    stale temporary folders.
     Raises `guard.UnsafeOutput` (nothing removed) when the site or cache directory holds foreign files.
     """
     import shutil
@@ -411,6 +423,11 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
         with guard.lock_for(out):
             shutil.rmtree(out)
         done.append(f"{cfg.out_dir}/")
+    from report_builder.site import figure_cache
+
+    renders = figure_cache.clean(out)
+    if renders:
+        done.append(f"{renders} figure renders and build records")
     swept = guard.sweep([out.resolve().parent], guard.site_temp_prefixes(out), legacy_age_s=None)
     if all:
         from report_builder.guard import user_cache_dir
@@ -425,6 +442,9 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
                     k += 1
         swept += guard.sweep([models])
         done.append(f"{k} converted models")
+        from report_builder.data import setcache
+
+        done.append(f"{setcache.clean()} cached evaluation sets")
     if swept:
         done.append(f"{len(swept)} stale temporary folders")
     return "removed " + ", ".join(done)

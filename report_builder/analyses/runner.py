@@ -164,7 +164,7 @@ def plan(cfg: "Config", cache: Cache | None = None) -> Plan:
 
     for mc in cfg.models:
         fp = loading.fingerprint(mc.source, mc.revision)
-        causal = loading.adapter_of(mc.source, mc.revision).causal
+        causal = loading.is_causal(mc.source, mc.revision)
         model_subject = Subject(cfg, mc, fp, causal)
         for a in registry.ANALYSES:
             if a.scope == "model":

@@ -73,6 +73,11 @@ def _todo(df: pd.DataFrame | None) -> list[str]:
     return [c for c in TOKEN_COLUMNS if c in df.columns and f"{c}_raw" not in df.columns]
 
 
+def needs_display(df: pd.DataFrame | None) -> bool:
+    """Whether reading ``df`` through `DisplayTables` changes it (token columns still raw)."""
+    return bool(_todo(df))
+
+
 def display_tables(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """A copy of ``tables`` with display tokens (idempotent: tables that have ``*_raw`` are kept)."""
     todo = {name: cols for name, df in tables.items() if (cols := _todo(df))}

@@ -511,10 +511,10 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
 def adapter_of(source: str, revision: str | None = None) -> Adapter:
     """The adapter serving a model source (its variant for the config), from its config alone (no weights loaded)."""
-    from transformers import AutoConfig
-
     if source == "smollm2":
         return registry.for_model_type("llama")
+    from transformers import AutoConfig
+
     path, kw = _resolve(source, revision)
     cfg = AutoConfig.from_pretrained(path, **kw)
     return registry.for_config(cfg)
@@ -541,3 +541,45 @@ def config_and_tokenizer(source: str, revision: str | None = None):
     else:
         path, kw = _resolve(source, revision)
     return AutoConfig.from_pretrained(path, **kw), AutoTokenizer.from_pretrained(path, **kw)
+
+
+def is_causal(source: str, revision: str | None = None) -> bool:
+    """``adapter_of(source, revision).causal``, memoised in ``causal.json`` of the user cache on the
+    sha256 of the source's ``config.json``, the transformers version and this package's ``models``
+    code, so a build whose results are all cached never imports transformers."""
+    if source == "smollm2":
+        return adapter_of(source).causal
+    path, _kw = _resolve(source, revision)
+    d = Path(path)
+    snap = None if d.is_dir() else hub_snapshot_dir(source, revision)
+    config_file = (d if d.is_dir() else snap or d) / "config.json"
+    if not config_file.is_file():
+        return adapter_of(source, revision).causal
+    from importlib import metadata
+
+    code = hashlib.sha256()
+    for p in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        code.update(p.name.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    key = hashlib.sha256(json.dumps([source, revision, file_sha256(config_file), metadata.version("transformers"),
+                                     code.hexdigest()]).encode()).hexdigest()
+    memo_path = cache_dir() / "causal.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    if isinstance(memo.get(key), bool):
+        return memo[key]
+    causal = bool(adapter_of(source, revision).causal)
+    try:
+        memo = json.loads(memo_path.read_text())  # merge with what other processes added meanwhile
+    except (OSError, ValueError):
+        memo = {}
+    memo[key] = causal
+    try:
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_name(f".{memo_path.name}.tmp-{guard.tmp_tag()}")
+        tmp.write_text(json.dumps(memo))
+        os.replace(tmp, memo_path)
+    except OSError:
+        pass
+    return causal

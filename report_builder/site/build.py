@@ -35,7 +35,7 @@ from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec,
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
-from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
+from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe, site_cache_dir
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
                                              write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
@@ -56,6 +56,9 @@ class RenderReport:
         hashes: id -> content hash of every built figure.
         kept: no page changed since the previous build: mkdocs did not run and the existing site
             (checked unmodified) was kept as it is.
+        rebuilt: ids whose builder ran in this build (inputs new or changed); every other figure
+            was reused whole from the figure cache (`figure_cache`).
+        drawn: ids whose chart was drawn (SVG/PNG) in this build.
     """
 
     figures_built: list[str]
@@ -64,6 +67,8 @@ class RenderReport:
     site_dir: Path
     hashes: dict[str, str] = field(default_factory=dict)
     kept: bool = False
+    rebuilt: list[str] = field(default_factory=list)
+    drawn: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -136,9 +141,9 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     tag = guard.tmp_tag()
     tmp_docs = out_dir.parent / f".{out_dir.name}-docs.tmp-{tag}"
     tmp_site = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
-    cache_manifest = out_dir.parent / ".cache" / "site-manifest.json"
-    build_record = out_dir.parent / ".cache" / f"site-build-{out_dir.name}.json"
-    render_cache = RenderCache(out_dir.parent / ".cache" / "figure-renders")
+    cache_manifest = site_cache_dir(out_dir) / "site-manifest.json"
+    build_record = site_cache_dir(out_dir) / f"site-build-{out_dir.name}.json"
+    render_cache = RenderCache(site_cache_dir(out_dir) / "figure-renders")
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
     try:
@@ -150,9 +155,10 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         figure_cache = FigureCache(render_cache.root, tables, judged=display.judged, context={
             "roles": dataclasses.asdict(roles), "reported": reported, "inline_limit": inline_limit})
         sections: dict[str, Section] = {}
+        counts: dict = {}  # sequence counts of the provenance records, counted once per table and dataset
         for spec in specs:
             sections[spec.id] = _render_figure(spec, display, roles, reported, provenance, tmp_docs / "figures",
-                                               inline_limit, log, render_cache, figure_cache)
+                                               inline_limit, log, render_cache, figure_cache, counts)
         current = {
             "date": provenance.get("date"), "git_commit": provenance.get("git_commit"),
             "report_builder_version": provenance.get("report_builder_version"), "preset": provenance.get("preset"),
@@ -167,11 +173,12 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         _write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
                      inline_limit)
         n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
-        n_built = sum(1 for s in sections.values() if s.built)
+        n_built = sum(1 for s in sections.values() if s.built and s.not_configured is None)
         log(f"site: {n_drawn} figures drawn, {render_cache.hits + figure_cache.hits} reused; {n_built} built, "
             f"{figure_cache.hits} not built (inputs unchanged)")
         date = str(provenance.get("date") or "")
-        inputs = _inputs_digest(tmp_docs, date, extra_files or {}, site_url)
+        known = {f"figures/{k}": v for k, v in figure_cache.known.items()}
+        inputs = _inputs_digest(tmp_docs, date, extra_files or {}, site_url, known)
         kept = _can_keep(out_dir, docs_dir, build_record, inputs)
         if kept:
             log(f"site: no page changed since the build of {kept}; mkdocs skipped, {out_dir} kept as it is")
@@ -210,32 +217,42 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     return _report(specs, sections, changes, out_dir, log)
 
 
-def _tree_digest(root: Path, date: str = "") -> str | None:
+def _tree_digest(root: Path, date: str = "", known: dict[str, str] | None = None) -> str | None:
     """SHA-256 over every file of ``root`` (relative path and bytes; ``date`` replaced by a placeholder
-    when given, so two renders that differ only in their build date digest alike); None if missing."""
+    when given, so two renders that differ only in their build date digest alike); None if missing.
+
+    ``known``: relative path -> SHA-256 of files whose bytes were just verified (figure files from
+    `figure_cache`, which never hold a build date): taken as they are instead of read again."""
     if not root.is_dir():
         return None
+    known = known or {}
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
         if p.is_file() and p.name != guard.SITE_MARKER:
-            data = p.read_bytes()
-            if date:
-                data = data.replace(date.encode("utf-8"), b"\0DATE\0")
-            h.update(p.relative_to(root).as_posix().encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
+            rel = p.relative_to(root).as_posix()
+            if rel in known:
+                digest = bytes.fromhex(known[rel])
+            else:
+                data = p.read_bytes()
+                if date:
+                    data = data.replace(date.encode("utf-8"), b"\0DATE\0")
+                digest = hashlib.sha256(data).digest()
+            h.update(rel.encode("utf-8") + b"\0" + digest)
     return h.hexdigest()
 
 
-def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url: str | None) -> str:
+def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url: str | None,
+                   known: dict[str, str] | None = None) -> str:
     """Everything mkdocs turns into the site: the generated pages and files (build date masked), the
     site's resources (mkdocs.yml, templates, hand-written pages), the extra files, the site URL and
-    the versions of mkdocs and report_builder."""
+    the versions of mkdocs and report_builder (``known``: see `_tree_digest`)."""
     import mkdocs
 
     from report_builder import __version__
     from report_builder.site.paths import RESOURCES
 
     h = hashlib.sha256()
-    for part in (_tree_digest(docs, date), _tree_digest(RESOURCES), json.dumps(
+    for part in (_tree_digest(docs, date, known), _tree_digest(RESOURCES), json.dumps(
             {k: v.replace(date, "\0DATE\0") if date else v for k, v in sorted(extra_files.items())}),
             str(site_url), mkdocs.__version__, __version__):
         h.update(str(part).encode("utf-8") + b"\0")
@@ -262,7 +279,9 @@ def _report(specs: list[FigureSpec], sections: dict[str, Section], changes: mani
     log(f"site: {len(built)} figures built, {len(nc)} not configured, "
         f"{len(changes.changed) + len(changes.new)} new or changed -> {out_dir}")
     return RenderReport(figures_built=built, not_configured=nc, changed=changes.new + changes.changed,
-                        site_dir=out_dir, hashes={i: sections[i].content_hash for i in built}, kept=kept)
+                        site_dir=out_dir, hashes={i: sections[i].content_hash for i in built}, kept=kept,
+                        rebuilt=[s.id for s in specs if sections[s.id].built],
+                        drawn=[s.id for s in specs if sections[s.id].result is not None and not sections[s.id].reused])
 
 
 def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
@@ -276,7 +295,8 @@ def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.Da
 
 def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, reported: dict[str, Any],
                    prov: dict[str, Any], figures_dir: Path, inline_limit: int, log: Callable[[str], Any],
-                   render_cache: RenderCache | None = None, figure_cache: FigureCache | None = None) -> Section:
+                   render_cache: RenderCache | None = None, figure_cache: FigureCache | None = None,
+                   counts: dict | None = None) -> Section:
     """One figure's files and page section: reused from ``figure_cache`` when its inputs are unchanged
     (not built, not drawn), else built (its reads recorded) and stored; provenance and BibTeX are
     written every time (they name this build's date and commit)."""
@@ -301,7 +321,8 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
             return sec
     result = sec.result
     rec = prov_mod.figure_provenance(prov, display.raw, tuple(result.models), tuple(result.datasets),
-                                     {**spec.params, **result.params}, sec.content_hash, tuple(spec.analysis))
+                                     {**spec.params, **result.params}, sec.content_hash, tuple(spec.analysis),
+                                     counts)
     (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
     bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, sec.content_hash, prov,
                                  spec.reproduces)
@@ -337,7 +358,7 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
         result = spec.build(ctx)
     except NotConfigured as exc:
         log(f"site: {spec.id} not configured")
-        return (Section(not_configured=_NotConfigured(str(exc), exc.config_entry)),
+        return (Section(not_configured=_NotConfigured(str(exc), exc.config_entry), built=True),
                 {"not_configured": {"message": str(exc), "config_entry": exc.config_entry}})
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: builder failed: {type(exc).__name__}: {exc}") from exc

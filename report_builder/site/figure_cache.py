@@ -10,8 +10,9 @@ as HTML, the page's spec, the reading, the title) with the SHA-256 of every file
 - the result tables the figure read while it was built (`ReadTracker` records them, with the ones it
   looked for and did not find; a builder that walked over all tables depends on all of them), each by
   its `cache.frame_hash`, dtypes and length;
-- how display tokens are judged (each model's tokenizer style and causality, from all the tables:
-  `figures.display.DisplayTables.judged`), the roles, the papers' reported numbers, the inline limit;
+- when it read a table whose tokens are shown in display form, how those forms are judged (each
+  model's tokenizer style and causality, from all the tables: `figures.display.DisplayTables.judged`);
+- the roles, the papers' reported numbers, the inline limit;
 - the declaration (every `FigureSpec` field, the builder's qualified name, `FigureSpec.version`);
 - the package's own code (every ``.py`` and data file of ``report_builder`` except the site's page
   resources, which only shape pages: pages are generated again on every build) and the versions of
@@ -49,6 +50,39 @@ ALL = "*"
 NOT_STORED = ("provenance.json", "cite.bib")
 """Files of a figure's folder written again on every build (they name its date and commit)."""
 _ENTRY = re.compile(r"fig-(?P<id>[a-z0-9][a-z0-9-]*)-(?P<key>[0-9a-f]{24})")
+RENDER_ENTRY = re.compile(r"[0-9a-f]{12}-vl[\w.]+")
+"""Names of `figure_files.RenderCache` entries (drawings by content hash)."""
+
+
+def site_cache_dir(out_dir: Path) -> Path:
+    """``<out parent>/.cache``: where a build of ``out_dir`` keeps its figure renders, its build
+    record (``site-build-<out name>.json``) and the last manifest."""
+    return Path(out_dir).resolve().parent / ".cache"
+
+
+def clean(out_dir: Path) -> int:
+    """Remove what building ``out_dir`` keeps beside it: every entry of ``figure-renders`` named like
+    the tool's (by inputs or by content hash), temporary folders of processes that are gone, and
+    ``site-build-<out name>.json``. Foreign files stay (``figure-renders`` is removed only when that
+    leaves it empty). Returns how many entries and files were removed."""
+    base = site_cache_dir(out_dir)
+    renders = base / "figure-renders"
+    n = 0
+    if renders.is_dir():
+        for d in renders.iterdir():
+            if d.is_dir() and not d.is_symlink() and (_ENTRY.fullmatch(d.name) or RENDER_ENTRY.fullmatch(d.name)):
+                shutil.rmtree(d)
+                n += 1
+        n += len(guard.sweep([renders], legacy_age_s=None))
+        try:
+            renders.rmdir()
+        except OSError:  # not empty: something the tool did not write is there
+            pass
+    record = base / f"site-build-{Path(out_dir).resolve().name}.json"
+    if record.is_file():
+        record.unlink()
+        n += 1
+    return n
 
 
 class ReadTracker(Mapping):
@@ -102,6 +136,19 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
+def _module_digest(module: str) -> str:
+    """SHA-256 of the source file of the builder's module (a builder declared outside the package
+    is keyed on its own code too); empty when it has none."""
+    import sys
+
+    path = getattr(sys.modules.get(module), "__file__", None)
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
+    except OSError:
+        return ""
+
+
 def _sha_file(p: Path) -> str:
     h = hashlib.sha256()
     with open(p, "rb") as f:
@@ -130,15 +177,20 @@ class FigureCache:
         tables: the raw result tables of this build.
         context: what every key holds besides the figure's own inputs (roles, reported numbers,
             inline limit): any JSON-able value.
-        judged: returns how display tokens are judged (called once, when a key is first needed).
+        judged: returns how display tokens are judged (called once, for the first key that needs it).
+
+    Attributes:
+        known: ``<id>/<file name>`` -> SHA-256 of every file this build restored or stored.
     """
 
     def __init__(self, root: Path, tables: Mapping[str, pd.DataFrame], context: Any, judged) -> None:
         self.root = Path(root)
         self.tables = tables
         self._context = context
-        self._judged = judged
+        self._judged_fn = judged
+        self._judged: str | None = None
         self._base: str | None = None
+        self.known: dict[str, str] = {}
         self._hashes: dict[str, str | None] = {}
         self.used: set[str] = set()
         self.hits = 0
@@ -157,15 +209,23 @@ class FigureCache:
 
     def _base_digest(self) -> str:
         if self._base is None:
-            self._base = hashlib.sha256(_json([FORMAT, code_digest(), self._context, self._judged()]).encode()).hexdigest()
+            self._base = hashlib.sha256(_json([FORMAT, code_digest(), self._context]).encode()).hexdigest()
         return self._base
 
     def key(self, spec: FigureSpec, reads: list[str] | str) -> str:
         """The key of ``spec`` over the tables ``reads`` names (`ALL`: every table)."""
+        from report_builder.figures.display import needs_display
+
         names = sorted(self.tables) if reads == ALL else list(reads)
+        judged = None
+        if any(needs_display(self.tables.get(n)) for n in names):  # display forms: judged from all tables
+            if self._judged is None:
+                self._judged = _json(self._judged_fn())
+            judged = self._judged
         decl = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "build"}
-        builder = f"{getattr(spec.build, '__module__', '')}.{getattr(spec.build, '__qualname__', repr(spec.build))}"
-        payload = [self._base_digest(), decl, builder, reads == ALL, {n: self._table_hash(n) for n in names}]
+        module = getattr(spec.build, "__module__", "") or ""
+        builder = [f"{module}.{getattr(spec.build, '__qualname__', repr(spec.build))}", _module_digest(module)]
+        payload = [self._base_digest(), decl, builder, reads == ALL, judged, {n: self._table_hash(n) for n in names}]
         return hashlib.sha256(_json(payload).encode("utf-8")).hexdigest()[:24]
 
     # ------------------------------------------------------------------ lookup and store
@@ -214,6 +274,7 @@ class FigureCache:
                 shutil.copyfile(src, dst)
         self.used.add(hit.path.name)
         self.hits += 1
+        self.known.update({f"{hit.meta['id']}/{name}": digest for name, digest in files.items()})
         return True
 
     def put(self, spec: FigureSpec, reads: list[str] | str, fig_dir: Path | None, meta: dict[str, Any]) -> None:
@@ -237,6 +298,7 @@ class FigureCache:
                 shutil.rmtree(d)
             os.rename(tmp, d)
             self.used.add(d.name)
+            self.known.update({f"{spec.id}/{name}": digest for name, digest in files.items()})
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
 

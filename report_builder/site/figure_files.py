@@ -21,6 +21,8 @@ from typing import Any
 import pandas as pd
 import vl_convert as vlc
 
+from report_builder import guard
+from report_builder.site.figure_cache import RENDER_ENTRY
 from report_builder.site.htmltable import fmt_column
 
 VL_SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
@@ -349,7 +351,7 @@ class RenderCache:
 
     def put(self, content_hash: str, svg: bytes, png: bytes) -> None:
         d = self._dir(content_hash)
-        tmp = self.root / f".{d.name}.tmp-{os.getpid()}"
+        tmp = self.root / f".{d.name}.tmp-{guard.tmp_tag()}"
         try:
             tmp.mkdir(parents=True, exist_ok=True)
             (tmp / "chart.svg").write_bytes(svg)
@@ -364,9 +366,11 @@ class RenderCache:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def prune(self) -> None:
-        """Remove the entries this build did not use (only folders named like ours)."""
+        """Remove the entries this build did not use (only folders named like ours) and the temporary
+        folders of processes that are gone."""
         if not self.root.is_dir():
             return
         for d in self.root.iterdir():
-            if d.is_dir() and d.name not in self.used and re.fullmatch(r"\.?[0-9a-f]{12}-vl[\w.]+(\.tmp-\d+)?", d.name):
+            if d.is_dir() and d.name not in self.used and RENDER_ENTRY.fullmatch(d.name):
                 shutil.rmtree(d, ignore_errors=True)
+        guard.sweep([self.root], legacy_age_s=None)

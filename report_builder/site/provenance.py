@@ -42,24 +42,35 @@ _EXAMPLE_TABLES = ("k21_maps", "k24_maps")
 
 
 def sequences_used(tables: dict[str, pd.DataFrame], analysis: tuple[str, ...], models: tuple[str, ...],
-                   dataset: str) -> dict[str, int]:
+                   dataset: str, memo: dict | None = None) -> dict[str, int]:
     """How many sequences of ``dataset`` each model's results in ``analysis`` were computed from.
 
     Counted from the result tables themselves (distinct ``seq``; for the K24 pass the largest
     ``n_seqs`` of ``k24_ctx``), never from the configuration, so a figure says what it used.
+    ``memo`` (a dict kept for one set of tables, e.g. one site build) keeps the per-model counts of
+    each (table, dataset) once counted.
     """
     out: dict[str, int] = {}
     for name in analysis:
-        col, t = ("n_seqs", tables.get("k24_ctx")) if name in _K24_PASS else ("seq", tables.get(name))
-        if t is None or t.empty or col not in t.columns or "dataset" not in t.columns:
-            continue
-        sel = t[t["dataset"] == dataset]
-        if models:
-            sel = sel[sel["model"].isin(list(models))]
-        for model, grp in sel.groupby("model", sort=True):
-            n = int(grp[col].max()) if col == "n_seqs" else int(grp["seq"].nunique())
-            out[str(model)] = max(out.get(str(model), 0), n)
+        col, src = ("n_seqs", "k24_ctx") if name in _K24_PASS else ("seq", name)
+        key = (src, col, dataset)
+        per_model = memo.get(key) if memo is not None else None
+        if per_model is None:
+            per_model = _per_model_counts(tables.get(src), col, dataset)
+            if memo is not None:
+                memo[key] = per_model
+        for model, n in per_model.items():
+            if not models or model in models:
+                out[model] = max(out.get(model, 0), n)
     return out
+
+
+def _per_model_counts(t: pd.DataFrame | None, col: str, dataset: str) -> dict[str, int]:
+    if t is None or t.empty or col not in t.columns or "dataset" not in t.columns:
+        return {}
+    sel = t[t["dataset"] == dataset]
+    return {str(model): int(grp[col].max()) if col == "n_seqs" else int(grp["seq"].nunique())
+            for model, grp in sel.groupby("model", sort=True)}
 
 
 def _examples_used(tables: dict[str, pd.DataFrame], analysis: tuple[str, ...], models: tuple[str, ...]) -> int | None:
@@ -74,7 +85,7 @@ def _examples_used(tables: dict[str, pd.DataFrame], analysis: tuple[str, ...], m
 
 def figure_provenance(prov: dict[str, Any], tables: dict[str, pd.DataFrame], models: tuple[str, ...],
                       datasets: tuple[str, ...], params: dict[str, Any], content_hash: str,
-                      analysis: tuple[str, ...] = ()) -> dict[str, Any]:
+                      analysis: tuple[str, ...] = (), memo: dict | None = None) -> dict[str, Any]:
     """The provenance record of one figure (also written as ``figures/<id>/provenance.json``).
 
     ``analysis`` names the result tables the figure reads; each dataset's ``n`` is then the number
@@ -90,7 +101,7 @@ def figure_provenance(prov: dict[str, Any], tables: dict[str, pd.DataFrame], mod
     used_d = {}
     for d in (datasets or default_d):
         rec_d = dict(all_data.get(d, {}))
-        counts = sequences_used(tables, analysis, tuple(used_m), d)
+        counts = sequences_used(tables, analysis, tuple(used_m), d, memo)
         if counts:
             rec_d["n"] = next(iter(counts.values())) if len(set(counts.values())) == 1 else counts
         used_d[d] = rec_d

@@ -1,0 +1,140 @@
+"""The figure cache (`site.figure_cache`): a figure whose inputs are unchanged is neither built nor
+drawn; a change to one input rebuilds exactly the figures that read it; `clean` removes the render
+cache and the build record, never a foreign file."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from report_builder.figures.spec import FigureResult, FigureSpec
+from report_builder.site import build as build_mod
+from report_builder.site import figure_cache
+from tests import site_helpers as h
+
+pytestmark = pytest.mark.slow
+
+IDS = [f.id for f in h.DUMMY_FIGURES]
+
+
+def _render(root: Path, tables=None, figures=None, roles=None, date="2025-01-02T03:04:05+00:00", **kw):
+    logs: list[str] = []
+    report = build_mod.render_site(h._dummy_tables() if tables is None else tables, roles or h.DUMMY_ROLES,
+                                   {**h.provenance(), "date": date}, out_dir=root / "site", log=logs.append,
+                                   figures=h.DUMMY_FIGURES if figures is None else figures, **kw)
+    return report, logs
+
+
+def _site(root: Path) -> dict[str, bytes]:
+    site = root / "site"
+    return {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+
+
+def test_unchanged_inputs_rebuild_nothing_and_each_input_rebuilds_its_readers(tmp_path):
+    r1, _ = _render(tmp_path)
+    assert r1.rebuilt == IDS and not r1.kept
+    before = _site(tmp_path)
+
+    # nothing changed but the date: no builder runs, nothing is drawn, mkdocs is skipped, same bytes
+    r2, logs = _render(tmp_path, date="2025-06-01T00:00:00+00:00")
+    assert r2.rebuilt == [] and r2.drawn == [] and r2.kept and r2.hashes == r1.hashes
+    assert any(re.match(r"site: 0 figures drawn, 3 reused; 0 built, 3 not built", x) for x in logs), logs
+    assert _site(tmp_path) == before
+
+    # one table changed: only the figure that reads it is built again
+    tables = h._dummy_tables()
+    tables["k24_maps"] = tables["k24_maps"].assign(value=tables["k24_maps"]["value"] / 2)
+    r3, _ = _render(tmp_path, tables)
+    assert r3.rebuilt == ["k24-dummy-maps"] and r3.drawn == ["k24-dummy-maps"] and not r3.kept
+    assert {k: v for k, v in r3.hashes.items() if k != "k24-dummy-maps"} == {
+        k: v for k, v in r1.hashes.items() if k != "k24-dummy-maps"}
+    assert r3.hashes["k24-dummy-maps"] != r1.hashes["k24-dummy-maps"]
+
+    # a table's dtype alone (same values) is an input too
+    tables["k21_tokens"] = tables["k21_tokens"].assign(layer=tables["k21_tokens"]["layer"].astype("int32"))
+    r4, _ = _render(tmp_path, tables)
+    assert r4.rebuilt == ["k21-dummy-fig", "k21-dummy-tab"]
+
+    # a figure's declared version: that figure only is built (its drawing, the same bytes, is reused by
+    # its content hash)
+    figs = [dataclasses.replace(f, version=2) if f.id == "k21-dummy-tab" else f for f in h.DUMMY_FIGURES]
+    r5, _ = _render(tmp_path, tables, figures=figs)
+    assert r5.rebuilt == ["k21-dummy-tab"] and r5.drawn == [] and r5.hashes == r4.hashes
+
+    # a table no figure reads (the Home page does): no figure built, the pages and site are
+    tables["k24_ctx"] = tables["k24_ctx"].assign(change=tables["k24_ctx"]["change"] * 0.9)
+    r6, _ = _render(tmp_path, tables, figures=figs)
+    assert r6.rebuilt == [] and not r6.kept
+
+    # what only the pages use (the site URL): mkdocs runs, no figure is built
+    r7, _ = _render(tmp_path, tables, figures=figs, site_url="https://example.org/report/")
+    assert r7.rebuilt == [] and not r7.kept
+
+    # the roles every figure is built for: all of them
+    r8, _ = _render(tmp_path, tables, figures=figs, roles=dataclasses.replace(h.DUMMY_ROLES, variants=("tiny-bert", "tiny-llama")))
+    assert r8.rebuilt == IDS
+
+
+def test_damaged_entry_is_built_again(tmp_path):
+    _render(tmp_path)
+    renders = tmp_path / ".cache" / "figure-renders"
+    (entry,) = renders.glob("fig-k21-dummy-fig-*")
+    (entry / "files" / "data.csv").write_text("edited\n")
+    r, _ = _render(tmp_path)
+    assert r.rebuilt == ["k21-dummy-fig"]
+    # drawn again? no: the drawing is reused by its content hash; the files are whole again
+    assert "edited" not in (tmp_path / "site" / "figures" / "k21-dummy-fig" / "data.csv").read_text()
+    r, _ = _render(tmp_path)
+    assert r.rebuilt == []
+
+
+def test_reads_are_recorded_missing_tables_and_walks_included(tmp_path):
+    def looks(ctx):
+        extra = ctx.tables.get("k21_freq")  # missing in the first build
+        df = pd.DataFrame({"n": [len(ctx.tables["recon_errors"]) + (0 if extra is None else len(extra))]})
+        return FigureResult(data=df, table=df)
+
+    def walks(ctx):
+        df = pd.DataFrame({"tables": sorted(ctx.tables)})
+        return FigureResult(data=df, table=df)
+
+    figs = [FigureSpec("k21-looks", "K21", "Looks", "Looks up a table.", ("recon_errors",), looks, kind="table"),
+            FigureSpec("k21-walks", "K21", "Walks", "Walks over the tables.", (), walks, kind="table")]
+    r, _ = _render(tmp_path, figures=figs)
+    assert r.rebuilt == ["k21-looks", "k21-walks"]
+    tables = h._dummy_tables()
+    tables["k24_ctx"] = tables["k24_ctx"].assign(n_seqs=5)  # read by neither, walked over by one
+    r, _ = _render(tmp_path, tables, figures=figs)
+    assert r.rebuilt == ["k21-walks"]
+    tables["k21_freq"] = pd.DataFrame({"model": ["tiny-bert"], "freq_rank": [1]})  # the missing one appears
+    r, _ = _render(tmp_path, tables, figures=figs)
+    assert r.rebuilt == ["k21-looks", "k21-walks"]
+    meta = [json.loads((d / "meta.json").read_text()) for d in (tmp_path / ".cache" / "figure-renders").glob("fig-*")]
+    reads = {m["id"]: m["reads"] for m in meta}
+    assert {"k21_freq", "recon_errors"} <= set(reads["k21-looks"]) and "k24_ctx" not in reads["k21-looks"]
+    assert reads["k21-walks"] == figure_cache.ALL
+
+
+def test_clean_removes_the_render_cache_and_build_record_only(tmp_path):
+    from report_builder import api
+
+    _render(tmp_path)
+    base = tmp_path / ".cache"
+    renders = base / "figure-renders"
+    assert list(renders.glob("fig-*")) and (base / "site-build-site.json").is_file()
+    (base / "site-build-other.json").write_text("{}")  # another output's record
+    cfg = api.configure(preset="smoke", cache_dir=str(tmp_path / "results"), out_dir=str(tmp_path / "site"))
+    msg = api.clean(cfg)
+    assert "figure renders" in msg
+    assert not renders.exists() and not (base / "site-build-site.json").exists()
+    assert (base / "site-build-other.json").is_file()
+    # a foreign file in the render cache stays (and keeps its folder)
+    _render(tmp_path)
+    (renders / "notes.txt").write_text("mine")
+    (renders / "fig-mine").mkdir()
+    assert figure_cache.clean(tmp_path / "site") > 0
+    assert sorted(p.name for p in renders.iterdir()) == ["fig-mine", "notes.txt"]
