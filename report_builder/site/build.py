@@ -7,12 +7,16 @@ turn). The output is replaced only when it is missing, empty or carries the ``.r
 marker every built site has (`report_builder.guard`). An error, KeyboardInterrupt or SIGTERM leaves
 the previous site untouched and removes the temporary folders.
 
-No-op rebuilds are cheap: a figure whose content hash is unchanged reuses its drawn ``chart.svg``/
-``chart.png`` from the render cache (`figure_files.RenderCache`, ``<out parent>/.cache/figure-renders``),
-and when the generated pages and files, the site resources, the extra files, the site URL and the
+No-op rebuilds are cheap: a figure whose inputs are unchanged (the tables it read, the display
+judgement, roles, reported numbers, its declaration and version, the package's code) is neither built
+nor drawn: its files and page section come from the figure cache (`figure_cache`, ``<out
+parent>/.cache/figure-renders``); one whose inputs changed but whose content hash did not reuses its
+drawn ``chart.svg``/``chart.png`` (`figure_files.RenderCache`); figures read their tables through
+`figures.display.DisplayTables`, so tokens are put in display form only for figures that are built.
+When the generated pages and files, the site resources, the extra files, the site URL and the
 versions equal the previous build's (build date masked) and the existing site is byte for byte what
-that build left (digest in ``.cache/site-build-<out name>.json``), mkdocs is skipped and the site kept.
-A site edited or deleted by the user, or any changed page, is built again.
+that build left (digest in ``.cache/site-build-<out name>.json``), mkdocs is skipped and the site
+kept. A site edited or deleted by the user, or any changed page, is built again.
 
 Pitfall: a builder that raises anything but `NotConfigured` fails the render
 loudly — a figure is never skipped silently.

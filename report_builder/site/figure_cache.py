@@ -204,7 +204,7 @@ class FigureCache:
 
             df = self.tables.get(name)
             self._hashes[name] = None if df is None else _json(
-                [frame_hash(df), [str(t) for t in df.dtypes], len(df), type(df.index).__name__])
+                [frame_hash(df), [repr(t) for t in df.dtypes], len(df), type(df.index).__name__])
         return self._hashes[name]
 
     def _base_digest(self) -> str:
