@@ -91,6 +91,8 @@ class Config:
     threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (api.choose_threads)
     shard_size: int | None = None  # split sequence analyses into shards of N sequences (results do not depend on it)
     max_memory: str = "1GiB"
+    device_map: str = "none"  # none | auto | balanced | balanced_low_0 | sequential: spread a model over devices
+    device_memory: str | None = None  # with device_map: the weights budget of each GPU (device cpu: of the CPU)
     ig: IGConfig = field(default_factory=IGConfig)
     k21: K21Config = field(default_factory=K21Config)
     k24: K24Config = field(default_factory=K24Config)
@@ -268,6 +270,9 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
 
 DEVICES = "cpu, cuda, cuda:<index>"
 DTYPES = ("float32", "bfloat16", "float16")
+DEVICE_MAPS = ("none", "auto", "balanced", "balanced_low_0", "sequential")
+"""``device_map`` modes (models/placement.py): one device, or accelerate's layer spread over the GPUs of a
+node (what does not fit stays in CPU memory, then on disk); ``auto`` is ``balanced``."""
 IG_METHODS = ("closed", "numerical")
 FFAMP_NORMALISE = ("row",)
 
@@ -296,6 +301,12 @@ def validate(cfg: Config) -> Config:
     count(cfg.threads, "threads", optional=True)
     count(cfg.shard_size, "shard_size", optional=True)
     parse_size(cfg.max_memory, key="max_memory")
+    need(cfg.device_map in DEVICE_MAPS, "device_map", f"{cfg.device_map!r} is not one of {', '.join(DEVICE_MAPS)}")
+    need(cfg.device_map == "none" or cfg.device in ("cpu", "cuda"), "device_map",
+         f"spreads over every visible GPU: set device: cuda, not {cfg.device!r} (CUDA_VISIBLE_DEVICES picks the GPUs)")
+    if cfg.device_memory is not None:
+        parse_size(cfg.device_memory, key="device_memory")
+        need(cfg.device_map != "none", "device_memory", "applies to a device map only; set device_map: auto")
     need(cfg.ig.method in IG_METHODS, "ig.method", f"{cfg.ig.method!r} is not one of {', '.join(IG_METHODS)}")
     count(cfg.ig.steps, "ig.steps")
     mr = cfg.k21.mask_rate

@@ -26,7 +26,7 @@ import torch
 
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult, decompose_batch, decompose_layer
-from report_builder.models.capture import Capturer, capture_hooks
+from report_builder.models.capture import Capturer, LayerCapture, capture_hooks
 from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
 from report_builder.schema import ERROR_BOUND
@@ -143,8 +143,11 @@ def decompose_sequences(
     for s in seqs:
         lm.check_length(len(s.input_ids))
     idxs = list(range(lm.n_layers)) if layers is None else list(layers)
-    for i in idxs:  # fill the weight cache before any worker thread reads it
-        lm.layer_weights(i)
+    if lm.placement is None:
+        for i in idxs:  # fill the weight cache before any worker thread reads it
+            lm.layer_weights(i)
+    elif any(lm.placement.offloaded):
+        workers = 1  # the forward pass swaps offloaded weights in and out: one pass at a time
     if not isinstance(enforce, bool):  # only these check points; carried down as the set itself
         enforce = frozenset(enforce)
     enforce = check and lm.dtype == torch.float32 and enforce
@@ -158,31 +161,57 @@ def decompose_sequences(
                                   workers or _CPU_WORKERS)
 
 
-def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int, idxs: list[int], kw: dict, check: bool,
-         enforce: bool | frozenset, budget: int) -> list[tuple[int, LayerResult]]:
+def _to_cpu(r: LayerResult) -> LayerResult:
+    """A result moved off its layer's device, so a batch's results never pile up on a GPU."""
+    mv = lambda d: {k: v.cpu() for k, v in d.items()}  # noqa: E731
+    return LayerResult(maps=mv(r.maps), ratios=mv(r.ratios), sums=mv(r.sums), errors=dict(r.errors),
+                       extras=mv(r.extras), bias=mv(r.bias))
+
+
+def _on_device(c: LayerCapture, dev: torch.device) -> LayerCapture:
+    """A capture's tensors on ``dev`` (no copy where they already are: always, on one device)."""
+    return LayerCapture(x=c.x.to(dev), alpha=c.alpha.to(dev), refs={k: t.to(dev) for k, t in c.refs.items()})
+
+
+def _layer_step(lm: LoadedModel, idxs: list[int], decompose: Callable) -> Callable:
+    """The per-layer step run inside the forward pass (`capture_hooks`' ``on_layer``): layer ``idxs[pos]``
+    decomposed on its own device right after it ran, its captured tensors dropped, the result on the CPU
+    when that device is not the CPU."""
+    def step(pos: int, c: LayerCapture):
+        layer = idxs[pos]
+        dev = lm.layer_device(layer)
+        out = decompose(layer, lm.layer_weights(layer), _on_device(c, dev))
+        del c
+        if dev.type != "cpu":
+            out = [(layer, _to_cpu(r)) for layer, r in out]
+        return out
+    return step
+
+
+def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int) -> list[tuple[int, LayerResult]]:
     """Forward pass and decomposition of sequence ``k`` alone (unpadded): every layer's result."""
-    caps = cap.run(_inputs(lm, seqs, [k]))
-    out = []
-    for c, layer in zip(caps, idxs):
-        refs = {name: t[0] for name, t in c.refs.items()} if check else None
-        r = decompose_layer(lm.layer_weights(layer), c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
-        if enforce:
-            _enforce(lm, layer, r, enforce)
-        out.append((layer, r))
-    return out
+    return [x for per_layer in cap.run(_inputs(lm, seqs, [k])) for x in per_layer]
 
 
 def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, workers):
     workers = max(1, min(workers, len(seqs)))
+    budget = max(1, budget_bytes // workers)
+
+    def decompose(layer, lw, c):
+        refs = {name: t[0] for name, t in c.refs.items()} if check else None
+        r = decompose_layer(lw, c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
+        if enforce:
+            _enforce(lm, layer, r, enforce)
+        return [(layer, r)]
+
     prev = torch.get_num_threads()
     torch.set_num_threads(1)  # one reduction order per op, whatever the machine
     try:
-        with capture_hooks(lm.model, lm.adapter, idxs) as cap:
+        with capture_hooks(lm.model, lm.adapter, idxs, on_layer=_layer_step(lm, idxs, decompose)) as cap:
             args = (cap, lm, seqs)
-            rest = (idxs, kw, check, enforce, max(1, budget_bytes // workers))
             if workers == 1:
                 for k in range(len(seqs)):
-                    for layer, r in _one(*args, k, *rest):
+                    for layer, r in _one(*args, k):
                         yield k, layer, r
                     if on_batch is not None:
                         on_batch(1)
@@ -194,7 +223,7 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
                 nxt = 0
                 for k in range(len(seqs)):
                     while nxt < len(seqs) and len(pending) < 2 * workers:  # bounded look-ahead (memory)
-                        pending.append(ex.submit(_one, *args, nxt, *rest))
+                        pending.append(ex.submit(_one, *args, nxt))
                         nxt += 1
                     for layer, r in pending.popleft().result():
                         yield k, layer, r
@@ -207,21 +236,24 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
 
 
 def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_batch):
-    with capture_hooks(lm.model, lm.adapter, idxs) as cap:
+    lengths: list[int] = []
+
+    def decompose(layer, lw, c):
+        rs = decompose_batch(lw, c.x, c.alpha, lengths, refs=c.refs if check else None,
+                             budget_bytes=budget_bytes, **kw)
+        if enforce:
+            for r in rs:
+                _enforce(lm, layer, r, enforce)
+        return [(layer, r) for r in rs]
+
+    with capture_hooks(lm.model, lm.adapter, idxs, on_layer=_layer_step(lm, idxs, decompose)) as cap:
         for group in _batches(seqs, batch_size):
-            caps = cap.run(_inputs(lm, seqs, group))
-            lengths = [len(seqs[k].input_ids) for k in group]
-            per_seq: list[list[tuple[int, LayerResult]]] = [[] for _ in group]
-            for c, layer in zip(caps, idxs):
-                rs = decompose_batch(lm.layer_weights(layer), c.x, c.alpha, lengths,
-                                     refs=c.refs if check else None, budget_bytes=budget_bytes, **kw)
-                for b, r in enumerate(rs):
-                    if enforce:
-                        _enforce(lm, layer, r, enforce)
-                    per_seq[b].append((layer, r))
-            del caps
+            lengths[:] = [len(seqs[k].input_ids) for k in group]
+            per_layer = cap.run(_inputs(lm, seqs, group))  # per layer: [(layer, result of sequence b)]
             for b, k in enumerate(group):
-                for layer, r in per_seq[b]:
+                for results in per_layer:
+                    layer, r = results[b]
                     yield k, layer, r
+            del per_layer
             if on_batch is not None:
                 on_batch(len(group))

@@ -28,6 +28,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from report_builder.config import Config, DatasetConfig, ModelConfig
 
+def tf32_enabled(kind: str) -> bool:
+    """Whether float32 matrix products on ``kind`` run in TF32 (changes results on a GPU)."""
+    if kind != "cuda":
+        return False
+    import torch
+
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 SCOPES = ("model", "dataset", "first_dataset")
 """How often an analysis runs: once per model, per (model, dataset), or for a model's first dataset."""
 
@@ -59,8 +68,17 @@ class Subject:
     first: bool = False
 
     def base_params(self) -> dict[str, Any]:
-        """Cache-key parameters every analysis of this model shares."""
-        return {"model": self.model.name, "fingerprint": self.fingerprint, "dtype": self.cfg.dtype}
+        """Cache-key parameters every analysis of this model shares.
+
+        Off the CPU, also the device kind and the TF32 flag: a GPU's results differ from the CPU's in
+        the last bits. Only there, so every CPU key stays what it was; the GPU index and a device map
+        spreading the layers over several GPUs change no result and are not in the key.
+        """
+        p = {"model": self.model.name, "fingerprint": self.fingerprint, "dtype": self.cfg.dtype}
+        kind = str(self.cfg.device).split(":")[0]
+        if kind != "cpu":
+            p.update(device=kind, tf32=tf32_enabled(kind))
+        return p
 
     def data_params(self) -> dict[str, Any]:
         """`base_params` plus what identifies the dataset as this analysis reads it."""

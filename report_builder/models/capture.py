@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -41,17 +41,23 @@ def _ref(t: Tensor, cap: LayerCapture, k: float) -> Tensor:
 
 
 class _Sink(threading.local):
-    caps: list[LayerCapture] | None = None
+    caps: list[LayerCapture | None] | None = None
+    done: list | None = None
 
 
 @contextmanager
-def capture_hooks(model: nn.Module, adapter: Adapter, layers: list[int] | None = None) -> Iterator["Capturer"]:
+def capture_hooks(model: nn.Module, adapter: Adapter, layers: list[int] | None = None,
+                  on_layer: Callable[[int, LayerCapture], object] | None = None) -> Iterator["Capturer"]:
     """Register capture hooks on ``model`` (a base model) for the given layer indices, once.
 
     Yields a `Capturer` whose `Capturer.run` does one forward pass and returns that pass's
     `LayerCapture` list. The hooks write into a thread-local sink, so several threads may run
     forward passes through the same model at once, each seeing only its own tensors.
     All hooks are removed on exit, whatever happened inside.
+
+    With ``on_layer(pos, capture)``, each layer's capture is handed over as soon as that layer's
+    forward returns (inside the forward pass) and dropped: `Capturer.run` then returns what
+    ``on_layer`` returned, per layer, and never holds more than one layer's tensors.
     """
     all_layers = adapter.layers(model)
     idxs = list(range(len(all_layers))) if layers is None else list(layers)
@@ -95,7 +101,16 @@ def capture_hooks(model: nn.Module, adapter: Adapter, layers: list[int] | None =
                         if cap is not None:
                             cap.refs[name] = _ref(_first(out), cap, k)
                     handles.append(mod.register_forward_hook(h))
-        yield Capturer(model, sink, len(idxs))
+            if on_layer is not None:  # registered last: runs after this layer's own probes
+                def done(mod, args, out, pos=pos):
+                    caps = sink.caps
+                    if caps is None or caps[pos] is None:
+                        return
+                    cap, caps[pos] = caps[pos], None
+                    _require(cap, pos, model)
+                    sink.done[pos] = on_layer(pos, cap)
+                handles.append(layer.register_forward_hook(done))
+        yield Capturer(model, sink, len(idxs), streaming=on_layer is not None)
     finally:
         for hd in handles:
             hd.remove()
@@ -108,25 +123,44 @@ class Capturer:
     model: nn.Module
     sink: _Sink
     n_layers: int
+    streaming: bool = False
 
-    def run(self, inputs: dict[str, Tensor]) -> list[LayerCapture]:
-        """One forward pass with capture; raises `FusedAttention` if probabilities were not captured."""
-        caps = [LayerCapture() for _ in range(self.n_layers)]
+    def run(self, inputs: dict[str, Tensor]) -> list:
+        """One forward pass with capture; raises `FusedAttention` if probabilities were not captured.
+
+        Returns the `LayerCapture` list, or with ``on_layer`` (see `capture_hooks`) its results per layer.
+        """
+        caps: list[LayerCapture | None] = [LayerCapture() for _ in range(self.n_layers)]
         self.sink.caps = caps
+        self.sink.done = [None] * self.n_layers if self.streaming else None
         try:
             with torch.no_grad():
-                self.model(**inputs, output_attentions=True)
+                # streaming: the model is not asked to collect every layer's probabilities itself
+                # (the attention modules return them anyway; the hooks read them there)
+                self.model(**inputs, **({} if self.streaming else {"output_attentions": True}))
+            done = self.sink.done
         finally:
             self.sink.caps = None
+            self.sink.done = None
+        if self.streaming:
+            for k, cap in enumerate(caps):
+                if cap is not None:  # a layer whose forward never returned to its hook
+                    _require(LayerCapture(), k, self.model)
+            return done
         for k, cap in enumerate(caps):
-            if cap.alpha is None or cap.x is None:
-                impl = getattr(self.model.config, "_attn_implementation", "?")
-                raise FusedAttention(
-                    f"attention probabilities were not captured for layer {k} (attention implementation "
-                    f"{impl!r}). Fused attention (sdpa/flash) skips them: load the model with "
-                    "attn_implementation='eager' (report_builder does this itself for models it loads)."
-                )
+            _require(cap, k, self.model)
         return caps
+
+
+def _require(cap: LayerCapture, k: int, model: nn.Module) -> None:
+    """Raise `FusedAttention` unless the layer's input and probabilities were captured."""
+    if cap.alpha is None or cap.x is None:
+        impl = getattr(model.config, "_attn_implementation", "?")
+        raise FusedAttention(
+            f"attention probabilities were not captured for layer {k} (attention implementation "
+            f"{impl!r}). Fused attention (sdpa/flash) skips them: load the model with "
+            "attn_implementation='eager' (report_builder does this itself for models it loads)."
+        )
 
 
 def forward_capture(model: nn.Module, adapter: Adapter, inputs: dict[str, Tensor],

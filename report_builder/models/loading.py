@@ -33,6 +33,7 @@ from report_builder.atomic import atomic_dir
 from report_builder.decompose.layer import LayerWeights
 from report_builder.models import registry
 from report_builder.models.adapter import Adapter, check_structure
+from report_builder.models.placement import STORAGE_OFFLOAD, Placement, owner_key, check_map, infer_map, placement_of
 from report_builder.errors import HubUnreachable, ModelError, SequenceTooLong, UnknownModel
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -63,6 +64,8 @@ class LoadedModel:
         model: the HF *base* model (no LM/MLM head), in eval mode, eager attention.
         tokenizer: its tokenizer. adapter: its `Adapter`. fingerprint: hash of its weights.
         causal: True for decoder-only models (the adapter's `Adapter.causal`).
+        placement: where each layer lives and runs when loaded with a device map (`models.placement`);
+            None for a model on one device.
     """
 
     name: str
@@ -72,6 +75,7 @@ class LoadedModel:
     adapter: Adapter
     fingerprint: str
     causal: bool
+    placement: Placement | None = None
     _weights: dict[int, LayerWeights] = field(default_factory=dict, repr=False)
 
     @property
@@ -84,17 +88,52 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
+        """The device the inputs go to (a device map's main device; else the parameters' device)."""
+        if self.placement is not None:
+            return torch.device(self.placement.main_device)
         return next(self.model.parameters()).device
+
+    def layer_device(self, idx: int) -> torch.device:
+        """The device layer ``idx`` runs on, and its decomposition with it."""
+        if self.placement is not None:
+            return torch.device(self.placement.layer_devices[idx])
+        return self.device
 
     @property
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
 
     def layer_weights(self, idx: int) -> LayerWeights:
-        """`LayerWeights` of layer ``idx`` (cached)."""
-        if idx not in self._weights:
+        """`LayerWeights` of layer ``idx`` on that layer's device (cached, except for offloaded weights).
+
+        With a device map, weights kept in CPU memory or on disk are loaded for the call (and not
+        kept: the caller drops them after the layer), and the norm the next layer owns (pre-LN) is
+        moved to this layer's device.
+        """
+        if idx in self._weights:
+            return self._weights[idx]
+        if self.placement is None:
             self._weights[idx] = self.adapter.weights(self.model, idx)
-        return self._weights[idx]
+            return self._weights[idx]
+        from report_builder.models.placement import is_offloaded, onloaded
+
+        dev = self.layer_device(idx)
+        layers = self.adapter.layers(self.model)
+        # the modules the adapter reads: this layer, and the one whose norm reads its output (the next
+        # layer, or for the last one the modules outside the layers but the input embeddings: the final norm)
+        if idx + 1 < len(layers):
+            around = [layers[idx], layers[idx + 1]]
+        else:
+            skip = {id(m) for layer in layers for m in layer.modules()}
+            emb = self.model.get_input_embeddings() if hasattr(self.model, "get_input_embeddings") else None
+            skip |= {id(m) for m in emb.modules()} if emb is not None else set()
+            around = [layers[idx]] + [m for m in self.model.modules() if id(m) not in skip
+                                      and any(True for _ in m.parameters(recurse=False))]
+        with onloaded(around, dev):
+            lw = self.adapter.weights(self.model, idx).to(dev)
+        if not any(is_offloaded(m) for r in around for m in r.modules()):
+            self._weights[idx] = lw  # views of resident weights: cheap to keep
+        return lw
 
     def max_positions(self) -> int:
         return int(self.adapter.max_positions(self.config))
@@ -450,7 +489,8 @@ def fingerprint(source: str, revision: str | None = None) -> str:
 
 
 def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: str = "float32",
-         revision: str | None = None) -> LoadedModel:
+         revision: str | None = None, device_map: str | dict | None = None, device_memory: int | None = None,
+         reserve: int = 0) -> LoadedModel:
     """Load a model for decomposition.
 
     Args:
@@ -458,8 +498,14 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         name: the name used in reports (defaults to ``source``).
         device: ``cpu`` or ``cuda``; dtype: ``float32`` (default), ``bfloat16`` or ``float16``.
         revision: a hub id's branch, tag or commit (default: the cached ``main``).
+        device_map: None or ``none``: the whole model on ``device``. A mode of `config.DEVICE_MAPS`
+            (``auto``, ``balanced``, ``balanced_low_0``, ``sequential``): spread over the GPUs
+            (``device: cuda``) or kept partly on disk (``device: cpu``) by `placement.infer_map`; or an
+            explicit module -> device mapping (``{"layers.0": 0, "layers.1": "disk", ...}``).
+        device_memory: with a mode, the weights budget of each device in bytes (default: what is free,
+            less ``reserve``). reserve: bytes each GPU keeps free for the decomposition.
     Raises:
-        UnknownModel, HubUnreachable, UnsupportedArchitecture: with what to do.
+        UnknownModel, HubUnreachable, UnsupportedArchitecture, ModelError: with what to do.
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -470,21 +516,33 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
-        check_structure(AutoModel.from_config(config, attn_implementation="eager"), adapter)
+        meta = AutoModel.from_config(config, attn_implementation="eager")
+    check_structure(meta, adapter)
+    torch_dtype = getattr(torch, dtype)
+    mode, dmap = _device_map(meta, device_map, device=device, dtype=torch_dtype, device_memory=device_memory,
+                             reserve=reserve)
+    if dmap is not None:
+        kw = {**kw, "device_map": dmap}
     d = Path(path)
     if d.is_dir() and not any(f.suffix in (".safetensors", ".bin", ".pt", ".gguf") for f in d.iterdir()):
         raise UnknownModel(f"local model directory {d} has a config.json but no weights "
                            f"(model.safetensors or pytorch_model.bin); copy the weight files next to it")
-    torch_dtype = getattr(torch, dtype)
     try:
         model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
     except Exception as e:  # noqa: BLE001 - safetensors/torch/transformers each raise their own kind
         if isinstance(e, OSError) and e.errno is not None:  # disk full, permissions: not the model's fault
             raise
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if dmap is not None and isinstance(e, (ValueError, RuntimeError, KeyError)):
+            raise ModelError(f"could not load {source!r} with its device map ({type(e).__name__}: {first[:200]})"
+                             ) from e
         raise ModelError(f"could not read the weights of {source!r} ({type(e).__name__}: {first[:200]}); the "
                          f"weight file may be truncated or damaged: copy, download or save it again") from e
-    model.eval().to(device)
+    kw.pop("device_map", None)
+    if dmap is None:
+        model.eval().to(device)
+    else:
+        model.eval()  # dispatched by accelerate: each module stays where the map put it
     tok = AutoTokenizer.from_pretrained(path, **kw)
     d = Path(path)
     snap = None if d.is_dir() else hub_snapshot_dir(source, revision)
@@ -496,7 +554,64 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         fp = hash_files(_weight_files(snap))
     else:
         fp = hash_state_dict(model)
-    return from_model(model, tok, name=name or source, source=source, fingerprint=fp)
+    lm = from_model(model, tok, name=name or source, source=source, fingerprint=fp)
+    if dmap is not None:
+        lm.placement = placement_of(lm.model, lm.adapter.layers(lm.model), mode, dmap)
+    return lm
+
+
+def _device_map(meta: nn.Module, device_map, *, device: str, dtype: torch.dtype, device_memory: int | None,
+                reserve: int) -> tuple[str, dict[str, str] | None]:
+    """(mode, explicit map) for ``from_pretrained``; (``none``, None) for a model on one device."""
+    if device_map is None or device_map == "none":
+        return "none", None
+    if isinstance(device_map, dict):
+        return "explicit", check_map(meta, device_map)
+    from report_builder.config import DEVICE_MAPS
+
+    if device_map not in DEVICE_MAPS:
+        raise ModelError(f"device_map {device_map!r} is not one of {', '.join(DEVICE_MAPS)} (or a mapping)")
+    return device_map, infer_map(meta, mode=device_map, device=device, dtype=dtype, device_memory=device_memory,
+                                 reserve=reserve)
+
+
+def placement_options(cfg) -> dict:
+    """The `load` keywords of a build configuration's device map (none when it has none)."""
+    mode = getattr(cfg, "device_map", "none")
+    if mode == "none":
+        return {}
+    from report_builder.config import parse_size
+
+    mem = getattr(cfg, "device_memory", None)
+    return {"device_map": mode, "device_memory": None if mem is None else parse_size(mem, key="device_memory"),
+            "reserve": cfg.budget_bytes()}
+
+
+def planned_placement(source: str, cfg, revision: str | None = None) -> Placement | None:
+    """The placement a build of ``cfg`` would give ``source``, from its config alone (no weights read);
+    None without a device map. Execution devices follow accelerate: a layer kept in CPU memory or on
+    disk runs on the main device."""
+    opts = placement_options(cfg)
+    if not opts:
+        return None
+    from transformers import AutoConfig, AutoModel
+
+    path, kw = _resolve(source, revision)
+    config = AutoConfig.from_pretrained(path, **kw)
+    adapter = registry.for_config(config)
+    with torch.device("meta"):
+        meta = AutoModel.from_config(config, attn_implementation="eager")
+    mode, dmap = _device_map(meta, opts["device_map"], device=cfg.device, dtype=getattr(torch, cfg.dtype),
+                             device_memory=opts["device_memory"], reserve=opts["reserve"])
+    gpus = [v for v in dmap.values() if v not in STORAGE_OFFLOAD]
+    main = gpus[0] if gpus else "cpu"
+    names = {id(m): n for n, m in meta.named_modules()}
+    storage = []
+    for layer in adapter.layers(meta):
+        key = owner_key(names[id(layer)], dmap)
+        storage.append(dmap[key] if key is not None else main)
+    devices = tuple(main if s in STORAGE_OFFLOAD else s for s in storage)
+    return Placement(mode=mode, main_device=main, layer_devices=devices, layer_storage=tuple(storage), map=dmap)
 
 
 def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = None,
