@@ -206,6 +206,31 @@ def format_plan(est: dict[str, Any]) -> str:
     return costs.format_plan(est)
 
 
+def placements(cfg: Config, *, strict: bool = True) -> dict[str, dict[str, Any]]:
+    """Where a build of ``cfg`` puts each model's layers with its ``device_map`` (empty without one):
+    model name -> `Placement.to_dict` (mode, main device, ``layers`` as one line, the module map).
+
+    Computed from each model's config on weightless copies (no weight is read), as the build's loader
+    does. ``strict=False``: a model whose map cannot be made here (no GPU) is left out instead of raising.
+    """
+    if cfg.device_map == "none":
+        return {}
+    from report_builder.errors import ReportBuilderError
+    from report_builder.models import loading
+
+    out = {}
+    for mc in cfg.models:
+        try:
+            p = loading.planned_placement(mc.source, cfg, mc.revision)
+        except (ReportBuilderError, OSError, ValueError):
+            if strict:
+                raise
+            continue
+        if p is not None:
+            out[mc.name] = p.to_dict()
+    return out
+
+
 def _provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:
     """What a build used: versions, machine, date, configuration, models, datasets, parameters.
 
@@ -221,6 +246,7 @@ def _provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:
         "torch_version": _lib_version("torch"), "transformers_version": _lib_version("transformers"),
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
         "tf32": bool(cuda and torch.backends.cuda.matmul.allow_tf32),
+        "device_map": {m: p["layers"] for m, p in placements(cfg, strict=False).items()},
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
         "config": guard.public_config(cfg.to_dict()),
         "models": {m: {**p, "source": guard.public_path(p["source"])} for m, p in models.items()},

@@ -12,6 +12,7 @@ import logging
 import sys
 
 from report_builder import __version__, api
+from report_builder.config import DEVICE_MAPS
 from report_builder.errors import EXIT_CODES, ReportBuilderError, exit_code
 
 log = logging.getLogger("report_builder")
@@ -43,7 +44,7 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
 
 def _config(args):
     changes = {k: getattr(args, k) for k in ("device", "dtype", "cache_dir", "max_memory", "threads", "data_dir",
-                                          "shard_size")
+                                          "shard_size", "device_map", "device_memory")
                if getattr(args, k, None) is not None}
     if getattr(args, "out", None):
         changes["out_dir"] = args.out
@@ -85,6 +86,13 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
                        help="model precision (errors are enforced at 1e-4 in float32 only)")
         g.add_argument("--max-memory", dest="max_memory", metavar="SIZE",
                        help="memory budget for the feed-forward chunks, e.g. 2GiB")
+        g.add_argument("--device-map", dest="device_map", metavar="MODE",
+                       choices=DEVICE_MAPS,
+                       help="spread a model larger than one GPU over the node's GPUs (accelerate): auto, balanced, "
+                            "balanced_low_0, sequential; none (default) keeps it on --device")
+        g.add_argument("--device-memory", dest="device_memory", metavar="SIZE",
+                       help="with --device-map: the weights budget of each GPU, e.g. 40GiB (default: its free "
+                            "memory less --max-memory); what does not fit stays in CPU memory, then on disk")
         g.add_argument("--threads", type=int, metavar="N",
                        help="CPU worker threads across sequences (default: all cores, 1 on a busy machine); results are identical for any count")
         g.add_argument("--shard-size", dest="shard_size", type=int, metavar="N",
@@ -314,7 +322,12 @@ def _dispatch(args) -> int:
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     elif args.cmd == "plan" or (args.cmd == "build" and args.plan):
         est = api.plan(cfg, gpu=args.gpu, gpu_flops=args.gpu_flops, gpus=args.gpus)
-        print(json.dumps(est, indent=1, default=str) if args.json else api.format_plan(est))
+        placed = api.placements(cfg)
+        if placed:
+            est = {**est, "device_map": placed}
+        text = api.format_plan(est) + "".join(f"\ndevice map of {m} ({p['mode']}): {p['layers']}"
+                                              for m, p in placed.items())
+        print(json.dumps(est, indent=1, default=str) if args.json else text)
     elif args.cmd == "build":
         api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print)
     return 0

@@ -118,8 +118,9 @@ def _tokenizer_dir(kind: str):
     return Path(_resolve("minilm" if kind in ("bert", "roberta", "electra") else "smollm2")[0])
 
 
-def save_tiny(kind: str, path, seed: int = 0):
-    """Save a tiny random model of ``kind`` (bert or llama) with a real tokenizer to ``path``; returns it.
+def save_tiny(kind: str, path, seed: int = 0, layers: int = 2):
+    """Save a tiny random model of ``kind`` (bert or llama, ``layers`` deep) with a real tokenizer to
+    ``path``; returns it.
 
     The vocabulary matches the tokenizer's, so the directory loads like a real checkpoint.
     """
@@ -130,10 +131,10 @@ def save_tiny(kind: str, path, seed: int = 0):
     tok = _tokenizer_dir(kind)
     torch.manual_seed(seed)
     if kind == "bert":
-        m = BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        m = BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
                                  intermediate_size=64, max_position_embeddings=128))
     elif kind == "llama":
-        m = LlamaModel(LlamaConfig(vocab_size=49152, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        m = LlamaModel(LlamaConfig(vocab_size=49152, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
                                    num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
                                    bos_token_id=1, eos_token_id=2))
     else:

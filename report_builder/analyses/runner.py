@@ -282,9 +282,9 @@ class LocalExecutor:
 
             mc, cfg = subject.model, subject.cfg
             t0 = time.perf_counter()
-            self._lm = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype,
-                                    revision=mc.revision)
-            self.log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s")
+            self._lm = loading.load_for(mc, cfg)
+            placed = "" if self._lm.placement is None else f" ({self._lm.placement.describe()})"
+            self.log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s{placed}")
         return self._lm
 
     def execute(self, plan: Plan) -> Iterator[Result]:

@@ -575,6 +575,13 @@ def _device_map(meta: nn.Module, device_map, *, device: str, dtype: torch.dtype,
                                  reserve=reserve)
 
 
+def load_for(mc, cfg) -> LoadedModel:
+    """Load a configured model (`config.ModelConfig`) as a build of ``cfg`` does: its device, dtype,
+    revision and device map (the one loader every executor uses)."""
+    return load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype, revision=mc.revision,
+                **placement_options(cfg))
+
+
 def placement_options(cfg) -> dict:
     """The `load` keywords of a build configuration's device map (none when it has none)."""
     mode = getattr(cfg, "device_map", "none")
