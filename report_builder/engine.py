@@ -143,11 +143,11 @@ def decompose_sequences(
     for s in seqs:
         lm.check_length(len(s.input_ids))
     idxs = list(range(lm.n_layers)) if layers is None else list(layers)
-    if lm.placement is None:
+    if lm.placement is not None and any(lm.placement.offloaded):
+        workers = 1  # the forward pass swaps offloaded weights in and out: one pass at a time
+    else:
         for i in idxs:  # fill the weight cache before any worker thread reads it
             lm.layer_weights(i)
-    elif any(lm.placement.offloaded):
-        workers = 1  # the forward pass swaps offloaded weights in and out: one pass at a time
     if not isinstance(enforce, bool):  # only these check points; carried down as the set itself
         enforce = frozenset(enforce)
     enforce = check and lm.dtype == torch.float32 and enforce
