@@ -1,0 +1,319 @@
+"""Every task of a plan priced (FLOPs, seconds, peak memory, disk) from model configs and the real
+token lengths, the totals, and the 1/N-GPU answer.
+
+Pitfall: a task's sequences are those its analysis reads (`analyses.inputs`), a shard's its range;
+a reduce writes the whole tables and computes nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from report_builder.costs import flops as F
+from report_builder.costs.devices import device_rate, itemsize_of
+from report_builder.costs.flops import (EFFICIENCY, OVERHEAD_S, WORK_OF, Shape, expansion_flops, forward_flops,
+                                        ig_points, shape_of, work_flops)
+from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, disk_bytes, layer_fixed_bytes,
+                                            table_rows)
+from report_builder.costs.text import fmt_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from report_builder.analyses.runner import Plan, Task
+    from report_builder.cache import Cache
+
+
+@dataclass
+class TaskCost:
+    """The cost of one task; ``cached`` tasks cost nothing to compute (their disk is already used)."""
+
+    analysis: str
+    model: str
+    dataset: str | None
+    shard: list[int] | None
+    reduces: int
+    sequences: int
+    tokens: int
+    max_tokens: int
+    cached: bool
+    key: str
+    work: str
+    flops: int
+    forward_flops: int
+    seconds: float | None
+    device_seconds: float | None
+    host_seconds: float
+    load_seconds: float
+    peak_bytes: int
+    disk_bytes: int
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+def balance(seconds: list[float], n: int) -> tuple[float, list[float]]:
+    """Greedy balanced assignment (longest first, each to the least-loaded of ``n`` workers):
+    the makespan and each worker's load. A task is never split."""
+    loads = [0.0] * max(1, n)
+    for s in sorted(seconds, reverse=True):
+        k = min(range(len(loads)), key=loads.__getitem__)
+        loads[k] += s
+    return max(loads), loads
+
+
+class _TokenRun:
+    """The part of `analyses.base.Run` the input functions read: the subject, its set, a tokenizer."""
+
+    def __init__(self, subject, tokenizer, eval_set):
+        self.subject, self._tok, self._set = subject, tokenizer, eval_set
+
+    def lm(self):
+        return self
+
+    @property
+    def tokenizer(self):
+        return self._tok
+
+    def eval_set(self):
+        return self._set
+
+
+class _Lengths:
+    """Token lengths of the sequences each task decomposes: the real sets encoded with each model's
+    tokenizer by the same `analyses.inputs` functions the analyses call."""
+
+    def __init__(self, plan: "Plan"):
+        self.plan = plan
+        self._tok: dict[tuple, Any] = {}
+        self._sets: dict[tuple, list[int]] = {}
+
+    def config_and_tokenizer(self, mc):
+        key = (mc.source, mc.revision)
+        if key not in self._tok:
+            from report_builder.models.loading import config_and_tokenizer
+
+            self._tok[key] = config_and_tokenizer(mc.source, mc.revision)
+        return self._tok[key]
+
+    def tokenizer_key(self, mc) -> str:
+        """What identifies a tokenizer's output (models sharing a vocabulary share their lengths)."""
+        import hashlib
+
+        key = ("tokenizer", mc.source, mc.revision)
+        if key not in self._tok:
+            tok = self.config_and_tokenizer(mc)[1]
+            backend = getattr(tok, "backend_tokenizer", None)
+            text = backend.to_str() if backend is not None else repr(sorted(tok.get_vocab().items()))
+            self._tok[key] = type(tok).__name__ + hashlib.sha256(text.encode()).hexdigest()[:16]
+        return self._tok[key]
+
+    def of(self, task: "Task") -> list[int]:
+        from report_builder.analyses import registry
+
+        a = registry.get(task.base)
+        s = task.subject
+        if a.inputs == "weights" or task.size == 0:
+            return []
+        return self.items(task, *(task.shard or (0, task.size)))
+
+    def items(self, task: "Task", lo: int, hi: int) -> list[int]:
+        """Lengths of items ``[lo, hi)`` of the task's input (the pair and the examples: all of them)."""
+        from report_builder.analyses import inputs, registry
+
+        a = registry.get(task.base)
+        s = task.subject
+        es = self.plan.sets[s.dataset.id] if s.dataset is not None else None
+        run = _TokenRun(s, self.config_and_tokenizer(s.model)[1], es)
+        if a.inputs == "pair":
+            return [len(inputs.pair(run))]
+        if a.inputs == "examples":
+            return [len(e) for e in inputs.examples(run)[0]]
+        key = (self.tokenizer_key(s.model), s.dataset.id, s.dataset.max_length, s.causal)
+        if key not in self._sets:  # masking never changes a length: one encoding serves both inputs
+            self._sets[key] = [len(e) for e in inputs.unmasked(run)]
+        return self._sets[key][lo:hi]
+
+
+def _batch_size(task: "Task") -> int:
+    """Sequences per padded batch on the batched (GPU) path, as each analysis asks the engine."""
+    b = task.subject.cfg.batch_size
+    return {"k21_mixing": b, "k21_frequency": b, "k24_scopes": max(1, b // 2)}.get(task.base, 8)
+
+
+LOAD_S = 1.0
+"""Seconds to load a model besides reading its weights (imports, building the module): the smoke
+build's MiniLM took 2.0 s, SmolLM2 (converted copy) 0.5 s."""
+LOAD_BYTES_PER_S = 1 * GIB
+"""Weight bytes read per second when a model loads (an assumption: a local SSD or the page cache)."""
+
+
+def load_seconds(s: Shape, dtype: str) -> float:
+    """Seconds to load a model: charged to its first task that computes (the executor loads it then)."""
+    return LOAD_S + s.params * itemsize_of(dtype) / LOAD_BYTES_PER_S
+
+
+def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, rate: float | None, kind: str,
+              workers: int, base_bytes: int, table_lengths: list[int] | None = None) -> TaskCost:
+    """FLOPs, seconds, peak memory and disk of one task (a cached one computes nothing).
+
+    ``lengths``: the sequences it decomposes (a shard: its range; a reduce: none); ``table_lengths``:
+    those its tables cover when they differ (a reduce writes the whole analysis' tables).
+
+    Seconds = device (FLOPs / (rate x efficiency) + `OVERHEAD_S` per sequence and layer) + host (the
+    analysis' statistics, `Work.host_s`); the model load is added by `estimate`.
+    """
+    cfg = task.subject.cfg
+    work = WORK_OF[task.base]
+    pts = ig_points(shape.gated, cfg.ig.method, cfg.ig.steps)
+    itemsize = itemsize_of(cfg.dtype)
+    causal = task.subject.causal
+    fwd = sum(forward_flops(shape, n) for n in lengths) * shape.layers
+    dec = sum(work_flops(work.kind, shape, n, pts) for n in lengths) * shape.layers
+    if work.kind == "weights":
+        dec = expansion_flops(shape)
+    rows = table_rows(task.base, shape, table_lengths if table_lengths is not None else lengths, causal,
+                      cfg.k24.top_k, shape.scopes)
+    disk = disk_bytes(rows)
+    weights = shape.params * itemsize
+    budget = cfg.budget_bytes()
+    n_max = max(lengths, default=0)
+    if task.reduce:  # concatenates its shards' tables; loads no model
+        peak = base_bytes
+    elif work.kind == "none":
+        peak = base_bytes + weights
+    elif not lengths:
+        peak = base_bytes + weights + (shape.d * shape.d * 8 if work.kind == "weights" else 0)
+    elif kind == "cpu":  # deterministic path: `workers` sequences at once, each alone
+        w = max(1, min(workers, len(lengths)))
+        per = capture_bytes(shape, n_max, itemsize) + layer_fixed_bytes(n_max, shape.d, shape.d_ff, shape.heads,
+                                                                         shape.gated, itemsize)
+        if work.kind == "full":
+            per += chunk_bytes(shape, n_max, max(1, budget // w), itemsize)
+        peak = base_bytes + weights + w * per
+    else:  # batched path: batches of sequences of similar length, padded
+        b = min(_batch_size(task), len(lengths))
+        per = b * (capture_bytes(shape, n_max, itemsize)
+                   + layer_fixed_bytes(n_max, shape.d, shape.d_ff, shape.heads, shape.gated, itemsize))
+        if work.kind == "full":
+            per += chunk_bytes(shape, n_max, budget, itemsize, batch=b)
+        peak = base_bytes + weights + per
+    flops, fwd_out, dev_s, host_s = 0, 0, 0.0, 0.0
+    if not cached:
+        flops, fwd_out = fwd + dec, fwd
+        pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
+        host_s = (0.0 if task.shard is not None else work.task_s) + shape.layers * (
+            work.host_s * len(lengths) + work.host_pair_s * pairs)
+        dev_s = None
+        if rate:
+            dev_s = (fwd / (rate * EFFICIENCY["forward"]) if fwd else 0.0) + (dec / (rate * EFFICIENCY[work.kind])
+                                                                             if dec else 0.0)
+            over = OVERHEAD_S[kind]
+            dev_s += (over["forward"] + over.get(work.kind, 0.0)) * len(lengths) * shape.layers
+    sub = task.subject
+    return TaskCost(task.base, sub.model.name, sub.dataset.id if sub.dataset is not None else None,
+                    list(task.shard) if task.shard is not None else None, task.shards, task.size,
+                    sum(lengths), n_max, cached, task.key, work.kind, int(flops), int(fwd_out),
+                    None if dev_s is None else dev_s + host_s, dev_s, host_s, 0.0, int(peak), int(disk), rows)
+
+
+def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = None, gpu_flops: float | None = None,
+             gpus: int = 1, threads: int | None = None) -> dict[str, Any]:
+    """Price every task of ``plan`` and total them (see the module docstring).
+
+    Args:
+        cache: where cached tasks are looked up (a cached task costs 0 and is marked).
+        gpu, gpu_flops: a named GPU or a matmul rate in TFLOP/s, for a GPU that is not here.
+        gpus: also give the time on this many GPUs (tasks assigned greedily, never split).
+        threads: CPU worker threads of the build (default as the build picks them).
+    Returns:
+        ``device`` (the rate and how it was found), ``tasks`` (one dict per task, every number),
+        ``totals``, ``gpus`` (1 and N GPU times where a GPU is estimated) and ``notes``.
+    """
+    from report_builder.analyses import registry
+    from report_builder.models.loading import adapter_of
+
+    from report_builder.errors import UsageError
+
+    if int(gpus) < 1:
+        raise UsageError(f"--gpus: {gpus} is not a number of GPUs; give 1 or more")
+    if gpu_flops is not None and not gpu_flops > 0:
+        raise UsageError(f"--gpu-flops: {gpu_flops:g} TFLOP/s is not a rate; give a positive number, e.g. 50")
+    cfg = plan.cfg
+    kind = "cuda" if (gpu or gpu_flops is not None or str(cfg.device).startswith("cuda")) else "cpu"
+    if threads is None:
+        from report_builder.api import choose_threads
+
+        threads = choose_threads(cfg.threads)
+    workers = threads if kind == "cpu" else 1
+    dev = device_rate(cfg.device if kind == "cpu" or not (gpu or gpu_flops) else "cuda", cfg.dtype, threads=workers,
+                      gpu=gpu, gpu_flops=gpu_flops)
+    rate = dev["flops_per_s"]
+    base = _process_base_bytes() if kind == "cpu" else 0
+    lengths = _Lengths(plan)
+    shapes: dict[tuple, Shape] = {}
+    loaded: set[tuple] = set()
+    rows: list[TaskCost] = []
+    for t in plan.tasks:
+        mc = t.subject.model
+        key = (mc.source, mc.revision)
+        if key not in shapes:
+            config = lengths.config_and_tokenizer(mc)[0]
+            shapes[key] = shape_of(config, adapter_of(mc.source, mc.revision).for_config(config))
+        cached = bool(cache is not None and cache.path(t.analysis, t.key).is_dir())
+        whole = None
+        if t.reduce:  # its tables cover every item of the analysis
+            whole = lengths.items(t, 0, registry.get(t.base).size(t.subject))
+        elif WORK_OF[t.base].whole_set_rows and t.shard is None and t.size == 0:
+            whole = lengths.items(t, 0, t.subject.n_items)
+        r = task_cost(t, shapes[key], lengths.of(t), cached=cached, rate=rate, kind=kind, workers=workers,
+                      base_bytes=base, table_lengths=whole)
+        if not cached and not t.reduce and key not in loaded:  # the executor loads a model on its first task that computes
+            loaded.add(key)
+            r.load_seconds = load_seconds(shapes[key], cfg.dtype)
+            if r.seconds is not None:
+                r.seconds += r.load_seconds
+        rows.append(r)
+    todo = [r for r in rows if not r.cached]
+    secs = [r.seconds for r in todo] if rate else []
+    total_s = sum(secs) if rate else None
+    totals = {"tasks": len(rows), "cached": len(rows) - len(todo), "to_compute": len(todo),
+              "sequences": sum(r.sequences for r in todo), "tokens": sum(r.tokens for r in todo),
+              "flops": sum(r.flops for r in todo), "seconds": total_s,
+              "device_seconds": sum(r.device_seconds for r in todo) if rate else None,
+              "host_seconds": sum(r.host_seconds for r in todo), "load_seconds": sum(r.load_seconds for r in todo),
+              "peak_bytes": max((r.peak_bytes for r in todo), default=0),
+              "disk_bytes": sum(r.disk_bytes for r in todo), "disk_bytes_cached": sum(r.disk_bytes for r in rows if r.cached)}
+    multi = None
+    if kind == "cuda" and rate:
+        n = max(1, int(gpus))
+        span, loads = balance(secs, n)
+        multi = {"n": n, "seconds_1": total_s, "seconds_n": span, "loads": loads,
+                 "largest_task_seconds": max(secs, default=0.0),
+                 "how": "tasks assigned longest first to the least-loaded GPU; a task is never split, so the "
+                        "largest task bounds the N-GPU time"}
+    notes = []
+    if dev.get("note"):
+        notes.append(dev["note"])
+    if kind == "cuda":
+        notes.append("GPU estimate: the efficiency factors were measured on a CPU (bench); short sequences run "
+                     "further below a GPU's matmul rate, so treat it as a lower bound until `bench --device cuda` "
+                     "has measured the GPU's factors")
+    mem = dev.get("memory_bytes")
+    if mem and totals["peak_bytes"] > mem:
+        notes.append(f"the largest task's peak memory ({fmt_bytes(totals['peak_bytes'])}) exceeds the device's "
+                     f"{fmt_bytes(mem)}: lower --max-memory or batch_size")
+    return {"device": {"device": cfg.device, "dtype": cfg.dtype, "kind": kind, "workers": workers, **dev},
+            "efficiency": dict(EFFICIENCY), "overhead_s": dict(OVERHEAD_S[kind]),
+            "tasks": [asdict(r) for r in rows], "totals": totals, "gpus": multi, "notes": notes,
+            "flop_model": F.__doc__.split("The FLOP model", 1)[1].strip()}
+
+
+def _process_base_bytes() -> int:
+    """This process's resident memory now (interpreter, torch, transformers imported): the floor of
+    any build's peak on the CPU."""
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:  # pragma: no cover
+        import os
+
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

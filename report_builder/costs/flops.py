@@ -1,0 +1,195 @@
+"""The FLOP model of the decomposition, the kind of work each analysis does, and how fast each kind
+runs relative to a plain matmul.
+
+The FLOP model, one sequence of ``n`` tokens and one layer (d model size, H query heads of d_h, H_kv
+key/value heads, d' FF size, k = 2 for gated FFs, else 1; multiply-add = 2 FLOPs; element-wise work
+is not counted except the IG path points):
+
+- forward (the HF forward pass every decomposition starts from):
+  ``2 n d (H d_h + 2 H_kv d_h) + 2 n H d_h d + 4 n^2 H d_h + 2 (k+1) n d d'``
+- attention step (`decompose_layer` up to the norm in front of FF; the K21 ratios):
+  ``2 n d H_kv d_h + 2 n H d_h d + 2 n^2 H d + 2 n H d`` (value vectors through W_V and each head's
+  W_O, head sums, self terms)
+- one map through Gram matrices (SPEC §6.1): ``2 n H^2 d + 2 n^2 H^2``
+- FF decomposition (`ff_flops`, SPEC §6.2): ``2 n^2 d' d + k [2 n (H+1) d d' + 2 n^2 H d']``, plus the
+  residual terms ``2 n^2 H d``, the bias and total pre-activations ``4 k n d d'``, the bias term
+  through W2 ``2 n d' d``, the un-decomposed FF ``2 (k+1) n d d'`` and the IG path points
+  ``IG_POINT_FLOPS x points x n d'``.
+
+Checked against `torch.utils.flop_counter.FlopCounterMode` on tiny models (tests/test_costs.py).
+
+Each kind of work also pays a fixed time per sequence and layer (`OVERHEAD_S`), which dominates for
+short sequences; each analysis its own statistics on the host CPU (`Work`), and each model its load.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 n^2 d' d (second matmul over all n^2 terms) "
+                  "+ k [2 n (H+1) d d' + 2 n^2 H d'] (first matmul through the heads: U = M w W1 for the "
+                  "H head vectors and the residual, then the head sums; k = 2 for gated FFs); "
+                  "element-wise work not counted")
+
+IG_POINT_FLOPS = 20
+"""FLOPs per neuron and IG path point (activation and derivative, element-wise): an assumption; the
+term is < 1 % of the FF decomposition at 64 numerical steps."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the cost model needs of a model, from its config alone.
+
+    Attributes:
+        d: model size. layers: layer count. heads, kv_heads, head_dim: attention shape.
+        d_ff: FF inner size. gated: SwiGLU/GeGLU FF. post_ln: post-LN layout (one Gram map to ATB).
+        params: parameter count (estimated from the shape and the vocabulary).
+        scopes: the layout's K24 scopes (maps per layer).
+    """
+
+    d: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int
+    gated: bool
+    post_ln: bool
+    params: int
+    scopes: int = 4
+
+
+def shape_of(config, adapter) -> Shape:
+    """The `Shape` of a model from its HF config and adapter (no weights)."""
+    f = adapter.facts(config)
+    d, L, H = int(f["d_model"]), int(f["layers"]), int(f["heads"])
+    kv = int(f.get("kv_heads") or H)
+    dh = int(getattr(config, "head_dim", None) or d // H)
+    dff, gated = int(f["ff_size"]), bool(f["gated"])
+    per_layer = d * H * dh + 2 * d * kv * dh + H * dh * d + (3 if gated else 2) * d * dff + 4 * d
+    vocab = int(getattr(config, "vocab_size", 0) or 0)
+    pos = int(getattr(config, "max_position_embeddings", 0) or getattr(config, "n_positions", 0) or 0)
+    rope = getattr(config, "rope_theta", None) is not None or getattr(config, "rope_scaling", None) is not None
+    params = L * per_layer + vocab * d + (0 if rope else pos * d)
+    return Shape(d, L, H, kv, dh, dff, gated, adapter.layout.id == "post", params, len(adapter.layout.scopes))
+
+
+def forward_flops(s: Shape, n: int) -> int:
+    """The HF forward pass of one sequence, one layer."""
+    k = 2 if s.gated else 1
+    return (2 * n * s.d * (s.heads * s.head_dim + 2 * s.kv_heads * s.head_dim) + 2 * n * s.heads * s.head_dim * s.d
+            + 4 * n * n * s.heads * s.head_dim + 2 * (k + 1) * n * s.d * s.d_ff)
+
+
+def attention_flops(s: Shape, n: int) -> int:
+    """The attention step of the decomposition (value vectors, head sums): the K21 ratios."""
+    return (2 * n * s.d * s.kv_heads * s.head_dim + 2 * n * s.heads * s.head_dim * s.d + 2 * n * n * s.heads * s.d
+            + 2 * n * s.heads * s.d)
+
+
+def gram_map_flops(s: Shape, n: int) -> int:
+    """One n x n norm map through per-source H x H Gram matrices (SPEC §6.1)."""
+    return 2 * n * s.heads * s.heads * s.d + 2 * n * n * s.heads * s.heads
+
+
+def ff_flops(n: int, d: int, d_ff: int, heads: int, gated: bool) -> int:
+    """FLOPs of the FF decomposition of one sequence and layer (see `FLOP_COUNT_DOC`)."""
+    k = 2 if gated else 1
+    return 2 * n * n * d_ff * d + k * (2 * n * (heads + 1) * d * d_ff + 2 * n * n * heads * d_ff)
+
+
+def ig_points(gated: bool, method: str = "closed", steps: int = 64, gl_nodes: int = 16) -> int:
+    """Activation evaluations per neuron of the FF IG: 1 (closed form), ``steps`` (numerical), or
+    ``gl_nodes`` (gated closed form, one Gauss-Legendre panel: a lower bound)."""
+    if method != "closed":
+        return steps
+    return gl_nodes if gated else 1
+
+
+def full_layer_flops(s: Shape, n: int, ig_pts: int = 1) -> int:
+    """Every scope's map of one layer (the K24 pass): attention step, Gram maps, FF decomposition."""
+    k = 2 if s.gated else 1
+    grams = 1 if s.post_ln else 2
+    return (attention_flops(s, n) + grams * gram_map_flops(s, n) + ff_flops(n, s.d, s.d_ff, s.heads, s.gated)
+            + 2 * n * n * s.heads * s.d + 4 * k * n * s.d * s.d_ff + 2 * n * s.d_ff * s.d + 2 * (k + 1) * n * s.d * s.d_ff
+            + IG_POINT_FLOPS * ig_pts * n * s.d_ff)
+
+
+def expansion_flops(s: Shape) -> int:
+    """K21 expansion rates: each layer's value->output map applied to the identity (weights only)."""
+    return s.layers * (2 * s.d * s.d * s.kv_heads * s.head_dim + 2 * s.d * s.heads * s.head_dim * s.d)
+
+
+WORKS = ("none", "weights", "ratios", "maps", "full")
+"""Kinds of work: nothing to compute, weights only, K21 ratios (attention step), K21 maps (attention
+step + two Gram maps), every scope's map (the full layer)."""
+
+@dataclass(frozen=True)
+class Work:
+    """What one analysis costs besides its FLOPs.
+
+    Attributes:
+        kind: one of `WORKS`.
+        host_s, host_pair_s: seconds per (sequence, layer), fixed and per token pair, of the
+            analysis' own statistics and tables on the host CPU (numpy/pandas; also on GPU builds).
+        task_s: fixed host seconds per task (k21_frequency maps the word frequencies to the vocabulary).
+        whole_set_rows: its tables have a row per token of the whole set even when it decomposes
+            nothing (k21_frequency of a causal model reuses k21_mixing's pass).
+    """
+
+    kind: str
+    host_s: float = 0.0
+    host_pair_s: float = 0.0
+    task_s: float = 0.0
+    whole_set_rows: bool = False
+
+
+WORK_OF: dict[str, Work] = {
+    "architecture": Work("none"),
+    "k21_expansion": Work("weights"),
+    "k21_example": Work("maps", 2e-3, 3e-6),
+    "k21_mixing": Work("ratios", 3e-4),
+    "k21_frequency": Work("ratios", 3e-4, task_s=0.2, whole_set_rows=True),
+    "k24_scopes": Work("full", 4e-3, 1.2e-6),
+    "k24_examples": Work("full", 5e-3, 3e-6),
+}
+"""Analysis id -> its kind of work and host-side costs (a test checks every registered analysis has
+one). Host costs: timed on the development machine with the decomposition results precomputed
+(`k24_compute.scope_analyses` and `k21_compute.mixing_ratios` fed cached `LayerResult`s, MiniLM and
+SmolLM2, n = 16-128): K24 statistics 3-29 ms per sequence and layer, ~4 ms + 1.2 µs per token pair
+(Spearman over the n^2 pairs of each scope pair, FF-amp top pairs); the K21 tables 0.1-0.7 ms. The
+example maps' tables (one row per pair, scope and layer) and k21_frequency's rank table (0.1-0.3 s
+per task, also for causal models, which decompose nothing for it) from the smoke build's task times."""
+
+
+def work_flops(work: str, s: Shape, n: int, ig_pts: int = 1) -> int:
+    """Decomposition FLOPs of one sequence and layer for a kind of work (forward pass excluded)."""
+    if work == "ratios":
+        return attention_flops(s, n)
+    if work == "maps":
+        return attention_flops(s, n) + 2 * gram_map_flops(s, n)
+    if work == "full":
+        return full_layer_flops(s, n, ig_pts)
+    return 0
+
+
+EFFICIENCY: dict[str, float] = {"forward": 0.6, "ratios": 0.3, "maps": 0.3, "full": 0.65, "weights": 0.6}
+"""Achieved FLOP/s of each kind of work as a fraction of a plain matmul measured in the same run
+(the FLOP-proportional part; `OVERHEAD_S` is the fixed part).
+
+Provenance: ``report-builder bench --threads 1`` timings (per layer, medians of 3 interleaved
+repeats, the matmul measured in the same run) on the development machine (2 shared CPU cores,
+float32, one thread) for shapes ``base`` (BERT-base) and ``llama-small`` (SmolLM2-135M) at n = 128
+and n = 32, fitted per kind as ``t = FLOPs / (matmul x e) + c`` with this module's FLOP model:
+forward e 0.61 / 1.2, ratios (``fast_ratios``) 0.24 / 0.50, maps (``fast_k21_maps``) 0.28 / 0.50,
+full (``fast_full``) 0.58 / 0.91 for base / llama-small; the constants sit between the two, nearer
+BERT-base. ``weights`` (k21_expansion: one GEMM per layer) takes the forward pass's factor.
+"""
+
+OVERHEAD_S: dict[str, dict[str, float]] = {
+    "cpu": {"forward": 3.0e-3, "ratios": 2.0e-3, "maps": 1.5e-3, "full": 2.0e-3},
+    "cuda": {"forward": 1.0e-4, "ratios": 1.0e-4, "maps": 1.0e-4, "full": 2.0e-4},
+}
+"""Fixed seconds per (sequence, layer) of each kind of work, whatever the length (Python and per-op
+costs around the GEMMs). CPU: the ``c`` of the same fits (forward 2.9 / 3.3 ms, ratios 4.3 / 1.3,
+maps 2.5 / 1.1, full -2.4 / 20 for base / llama-small: noisy on a shared machine). CUDA: an
+assumption (~10-20 kernel launches of ~10 µs per layer), not measured."""
