@@ -291,7 +291,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     notes = []
     if dev.get("note"):
         notes.append(dev["note"])
-    if kind == "cuda":
+    if kind == "cuda" and rate:
         notes.append("GPU estimate: the efficiency factors were measured on a CPU (bench); short sequences run "
                      "further below a GPU's matmul rate, so treat it as a lower bound until `bench --device cuda` "
                      "has measured the GPU's factors")
