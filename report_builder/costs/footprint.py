@@ -13,10 +13,16 @@ from report_builder.costs.flops import Shape
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
+MAPS_KEPT = 7
+"""Upper bound on the ``(n, n)`` maps a layer's result keeps (the scopes of the longest layout)."""
+
+
 def capture_bytes(s: Shape, n: int, itemsize: int) -> int:
-    """What the forward pass and the capture hold for one sequence: every layer's probabilities
-    (returned and captured) and the layer input plus 6 check-point tensors."""
-    return sequence_capture_bytes(n, s.d, s.heads, s.layers, itemsize)
+    """What the forward pass and the capture hold for one sequence. The engine decomposes each layer
+    inside the forward pass and drops its captures (`models.capture`, streaming), so one layer's
+    probabilities, input and 6 check-point tensors are held at a time, plus every finished layer's
+    maps (at most `MAPS_KEPT` of ``n x n``)."""
+    return sequence_capture_bytes(n, s.d, s.heads, 1, itemsize) + s.layers * MAPS_KEPT * n * n * itemsize
 
 
 def sequence_capture_bytes(n: int, d: int, heads: int, layers: int, itemsize: int) -> int:
