@@ -25,8 +25,8 @@ from report_builder.config import Config
 from report_builder.schema import ERROR_BOUND
 
 __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build", "check", "clean", "configure",
-           "format_bench", "format_plan", "list_datasets", "list_figures", "list_models", "plan", "render", "serve", "summary_lines",
-           "tables_from_cache"]
+           "executor", "format_bench", "format_plan", "list_datasets", "list_figures", "list_models", "plan", "render",
+           "serve", "summary_lines", "tables_from_cache"]
 
 @dataclass
 class AnalyzeReport:
@@ -146,7 +146,8 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     """Run (or reuse from the cache) every analysis the configuration needs: plan, execute, assemble.
 
     Args:
-        executor: an `analyses.runner.Executor` (default: `LocalExecutor` over ``cfg.cache_dir``).
+        executor: an `analyses.runner.Executor` (default: `LocalExecutor` over ``cfg.cache_dir``;
+            `executor("ray")` runs the tasks on a Ray cluster).
     Returns:
         The concatenated result tables, the build provenance and what was computed or reused.
     """
@@ -154,7 +155,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     from report_builder.analyses import assemble, runner
 
     t_start = time.perf_counter()
-    if cfg.device == "cpu":
+    if cfg.device == "cpu" and executor is None:
         # results do not depend on this number: torch runs single-threaded, sequences in parallel
         from report_builder.engine import set_cpu_workers
 
@@ -341,14 +342,33 @@ def summary_lines(tables: dict[str, pd.DataFrame], cfg: Config) -> list[str]:
     return lines
 
 
+def executor(name: str = "local", *, address: str | None = None, num_cpus: int | None = None,
+             log: Callable[[str], Any] = print, progress: bool = True):
+    """The executor ``name`` names for `analyze`/`build`: None for ``local`` (the default in-process
+    `LocalExecutor`), a `distributed.RayExecutor` for ``ray`` (joining ``address``, e.g. ``auto``, or
+    starting a local Ray with ``num_cpus``). Raises `MissingDependency` when Ray is not installed."""
+    from report_builder.errors import UsageError
+
+    if name == "local":
+        if address is not None or num_cpus is not None:
+            raise UsageError("--address and --ray-num-cpus need --executor ray")
+        return None
+    if name == "ray":
+        from report_builder.distributed import RayExecutor
+
+        return RayExecutor(address=address, num_cpus=num_cpus, log=log, progress=progress)
+    raise UsageError(f"unknown executor {name!r}; choose local or ray")
+
+
 def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True,
-          out: Callable[[str], Any] | None = None):
+          out: Callable[[str], Any] | None = None, executor: Any = None):
     """analyze + render; logs what was reused/computed, and reports the headline numbers to ``out``
-    (default: ``log``; the CLI sends them to stdout and the log to stderr)."""
+    (default: ``log``; the CLI sends them to stdout and the log to stderr). ``executor``: as for
+    `analyze` (see `executor`)."""
     out = out or log
     t0 = time.perf_counter()
     preflight(cfg)  # output and cache checked before any analysis runs
-    rep = analyze(cfg, log=log, progress=progress)
+    rep = analyze(cfg, log=log, progress=progress, executor=executor)
     out(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     for line in summary_lines(rep.tables, cfg):
         out(line)

@@ -118,6 +118,23 @@ def _add_plan_args(p) -> None:
                    help="also estimate the time on N GPUs (tasks balanced greedily; default 1)")
 
 
+def _add_executor_args(p) -> None:
+    g = p.add_argument_group("execution")
+    g.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: this process (default); ray: every task as a Ray task on a cluster "
+                        "(needs pip install 'report_builder[distributed]'; README \"Run on a cluster\")")
+    g.add_argument("--address", metavar="ADDR",
+                   help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here); "
+                        "default: start a local Ray")
+    g.add_argument("--ray-num-cpus", dest="ray_num_cpus", type=int, metavar="N",
+                   help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)")
+
+
+def _executor(args, quiet: bool):
+    return api.executor(args.executor, address=args.address, num_cpus=args.ray_num_cpus, log=log.info,
+                        progress=not (args.no_progress or quiet))
+
+
 def _print_table(rows: list[dict], as_json: bool = False) -> None:
     if as_json:
         print(json.dumps(rows, indent=1, default=str))
@@ -152,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
              "Results already in the cache are reused; the headline numbers go to stdout.", common)
     _add_config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_executor_args(p)
     p.add_argument("--plan", action="store_true",
                    help="print the tasks the build would run and what they cost (as `report-builder plan`) and stop")
     p.add_argument("--json", action="store_true", help="with --plan: one JSON object (tasks, totals, device)")
@@ -165,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(sub, "analyze", "run the analyses only (results go to the cache)",
              "Prints how many analyses were computed and reused; `render` turns them into the site.", common)
     _add_config_args(p, out=False)
+    _add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = _sub(sub, "render", "render the site from the cached results of the last build",
              "Needs no torch: a machine with report_builder[render] can rebuild the site from a cache.", common)
@@ -318,7 +337,8 @@ def _dispatch(args) -> int:
     elif args.cmd == "render":
         api.render(cfg, log=log.info)
     elif args.cmd == "analyze":
-        rep = api.analyze(cfg, log=log.info, progress=not (args.no_progress or quiet))
+        rep = api.analyze(cfg, log=log.info, progress=not (args.no_progress or quiet),
+                          executor=_executor(args, quiet))
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     elif args.cmd == "plan" or (args.cmd == "build" and args.plan):
         est = api.plan(cfg, gpu=args.gpu, gpu_flops=args.gpu_flops, gpus=args.gpus)
@@ -329,7 +349,8 @@ def _dispatch(args) -> int:
                                               for m, p in placed.items())
         print(json.dumps(est, indent=1, default=str) if args.json else text)
     elif args.cmd == "build":
-        api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print)
+        api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print,
+                  executor=_executor(args, quiet))
     return 0
 
 

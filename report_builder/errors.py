@@ -56,12 +56,22 @@ class UnsafeOutput(ReportBuilderError):
     not create, or cannot be written (see `report_builder.guard`)."""
 
 
+class MissingDependency(ReportBuilderError):
+    """An optional extra the command asks for is not installed; the message names the `pip install` line."""
+
+
+class DistributedError(ReportBuilderError):
+    """A distributed build failed beyond its retries (a worker kept dying, a node was lost) or its workers
+    cannot reach the driver's cache; finished cache entries are kept, a rerun resumes."""
+
+
 class ReconstructionError(ReportBuilderError):
     """A decomposition's terms do not sum to the model's own tensor within `schema.ERROR_BOUND`."""
 
 
 __all__ = ["ReportBuilderError", "ConfigError", "DataError", "ModelError", "UnknownModel", "HubUnreachable",
-           "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "EXIT_CODES",
+           "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "MissingDependency",
+           "DistributedError", "EXIT_CODES",
            "exit_code"]
 
 

@@ -1,0 +1,282 @@
+"""The Ray executor: a build's planned tasks run as Ray tasks on a cluster (``--executor ray``).
+
+`RayExecutor.execute(plan)` submits every task of a `runner.Plan` that is not already in the cache
+as one Ray task (`_run_task_remote`) whose arguments include the ObjectRefs of the task's ``needs``,
+so Ray runs a task only after the tasks it reads have finished: the executor is generic over the
+plan's dependency DAG (plain tasks, sequence shards and their reduce tasks alike). Each Ray task
+requests its resources (`task_resources`): one GPU for a decomposing task of a CUDA build, else one
+CPU; a weights-only task half of one. Ray retries a task whose worker died (``max_retries``); an
+error the task raises itself (a bad model, a missed error bound) is not retried and reaches the
+caller as that error.
+
+A worker runs its task through `runner.run_task`, i.e. through the content-addressed cache opened by
+path: reuse, or compute and publish atomically under the entry's file lock. So a worker killed
+mid-task leaves no partial entry (its temporary folder is swept once its process is gone), the
+retry computes the entry once, and a resumed build reuses every entry that finished. The worker
+returns only ``(analysis, key)`` and a few numbers; the driver reads the tables from the cache.
+On a cluster the cache must therefore live on a filesystem every node and the driver share, with
+working file locks (NFSv4, Lustre, CephFS, ...): ``--cache /shared/...``. The evaluation sets travel
+once, through the object store (`ray.put`); model sources (and anything else a worker loads) must be
+reachable from every worker; relative paths resolve against the driver's working directory.
+
+A worker keeps its loaded model in a per-process memo keyed by (name, source, revision, device,
+dtype), so consecutive tasks of one model load it once per worker (one model at a time, to bound
+memory). CPU workers run the deterministic CPU engine with torch's intra-op threads pinned to 1
+(`engine.set_cpu_workers`), so their tables are byte-identical to a local build's.
+
+Ray is optional (``pip install 'report_builder[distributed]'``); `require_ray` turns its absence
+into one `MissingDependency` line. Pitfall: the ``ray`` module is imported inside functions only.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from report_builder.errors import DistributedError, MissingDependency, ReportBuilderError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from report_builder.analyses.runner import Plan, Result, Task
+    from report_builder.cache import Cache
+
+INSTALL = "pip install 'report_builder[distributed]'"
+MAX_RETRIES = 3
+"""How often Ray reruns a task whose worker died (a killed process, a lost node) before giving up."""
+WEIGHTS_ONLY_SHARE = 0.5
+"""The CPU (or, in a CUDA build, GPU) share a weights-only task requests: two fit beside each other."""
+TEST_HOLD_ENV = "REPORT_BUILDER_TEST_HOLD_DIR"
+"""Test-only: with this set to a folder holding ``hold-<analysis>-<key>``, a worker computing that entry
+writes ``started-<analysis>-<key>-<pid>`` there once it holds the entry's lock, then waits until the
+hold file is removed (how `tests/test_ray_executor.py` kills a worker mid-task). Unset: no effect."""
+
+
+def require_ray():
+    """The ``ray`` module, or `MissingDependency` with the install line."""
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependency(f"--executor ray needs Ray, which is not installed: {INSTALL} "
+                                "(or build with the default --executor local)") from None
+    return ray
+
+
+def task_resources(task: "Task", device: str) -> dict[str, float]:
+    """The Ray resources a task requests: a decomposing task one GPU on a CUDA build, else one CPU;
+    a weights-only task (``size == 0``) `WEIGHTS_ONLY_SHARE` of the same."""
+    share = 1.0 if task.size > 0 else WEIGHTS_ONLY_SHARE
+    if str(device).startswith("cuda"):
+        return {"num_gpus": share, "num_cpus": share}
+    return {"num_cpus": share}
+
+
+# ------------------------------------------------------------------ the worker side
+
+_MODELS: "OrderedDict[tuple, Any]" = OrderedDict()  # this worker's loaded model (one at a time)
+_SETS: dict[str, Any] = {}  # object-ref hex -> the evaluation sets, deserialised once per worker
+_MODELS_KEPT = 1
+
+
+def _worker_model(task: "Task") -> tuple[Any, float | None]:
+    """The task's model from this worker's memo, loading it on a miss; (model, load seconds or None)."""
+    mc, cfg = task.subject.model, task.subject.cfg
+    key = (mc.name, mc.source, mc.revision, str(cfg.device), cfg.dtype)
+    if key in _MODELS:
+        _MODELS.move_to_end(key)
+        return _MODELS[key], None
+    while len(_MODELS) >= _MODELS_KEPT:
+        _MODELS.popitem(last=False)
+    from report_builder.models import loading
+
+    t0 = time.perf_counter()
+    lm = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype, revision=mc.revision)
+    _MODELS[key] = lm
+    return lm, time.perf_counter() - t0
+
+
+def _test_hold(task: "Task") -> None:
+    d = os.environ.get(TEST_HOLD_ENV)
+    hold = Path(d) / f"hold-{task.analysis}-{task.key}" if d else None
+    if hold is None or not hold.exists():
+        return
+    (Path(d) / f"started-{task.analysis}-{task.key}-{os.getpid()}").write_text(str(os.getpid()))
+    deadline = time.monotonic() + 300
+    while hold.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _run_task_remote(task: "Task", cache_root: str, sets_box: list, cwd: str, *needs: Any) -> dict[str, Any]:
+    """One task on a Ray worker (``needs``: the finished needs' returns, here only for ordering)."""
+    from report_builder.analyses.runner import run_task
+    from report_builder.cache import Cache
+
+    if cwd and os.path.isdir(cwd) and os.getcwd() != cwd:
+        os.chdir(cwd)  # relative model paths resolve as on the driver
+    if str(task.subject.cfg.device) == "cpu":
+        from report_builder.engine import set_cpu_workers
+
+        set_cpu_workers(1)  # the deterministic engine: byte-identical to a local build
+    ref = sets_box[0]
+    if ref.hex() not in _SETS:
+        import ray
+
+        _SETS.clear()
+        _SETS[ref.hex()] = ray.get(ref)
+    loaded: list[float] = []
+
+    def lm():
+        model, seconds = _worker_model(task)
+        if seconds is not None:
+            loaded.append(seconds)
+        _test_hold(task)
+        return model
+
+    entry = run_task(task, Cache(cache_root), _SETS[ref.hex()], lm, show_progress=False)
+    return {"analysis": task.analysis, "key": task.key, "reused": entry.reused,
+            "seconds": entry.meta.get("seconds", 0.0), "loaded": loaded[0] if loaded else None,
+            "pid": os.getpid(), "host": socket.gethostname()}
+
+
+# ------------------------------------------------------------------ the driver side
+
+
+class RayExecutor:
+    """Runs a plan's tasks as Ray tasks; yields their results in plan order (`runner.Executor`).
+
+    Args:
+        address: the cluster to join (``auto``: the one `ray start` runs on this machine; ``ray://``
+            a remote one); None: a Ray instance already initialised in this process, else a new
+            local one with ``num_cpus`` CPUs (default: all).
+        log: the build log; progress: one bar over the build's sequences, with tasks done/total.
+        max_retries: reruns of a task whose worker died.
+    Raises:
+        MissingDependency: Ray is not installed (at construction, before any work).
+    """
+
+    def __init__(self, *, address: str | None = None, num_cpus: int | None = None,
+                 log: Callable[[str], Any] = print, progress: bool = True, max_retries: int = MAX_RETRIES):
+        require_ray()
+        self.address, self.num_cpus, self.log, self.show_progress = address, num_cpus, log, progress
+        self.max_retries = max_retries
+        self.workers: set[tuple[str, int]] = set()  # (host, pid) of the workers that ran a task
+
+    def _connect(self, ray) -> bool:
+        """Join or start Ray; True when this executor started it (and so shuts it down)."""
+        if ray.is_initialized():
+            return False
+        import logging
+
+        kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+        if self.address:
+            ray.init(address=self.address, **kw)
+        else:
+            ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
+        res = ray.cluster_resources()
+        self.log(f"ray: {int(res.get('CPU', 0))} CPUs, {int(res.get('GPU', 0))} GPUs on "
+                 f"{len([n for n in ray.nodes() if n.get('Alive')])} node(s)")
+        return True
+
+    def execute(self, plan: "Plan") -> Iterator["Result"]:
+        from report_builder.analyses.runner import Result
+        from report_builder.cache import Cache
+
+        ray = require_ray()
+        cache = Cache(Path(plan.cfg.cache_dir).resolve())
+        entries: dict[int, Any] = {}
+        todo = []
+        for i, task in enumerate(plan.tasks):  # a resumed build reuses every finished entry
+            hit = cache.get(task.analysis, task.key)
+            if hit is None:
+                todo.append(i)
+            else:
+                entries[i] = hit
+        total_seqs = sum(plan.tasks[i].size for i in todo)
+        self.log(f"ray: {len(todo)} of {len(plan.tasks)} tasks to run ({total_seqs} sequences), "
+                 f"{len(entries)} reused from the cache {cache.base}")
+        started = self._connect(ray) if todo else False
+        refs: dict[Any, int] = {}
+        try:
+            if todo:
+                refs = self._submit(ray, plan, todo, cache)
+            yield from self._collect(ray, plan, refs, entries, cache, total_seqs, Result)
+        except BaseException:
+            for ref in refs:
+                try:
+                    ray.cancel(ref)
+                except Exception:  # noqa: BLE001 - finished or already gone
+                    pass
+            raise
+        finally:
+            if started:
+                ray.shutdown()
+        cache.sweep()  # temporary folders of workers that were killed while publishing
+
+    def _submit(self, ray, plan: "Plan", todo: list[int], cache: "Cache") -> dict[Any, int]:
+        remote = ray.remote(_run_task_remote)
+        sets_box = [ray.put(plan.sets)]  # the evaluation sets travel once; a list keeps the ref unresolved
+        by_id: dict[tuple[str, str], Any] = {}
+        refs: dict[Any, int] = {}
+        for i in todo:
+            task = plan.tasks[i]
+            needs = [by_id[n] for n in task.needs if n in by_id]  # needs not submitted are cached
+            ref = remote.options(max_retries=self.max_retries, retry_exceptions=False,
+                                 name=f"report_builder:{task.analysis}",
+                                 **task_resources(task, plan.cfg.device)).remote(
+                task, str(cache.base), sets_box, os.getcwd(), *needs)
+            by_id[(task.analysis, task.key)] = ref
+            refs[ref] = i
+        return refs
+
+    def _finished(self, ray, ref, task: "Task") -> dict[str, Any]:
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from e
+            raise
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                ray.exceptions.ObjectLostError, ray.exceptions.OutOfMemoryError) as e:
+            raise DistributedError(
+                f"{task.label}: the Ray worker running it died {self.max_retries + 1} times "
+                f"({type(e).__name__}); finished cache entries are kept, rerun to resume") from e
+
+    def _collect(self, ray, plan: "Plan", refs: dict[Any, int], entries: dict[int, Any], cache: "Cache",
+                 total_seqs: int, Result) -> Iterator["Result"]:
+        from report_builder.analyses.runner import Progress
+
+        n = len(plan.tasks)
+        remaining, nxt = list(refs), 0
+        with Progress("build", total_seqs, self.show_progress) as bar:
+            bar.bar.set_postfix_str(f"tasks {len(entries)}/{n}")
+            while True:
+                while nxt < n and nxt in entries:  # plan order
+                    yield Result(plan.tasks[nxt], entries[nxt])
+                    nxt += 1
+                if nxt >= n:
+                    break
+                ready, remaining = ray.wait(remaining, num_returns=1)
+                more, remaining = (ray.wait(remaining, num_returns=len(remaining), timeout=0)
+                                   if remaining else ([], []))
+                for ref in ready + more:
+                    i = refs[ref]
+                    task = plan.tasks[i]
+                    info = self._finished(ray, ref, task)
+                    entry = cache.get(task.analysis, task.key)
+                    if entry is None:
+                        raise DistributedError(
+                            f"{task.label} finished on {info['host']} but its entry is not in the cache "
+                            f"{cache.base}: the cache must be a path on a filesystem every Ray node and this "
+                            f"machine share (--cache /shared/...)")
+                    entry.reused = info["reused"]
+                    entries[i] = entry
+                    self.workers.add((info["host"], info["pid"]))
+                    if info["loaded"] is not None:
+                        self.log(f"  loaded {task.subject.model.name} on {info['host']}:{info['pid']} "
+                                 f"in {info['loaded']:.1f}s")
+                    self.log(f"  {'reused  ' if info['reused'] else 'computed'} {task.label}"
+                             + ("" if info["reused"] else f" in {info['seconds']:.1f}s"))
+                    bar(task.size)
+                    bar.bar.set_postfix_str(f"tasks {len(entries)}/{n}")

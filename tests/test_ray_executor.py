@@ -1,0 +1,213 @@
+"""`--executor ray`: the build's tasks as Ray tasks on a local cluster (``ray.init(num_cpus=2)``, one per
+module) give byte-identical tables and equal figure hashes to the local executor; a worker killed
+mid-task is retried and leaves no partial entry; a resumed build reuses every finished entry;
+without Ray, one clear line. Tiny random models (tests/tiny_models.py), a few sequences."""
+from __future__ import annotations
+
+import builtins
+import importlib.util
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from report_builder import api
+from report_builder.cache import Cache
+from report_builder.config import from_dict
+from tests.tiny_models import save_tiny
+
+from report_builder import distributed
+
+HAVE_RAY = importlib.util.find_spec("ray") is not None
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'report_builder[distributed]')")
+
+FIGURES = ["k21-tab2", "k21-fig3", "k21-tab8", "k24-ctx-ff", "k24-ffamp-top", "k24-res-norms", "k24-ln-dims"]
+"""Figures drawn from every analysis' tables (K21 tokens, freq, expansion; K24 ctx, pairs, norms, LN dims)."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One local Ray for the module; workers inherit the test-only hold folder through the environment."""
+    import ray
+
+    hold = tmp_path_factory.mktemp("hold")
+    old = os.environ.get(distributed.TEST_HOLD_ENV)
+    os.environ[distributed.TEST_HOLD_ENV] = str(hold)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield hold
+    finally:
+        ray.shutdown()
+        if old is None:
+            os.environ.pop(distributed.TEST_HOLD_ENV, None)
+        else:
+            os.environ[distributed.TEST_HOLD_ENV] = old
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    base = tmp_path_factory.mktemp("models")
+    return save_tiny("bert", base / "tiny-bert", 0), save_tiny("llama", base / "tiny-llama", 1)
+
+
+def _cfg(tmp: Path, models, name: str, **extra) -> dict:
+    enc, dec = models
+    return {"models": [{"name": "enc", "source": str(enc), "role": "primary_encoder"},
+                       {"name": "dec", "source": str(dec), "role": "primary_causal"}],
+            "datasets": [{"id": "wiki", "n": 4, "k24_n": 2, "max_length": 32},
+                         {"id": "sentiment-sample", "n": 3, "k24_n": 2, "max_length": 32}],
+            "k24": {"top_k": 5, "examples": 1}, "figures": FIGURES,
+            "cache_dir": str(tmp / name / "cache"), "out_dir": str(tmp / name / "site"), **extra}
+
+
+def _analyze(d: dict, executor=None, log=None):
+    return api.analyze(from_dict(d), log=log or (lambda *_: None), progress=False, executor=executor)
+
+
+def _tables(d: dict) -> dict[str, bytes]:
+    base = Path(d["cache_dir"]) / "results"
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*.parquet"))}
+
+
+def _figure_hashes(d: dict, rep) -> dict[str, str]:
+    cfg = from_dict(d)
+    api.render(cfg, rep.tables, rep.provenance, log=lambda *_: None)
+    man = json.loads((Path(d["out_dir"]) / "figures" / "manifest.json").read_text())
+    return {fid: rec.get("hash") for fid, rec in man["figures"].items()}
+
+
+@pytest.fixture(scope="module")
+def local_build(tmp_path_factory, models):
+    d = _cfg(tmp_path_factory.mktemp("local"), models, "local")
+    rep = _analyze(d)
+    return d, rep, _tables(d), _figure_hashes(d, rep)
+
+
+@needs_ray
+def test_ray_build_equals_local_build(cluster, models, local_build, tmp_path):
+    ld, lrep, ltables, lhashes = local_build
+    d = _cfg(tmp_path, models, "ray")
+    lines: list[str] = []
+    ex = distributed.RayExecutor(log=lines.append, progress=False)
+    rep = _analyze(d, ex, lines.append)
+    assert rep.computed and not rep.reused
+    assert [r for r in rep.computed] == lrep.computed  # plan order
+    assert rep.entries == lrep.entries  # same cache keys
+    rtables = _tables(d)
+    assert len(rtables) >= 10 and rtables.keys() == ltables.keys()
+    differ = [k for k in ltables if ltables[k] != rtables[k]]
+    assert not differ, f"{len(differ)} of {len(ltables)} tables differ: {differ[:5]}"
+    hashes = _figure_hashes(d, rep)
+    assert sum(h is not None for h in hashes.values()) == len(FIGURES) and hashes == lhashes
+    assert any(line.startswith("  computed enc · wiki [k21_mixing]") for line in lines), lines
+    # the workers ran on this machine's Ray: more than one process shared the work
+    assert len(ex.workers) >= 2, ex.workers
+    # resumed: every finished entry is reused, nothing is submitted
+    again = _analyze(d, distributed.RayExecutor(progress=False))
+    assert again.computed == [] and len(again.reused) == len(rep.computed)
+
+
+@needs_ray
+def test_killed_worker_is_retried_without_partial_entries(cluster, models, local_build, tmp_path):
+    hold = cluster
+    d = _cfg(tmp_path, models, "killed")
+    key = next(r["key"] for r in api.plan(from_dict(d)) if r["analysis"] == "k21_mixing" and r["model"] == "enc")
+    flag = hold / f"hold-k21_mixing-{key}"
+    flag.write_text("")
+    box: dict = {}
+
+    def run():
+        try:
+            box["rep"] = _analyze(d, distributed.RayExecutor(progress=False))
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            box["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        deadline = time.monotonic() + 240
+        while not list(hold.glob(f"started-k21_mixing-{key}-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = list(hold.glob(f"started-k21_mixing-{key}-*"))
+        assert started, "the task did not reach the hold point"
+        pid = int(started[0].read_text())
+        # the worker holds the entry's lock, in the middle of computing it: kill it
+        os.kill(pid, signal.SIGKILL)
+        # Ray runs the task again in another worker, which reaches the same point (the lock was freed)
+        while time.monotonic() < deadline and not [
+                p for p in hold.glob(f"started-k21_mixing-{key}-*") if int(p.read_text()) != pid]:
+            time.sleep(0.05)
+        assert not (Cache(d["cache_dir"]).path("k21_mixing", key) / "meta.json").exists()
+    finally:
+        flag.unlink()
+        t.join(timeout=600)
+    assert "error" not in box, box.get("error")
+    rep = box["rep"]
+    # the killed task ran again, in another process, and the build finished with the local tables
+    reruns = [p for p in hold.glob(f"started-k21_mixing-{key}-*") if int(p.read_text()) != pid]
+    assert reruns, sorted(p.name for p in hold.iterdir())
+    tables, ltables = _tables(d), local_build[2]
+    assert tables.keys() == ltables.keys()
+    assert all(tables[k] == ltables[k] for k in ltables)
+    assert len(rep.computed) == len(local_build[1].computed)
+    cache = Cache(d["cache_dir"])
+    assert cache.stale_temp() == []
+    leftovers = [p for p in (Path(d["cache_dir"]) / "results").rglob("*") if ".tmp-" in p.name]
+    assert leftovers == []
+
+
+@needs_ray
+def test_ray_worker_error_is_the_error_itself(cluster, models, tmp_path):
+    """An expected failure inside a task (here: a model directory whose weights are missing, found only
+    when a worker loads it) is not retried and reaches the caller as its own one-line error."""
+    import shutil
+
+    from report_builder.errors import ModelError
+
+    bad = tmp_path / "bad-model"
+    shutil.copytree(models[0], bad, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    d = {"models": [{"name": "bad", "source": str(bad), "role": "primary_encoder"}],
+         "datasets": [{"id": "wiki", "n": 2, "k24_n": 1, "max_length": 16}],
+         "cache_dir": str(tmp_path / "cache"), "out_dir": str(tmp_path / "site")}
+    with pytest.raises(ModelError) as e:
+        _analyze(d, distributed.RayExecutor(progress=False))
+    assert "has a config.json but no weights" in str(e.value) and "\n" not in str(e.value)
+    import ray
+
+    assert isinstance(e.value.__cause__, ray.exceptions.RayTaskError)  # it did run on a worker
+
+
+def test_without_ray_one_clear_line(monkeypatch, capsys):
+    """`build --executor ray` without Ray installed: one `error:` line with the pip command, no traceback."""
+    from report_builder.cli import main
+
+    real = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    code = main(["build", "--preset", "smoke", "--executor", "ray", "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3
+    assert err == ["error: --executor ray needs Ray, which is not installed: "
+                   "pip install 'report_builder[distributed]' (or build with the default --executor local)"], err
+
+
+def test_resources_per_task():
+    from report_builder.analyses.runner import Task
+
+    decomposing = Task("k21_mixing", 1, None, {}, "k", size=4)  # type: ignore[arg-type]
+    weights = Task("architecture", 1, None, {}, "k", size=0)  # type: ignore[arg-type]
+    assert distributed.task_resources(decomposing, "cuda") == {"num_gpus": 1.0, "num_cpus": 1.0}
+    assert distributed.task_resources(decomposing, "cuda:1") == {"num_gpus": 1.0, "num_cpus": 1.0}
+    assert distributed.task_resources(decomposing, "cpu") == {"num_cpus": 1.0}
+    assert distributed.task_resources(weights, "cpu") == {"num_cpus": distributed.WEIGHTS_ONLY_SHARE}
+    assert distributed.task_resources(weights, "cuda") == {"num_gpus": distributed.WEIGHTS_ONLY_SHARE,
+                                                          "num_cpus": distributed.WEIGHTS_ONLY_SHARE}
