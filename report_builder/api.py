@@ -155,7 +155,8 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     from report_builder.analyses import assemble, runner
 
     t_start = time.perf_counter()
-    if cfg.device == "cpu" and executor is None:
+    if cfg.device == "cpu" and (executor is None or isinstance(executor, runner.LocalExecutor)):
+        # (a distributed executor sets up its workers' CPU engine itself)
         # results do not depend on this number: torch runs single-threaded, sequences in parallel
         from report_builder.engine import set_cpu_workers
 

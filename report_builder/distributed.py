@@ -5,7 +5,7 @@ as one Ray task (`_run_task_remote`) whose arguments include the ObjectRefs of t
 so Ray runs a task only after the tasks it reads have finished: the executor is generic over the
 plan's dependency DAG (plain tasks, sequence shards and their reduce tasks alike). Each Ray task
 requests its resources (`task_resources`): one GPU for a decomposing task of a CUDA build, else one
-CPU; a weights-only task half of one. Ray retries a task whose worker died (``max_retries``); an
+CPU; a weights-only task half of one, a reduce task half a CPU. Ray retries a task whose worker died (``max_retries``); an
 error the task raises itself (a bad model, a missed error bound) is not retried and reaches the
 caller as that error.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -64,9 +65,12 @@ def require_ray():
 
 
 def task_resources(task: "Task", device: str) -> dict[str, float]:
-    """The Ray resources a task requests: a decomposing task one GPU on a CUDA build, else one CPU;
-    a weights-only task (``size == 0``) `WEIGHTS_ONLY_SHARE` of the same."""
+    """The Ray resources a task requests: a decomposing task (a shard included) one GPU on a CUDA build,
+    else one CPU; a weights-only task (``size == 0``) `WEIGHTS_ONLY_SHARE` of the same; a reduce task,
+    which loads no model, `WEIGHTS_ONLY_SHARE` of a CPU."""
     share = 1.0 if task.size > 0 else WEIGHTS_ONLY_SHARE
+    if task.reduce:
+        return {"num_cpus": share}
     if str(device).startswith("cuda"):
         return {"num_gpus": share, "num_cpus": share}
     return {"num_cpus": share}
@@ -245,6 +249,8 @@ class RayExecutor:
 
     def _collect(self, ray, plan: "Plan", refs: dict[Any, int], entries: dict[int, Any], cache: "Cache",
                  total_seqs: int, Result) -> Iterator["Result"]:
+        from tqdm import tqdm
+
         from report_builder.analyses.runner import Progress
 
         n = len(plan.tasks)
@@ -273,10 +279,11 @@ class RayExecutor:
                     entry.reused = info["reused"]
                     entries[i] = entry
                     self.workers.add((info["host"], info["pid"]))
-                    if info["loaded"] is not None:
-                        self.log(f"  loaded {task.subject.model.name} on {info['host']}:{info['pid']} "
-                                 f"in {info['loaded']:.1f}s")
-                    self.log(f"  {'reused  ' if info['reused'] else 'computed'} {task.label}"
-                             + ("" if info["reused"] else f" in {info['seconds']:.1f}s"))
+                    with tqdm.external_write_mode(file=sys.stderr):  # log lines above the bar, not through it
+                        if info["loaded"] is not None:
+                            self.log(f"  loaded {task.subject.model.name} on {info['host']}:{info['pid']} "
+                                     f"in {info['loaded']:.1f}s")
+                        self.log(f"  {'reused  ' if info['reused'] else 'computed'} {task.label}"
+                                 + ("" if info["reused"] else f" in {info['seconds']:.1f}s"))
                     bar(task.size)
                     bar.bar.set_postfix_str(f"tasks {len(entries)}/{n}")

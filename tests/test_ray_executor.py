@@ -58,7 +58,7 @@ def _cfg(tmp: Path, models, name: str, **extra) -> dict:
     enc, dec = models
     return {"models": [{"name": "enc", "source": str(enc), "role": "primary_encoder"},
                        {"name": "dec", "source": str(dec), "role": "primary_causal"}],
-            "datasets": [{"id": "wiki", "n": 4, "k24_n": 2, "max_length": 32},
+            "datasets": [{"id": "wiki", "n": 4, "k24_n": 3, "max_length": 32},
                          {"id": "sentiment-sample", "n": 3, "k24_n": 2, "max_length": 32}],
             "k24": {"top_k": 5, "examples": 1}, "figures": FIGURES,
             "cache_dir": str(tmp / name / "cache"), "out_dir": str(tmp / name / "site"), **extra}
@@ -88,27 +88,41 @@ def local_build(tmp_path_factory, models):
 
 
 @needs_ray
-def test_ray_build_equals_local_build(cluster, models, local_build, tmp_path):
+def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local_build, tmp_path):
+    """`--executor ray --shard-size 2`: several shards per dataset and analysis, reduced on the cluster,
+    give the local (unsharded) build's tables byte for byte and its figure hashes; removing a final
+    entry and one of its shards, the next build reruns just those two tasks."""
     ld, lrep, ltables, lhashes = local_build
-    d = _cfg(tmp_path, models, "ray")
+    d = _cfg(tmp_path, models, "ray", shard_size=2)
     lines: list[str] = []
     ex = distributed.RayExecutor(log=lines.append, progress=False)
     rep = _analyze(d, ex, lines.append)
     assert rep.computed and not rep.reused
-    assert [r for r in rep.computed] == lrep.computed  # plan order
-    assert rep.entries == lrep.entries  # same cache keys
+    shards = [c for c in rep.computed if " 0:2]" in c or " 2:" in c]
+    assert len(shards) >= 10, rep.computed  # k21_mixing, k21_frequency, k24_scopes x 2 datasets x 2 models
+    assert rep.entries == lrep.entries  # the same final entries, in plan order
     rtables = _tables(d)
-    assert len(rtables) >= 10 and rtables.keys() == ltables.keys()
-    differ = [k for k in ltables if ltables[k] != rtables[k]]
+    finals = {k: v for k, v in rtables.items() if ".shard/" not in k}
+    assert len(finals) >= 10 and finals.keys() == ltables.keys()
+    differ = [k for k in ltables if ltables[k] != finals[k]]
     assert not differ, f"{len(differ)} of {len(ltables)} tables differ: {differ[:5]}"
     hashes = _figure_hashes(d, rep)
     assert sum(h is not None for h in hashes.values()) == len(FIGURES) and hashes == lhashes
-    assert any(line.startswith("  computed enc · wiki [k21_mixing]") for line in lines), lines
-    # the workers ran on this machine's Ray: more than one process shared the work
-    assert len(ex.workers) >= 2, ex.workers
-    # resumed: every finished entry is reused, nothing is submitted
+    assert any(line.startswith("  computed enc · wiki [k21_mixing 0:2]") for line in lines), lines
+    assert len(ex.workers) >= 2, ex.workers  # the work was shared by several worker processes
+    # resume: a final entry and one of its shards are gone; only those two tasks run again
+    import shutil
+
+    cache = Cache(d["cache_dir"])
+    final = next((a, k) for a, k in rep.entries if a == "k21_mixing")
+    shard = next(p for p in (Path(d["cache_dir"]) / "results" / "k21_mixing.shard").iterdir()
+                 if p.is_dir() and json.loads((p / "meta.json").read_text())["params"]["dataset"] == "wiki"
+                 and json.loads((p / "meta.json").read_text())["params"]["model"] == "enc")
+    shutil.rmtree(cache.path(*final))
+    shutil.rmtree(shard)
     again = _analyze(d, distributed.RayExecutor(progress=False))
-    assert again.computed == [] and len(again.reused) == len(rep.computed)
+    assert len(again.computed) == 2 and again.computed[1] == "enc · wiki [k21_mixing]", again.computed
+    assert _tables(d) == rtables
 
 
 @needs_ray
@@ -211,3 +225,31 @@ def test_resources_per_task():
     assert distributed.task_resources(weights, "cpu") == {"num_cpus": distributed.WEIGHTS_ONLY_SHARE}
     assert distributed.task_resources(weights, "cuda") == {"num_gpus": distributed.WEIGHTS_ONLY_SHARE,
                                                           "num_cpus": distributed.WEIGHTS_ONLY_SHARE}
+
+
+@needs_ray
+def test_cli_joins_a_running_cluster(cluster, models, tmp_path):
+    """`report-builder analyze --executor ray --address ADDR`: the command line joins the running Ray,
+    shows one progress bar for the build, and a second run reuses everything."""
+    import subprocess
+    import sys
+
+    import ray
+    import yaml
+
+    d = {"models": [{"name": "enc", "source": str(models[0]), "role": "primary_encoder"}],
+         "datasets": [{"id": "wiki", "n": 2, "k24_n": 1, "max_length": 16}], "k24": {"top_k": 3, "examples": 1},
+         "cache_dir": str(tmp_path / "cache")}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(d))
+    address = ray.get_runtime_context().gcs_address
+    cmd = [sys.executable, "-m", "report_builder", "analyze", "--config", str(tmp_path / "c.yaml"),
+           "--executor", "ray", "--address", address]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "analyses: 7 computed, 0 reused" in r.stdout, r.stdout
+    assert "ray: 2 CPUs, 0 GPUs on 1 node(s)" in r.stderr
+    bars = [ln for ln in r.stderr.replace("\r", "\n").splitlines() if ln.startswith("build:")]
+    assert bars and "7/7" in bars[-1] and "tasks 7/7" in bars[-1], bars[-3:]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert r.returncode == 0 and "analyses: 0 computed, 7 reused" in r.stdout, r.stderr[-3000:]

