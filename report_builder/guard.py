@@ -5,8 +5,9 @@ Rules (see README "Safety"):
   file (``.report_builder-site`` in every site it builds, ``.report_builder-cache`` in every cache);
   anything else is refused with one clear line (`UnsafeOutput`). The working directory, its parents
   and the home directory are always refused.
-- Temporary dirs carry the creating process id (``….tmp-<pid>-…``); a sweep at start removes those
-  whose process is gone, never those of a live concurrent build.
+- Temporary dirs carry the creating process id and host (``….tmp-<pid>@<host>-…``); a sweep at start
+  removes those whose process on this host is gone, never those of a live concurrent build (another
+  host's only by age: its pid cannot be checked from here).
 - Locks are `filelock` files next to what they guard (a cache entry, a converted model, a site).
 
 Pitfall: the marker check and the swap must run under the same lock, or two builds may both pass
@@ -14,10 +15,13 @@ the check and race on the rename.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from contextlib import contextmanager
@@ -35,7 +39,7 @@ MODEL_MARKER = ".report_builder-model.json"
 LEGACY_CACHE_NAMES = {"results", "last_build.json", "models", "fingerprints.json", "freq", "locks",
                       "site-manifest.json"}
 LOCK_TIMEOUT_S = 6 * 3600  # a lock is held while one entry is computed: wait, do not fail
-_TMP_PID = re.compile(r"\.(?:tmp|old)-(\d+)-[^/]*$")
+_TMP_PID = re.compile(r"\.(?:tmp|old)-(\d+)(?:@([0-9a-f]{8}))?-[^/]*$")
 
 
 class Terminated(KeyboardInterrupt):
@@ -142,16 +146,23 @@ def lock_for(path: Path) -> FileLock:
 # ------------------------------------------------------------------ temporary dirs
 
 
+@functools.lru_cache(maxsize=1)
+def host_tag() -> str:
+    """8 hex digits of this machine's host name. Temp names carry it next to the pid, so a sweep on one
+    node of a cluster sharing a cache never judges another node's process by a pid meaningless here."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
+
+
 def tmp_tag() -> str:
-    """``<pid>-<random>``: the part of a temp name that says which process owns it."""
-    return f"{os.getpid()}-{os.urandom(4).hex()}"
+    """``<pid>@<host>-<random>``: the part of a temp name that says which process owns it."""
+    return f"{os.getpid()}@{host_tag()}-{os.urandom(4).hex()}"
 
 
 def make_tmp_dir(target: Path) -> Path:
     """A new empty temp dir next to ``target`` (same filesystem: the final rename is atomic)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
+    return Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}@{host_tag()}-", dir=target.parent))
 
 
 def _alive(pid: int) -> bool:
@@ -173,8 +184,8 @@ def stale_temp_dirs(parent: Path, prefixes: tuple[str, ...] | None = None, *,
     Args:
         prefixes: only names starting with one of these (a folder the tool does not own, e.g. the
             parent of ``--out``); None: any ``.…tmp-…``/``.…old-…`` name (a folder the tool owns).
-        legacy_age_s: names without a pid (older versions) count as stale after this many seconds;
-            None: never.
+        legacy_age_s: names without a pid (older versions), or with another host's tag (a cluster
+            node sharing the folder), count as stale after this many seconds; None: never.
     """
     parent = Path(parent)
     if not parent.is_dir():
@@ -186,10 +197,10 @@ def stale_temp_dirs(parent: Path, prefixes: tuple[str, ...] | None = None, *,
         if not c.name.startswith(".") or not (".tmp-" in c.name or ".old-" in c.name):
             continue
         m = _TMP_PID.search(c.name)
-        if m:
+        if m and m.group(2) in (None, host_tag()):
             if not _alive(int(m.group(1))):
                 out.append(c)
-        elif legacy_age_s is not None:
+        elif legacy_age_s is not None:  # no pid, or another machine's process: judged by age only
             try:
                 if time.time() - c.stat().st_mtime > legacy_age_s:
                     out.append(c)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from report_builder import api
+from report_builder.analyses import runner
 from report_builder.cache import Cache
 from report_builder.config import from_dict
 from tests.tiny_models import save_tiny
@@ -129,7 +130,8 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
 def test_killed_worker_is_retried_without_partial_entries(cluster, models, local_build, tmp_path):
     hold = cluster
     d = _cfg(tmp_path, models, "killed")
-    key = next(r["key"] for r in api.plan(from_dict(d)) if r["analysis"] == "k21_mixing" and r["model"] == "enc")
+    key = next(t.key for t in runner.plan(from_dict(d)).tasks
+               if t.analysis == "k21_mixing" and t.subject.model.name == "enc")
     flag = hold / f"hold-k21_mixing-{key}"
     flag.write_text("")
     box: dict = {}

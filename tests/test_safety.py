@@ -406,6 +406,24 @@ def test_stale_temp_dirs_of_dead_processes_are_swept_at_start(tmp_path):
     assert not stale_entry.exists()
 
 
+def test_another_hosts_temp_dirs_are_swept_by_age_only(tmp_path):
+    """On a cluster sharing a cache (README "Run on a cluster"), a pid in another host's temp name
+    means nothing here: such a folder is left alone until it is old, while this host's dead ones go."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    other = "00000000" if guard.host_tag() != "00000000" else "11111111"
+    here = tmp_path / f".abc.tmp-{dead.pid}@{guard.host_tag()}-0000aaaa"
+    there = tmp_path / f".abd.tmp-{dead.pid}@{other}-0000bbbb"
+    there_old = tmp_path / f".abe.tmp-{dead.pid}@{other}-0000cccc"
+    for d in (here, there, there_old):
+        d.mkdir()
+    os.utime(there_old, (time.time() - 7200,) * 2)
+    assert sorted(guard.sweep([tmp_path])) == sorted([here, there_old])
+    assert there.is_dir()
+    assert guard.make_tmp_dir(tmp_path / "x").name.startswith(f".x.tmp-{os.getpid()}@{guard.host_tag()}-")
+    assert guard.stale_temp_dirs(tmp_path) == []  # this live process's own folder
+
+
 def test_unwritable_output_or_cache_fails_before_any_analysis(tmp_path, monkeypatch):
     cfg = from_dict({"models": [{"name": "m", "source": "minilm", "role": "primary_encoder"}],
                      "datasets": [{"id": "wiki", "n": 2}], "cache_dir": str(tmp_path / "cache"),
