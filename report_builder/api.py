@@ -357,6 +357,9 @@ def executor(name: str = "local", *, address: str | None = None, num_cpus: int |
     if name == "ray":
         from report_builder.distributed import RayExecutor
 
+        if address is not None and num_cpus is not None:
+            raise UsageError("--ray-num-cpus sizes a Ray started here; a cluster joined with --address has its own")
+
         return RayExecutor(address=address, num_cpus=num_cpus, log=log, progress=progress)
     raise UsageError(f"unknown executor {name!r}; choose local or ray")
 

@@ -174,7 +174,13 @@ class RayExecutor:
 
         kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address:
-            ray.init(address=self.address, **kw)
+            try:
+                ray.init(address=self.address, **kw)
+            except (ConnectionError, TimeoutError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise DistributedError(f"could not join the Ray cluster at --address {self.address} ({first}); "
+                                       "start one with `ray start --head`, or leave out --address to start a "
+                                       "local Ray") from e
         else:
             ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
         res = ray.cluster_resources()
