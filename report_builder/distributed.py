@@ -19,9 +19,11 @@ working file locks (NFSv4, Lustre, CephFS, ...): ``--cache /shared/...``. The ev
 once, through the object store (`ray.put`); model sources (and anything else a worker loads) must be
 reachable from every worker; relative paths resolve against the driver's working directory.
 
-A worker keeps its loaded model in a per-process memo keyed by (name, source, revision, device,
-dtype), so consecutive tasks of one model load it once per worker (one model at a time, to bound
-memory). CPU workers run the deterministic CPU engine with torch's intra-op threads pinned to 1
+A worker loads through `loading.load_for` (the one configured loader: device, dtype, revision, device
+map) and keeps the model in a per-process memo keyed by (name, source, revision, device, dtype,
+placement), so consecutive tasks of one model load it once per worker (one model at a time, to bound
+memory). With a device map on CUDA every model-loading task takes all the GPUs of a node
+(`gpus_per_task`), which Ray makes the task's visible GPUs. CPU workers run the deterministic CPU engine with torch's intra-op threads pinned to 1
 (`engine.set_cpu_workers`), so their tables are byte-identical to a local build's.
 
 Ray is optional (``pip install 'report_builder[distributed]'``); `require_ray` turns its absence
@@ -64,16 +66,26 @@ def require_ray():
     return ray
 
 
-def task_resources(task: "Task", device: str) -> dict[str, float]:
+def task_resources(task: "Task", device: str, gpus: int = 1) -> dict[str, float]:
     """The Ray resources a task requests: a decomposing task (a shard included) one GPU on a CUDA build,
     else one CPU; a weights-only task (``size == 0``) `WEIGHTS_ONLY_SHARE` of the same; a reduce task,
-    which loads no model, `WEIGHTS_ONLY_SHARE` of a CPU."""
+    which loads no model, `WEIGHTS_ONLY_SHARE` of a CPU. ``gpus > 1`` (a model spread by a device map
+    over a node's GPUs): every task that loads the model takes that many whole GPUs."""
     share = 1.0 if task.size > 0 else WEIGHTS_ONLY_SHARE
     if task.reduce:
         return {"num_cpus": share}
     if str(device).startswith("cuda"):
-        return {"num_gpus": share, "num_cpus": share}
+        return {"num_gpus": float(gpus) if gpus > 1 else share, "num_cpus": share}
     return {"num_cpus": share}
+
+
+def gpus_per_task(cfg, gpus_per_node: list[int]) -> int:
+    """GPUs a model-loading task asks for: 1, or with a device map on CUDA (``device_map`` not
+    ``none``) every GPU of the smallest GPU node of the cluster (the map spreads the layers over them)."""
+    if not str(cfg.device).startswith("cuda") or getattr(cfg, "device_map", "none") == "none":
+        return 1
+    counts = [n for n in gpus_per_node if n > 0]
+    return min(counts) if counts else 1
 
 
 # ------------------------------------------------------------------ the worker side
@@ -85,19 +97,30 @@ _MODELS_KEPT = 1
 
 def _worker_model(task: "Task") -> tuple[Any, float | None]:
     """The task's model from this worker's memo, loading it on a miss; (model, load seconds or None)."""
-    mc, cfg = task.subject.model, task.subject.cfg
-    key = (mc.name, mc.source, mc.revision, str(cfg.device), cfg.dtype)
+    from report_builder.models import loading
+
+    mc, cfg = task.subject.model, _worker_cfg(task.subject.cfg)
+    key = (mc.name, mc.source, mc.revision, str(cfg.device), cfg.dtype,
+           tuple(sorted(loading.placement_options(cfg).items())))
     if key in _MODELS:
         _MODELS.move_to_end(key)
         return _MODELS[key], None
     while len(_MODELS) >= _MODELS_KEPT:
         _MODELS.popitem(last=False)
-    from report_builder.models import loading
-
     t0 = time.perf_counter()
-    lm = loading.load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype, revision=mc.revision)
+    lm = loading.load_for(mc, cfg)
     _MODELS[key] = lm
     return lm, time.perf_counter() - t0
+
+
+def _worker_cfg(cfg):
+    """``cfg`` as a worker loads with: ``cuda:N`` becomes ``cuda``, the first of the GPUs Ray assigned
+    to this task (Ray sets ``CUDA_VISIBLE_DEVICES``); the GPU index changes no result or key."""
+    import dataclasses
+
+    if str(cfg.device).startswith("cuda:"):
+        return dataclasses.replace(cfg, device="cuda")
+    return cfg
 
 
 def _test_hold(task: "Task") -> None:
@@ -122,6 +145,10 @@ def _run_task_remote(task: "Task", cache_root: str, sets_box: list, cwd: str, *n
         from report_builder.engine import set_cpu_workers
 
         set_cpu_workers(1)  # the deterministic engine: byte-identical to a local build
+    if "tf32" in task.params:  # the driver's TF32 flag is in the key: compute under the same one
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = bool(task.params["tf32"])
     ref = sets_box[0]
     if ref.hex() not in _SETS:
         import ray
@@ -225,6 +252,8 @@ class RayExecutor:
 
     def _submit(self, ray, plan: "Plan", todo: list[int], cache: "Cache") -> dict[Any, int]:
         remote = ray.remote(_run_task_remote)
+        gpus = gpus_per_task(plan.cfg, [int(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes()
+                                        if n.get("Alive")])
         sets_box = [ray.put(plan.sets)]  # the evaluation sets travel once; a list keeps the ref unresolved
         by_id: dict[tuple[str, str], Any] = {}
         refs: dict[Any, int] = {}
@@ -233,7 +262,7 @@ class RayExecutor:
             needs = [by_id[n] for n in task.needs if n in by_id]  # needs not submitted are cached
             ref = remote.options(max_retries=self.max_retries, retry_exceptions=False,
                                  name=f"report_builder:{task.analysis}",
-                                 **task_resources(task, plan.cfg.device)).remote(
+                                 **task_resources(task, plan.cfg.device, gpus)).remote(
                 task, str(cache.base), sets_box, os.getcwd(), *needs)
             by_id[(task.analysis, task.key)] = ref
             refs[ref] = i

@@ -227,6 +227,19 @@ def test_resources_per_task():
     assert distributed.task_resources(weights, "cpu") == {"num_cpus": distributed.WEIGHTS_ONLY_SHARE}
     assert distributed.task_resources(weights, "cuda") == {"num_gpus": distributed.WEIGHTS_ONLY_SHARE,
                                                           "num_cpus": distributed.WEIGHTS_ONLY_SHARE}
+    assert distributed.task_resources(decomposing, "cuda", gpus=4) == {"num_gpus": 4.0, "num_cpus": 1.0}
+    assert distributed.task_resources(weights, "cuda", gpus=4)["num_gpus"] == 4.0
+    reduce = Task("k21_mixing", 1, None, {}, "k", size=0, reduce=True)  # type: ignore[arg-type]
+    assert distributed.task_resources(reduce, "cuda", gpus=4) == {"num_cpus": distributed.WEIGHTS_ONLY_SHARE}
+
+    class Cfg:
+        device, device_map = "cuda", "auto"
+
+    assert distributed.gpus_per_task(Cfg, [0, 8, 4]) == 4  # the smallest GPU node holds the map
+    Cfg.device_map = "none"
+    assert distributed.gpus_per_task(Cfg, [8]) == 1
+    Cfg.device, Cfg.device_map = "cpu", "auto"
+    assert distributed.gpus_per_task(Cfg, [8]) == 1
 
 
 @needs_ray
