@@ -126,6 +126,12 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
     assert _tables(d) == rtables
 
 
+def _pid(started: Path) -> int:
+    """The worker pid a ``started-<analysis>-<key>-<pid>`` file names (its name, not its text: the
+    file may still be empty when read)."""
+    return int(started.name.rsplit("-", 1)[1])
+
+
 @needs_ray
 def test_killed_worker_is_retried_without_partial_entries(cluster, models, local_build, tmp_path):
     hold = cluster
@@ -150,12 +156,12 @@ def test_killed_worker_is_retried_without_partial_entries(cluster, models, local
             time.sleep(0.05)
         started = list(hold.glob(f"started-k21_mixing-{key}-*"))
         assert started, "the task did not reach the hold point"
-        pid = int(started[0].read_text())
+        pid = _pid(started[0])
         # the worker holds the entry's lock, in the middle of computing it: kill it
         os.kill(pid, signal.SIGKILL)
         # Ray runs the task again in another worker, which reaches the same point (the lock was freed)
         while time.monotonic() < deadline and not [
-                p for p in hold.glob(f"started-k21_mixing-{key}-*") if int(p.read_text()) != pid]:
+                p for p in hold.glob(f"started-k21_mixing-{key}-*") if _pid(p) != pid]:
             time.sleep(0.05)
         assert not (Cache(d["cache_dir"]).path("k21_mixing", key) / "meta.json").exists()
     finally:
@@ -164,7 +170,7 @@ def test_killed_worker_is_retried_without_partial_entries(cluster, models, local
     assert "error" not in box, box.get("error")
     rep = box["rep"]
     # the killed task ran again, in another process, and the build finished with the local tables
-    reruns = [p for p in hold.glob(f"started-k21_mixing-{key}-*") if int(p.read_text()) != pid]
+    reruns = [p for p in hold.glob(f"started-k21_mixing-{key}-*") if _pid(p) != pid]
     assert reruns, sorted(p.name for p in hold.iterdir())
     tables, ltables = _tables(d), local_build[2]
     assert tables.keys() == ltables.keys()
