@@ -38,6 +38,7 @@ class AnalyzeReport:
     computed: list[str] = field(default_factory=list)
     entries: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    table_hashes: dict[str, str] = field(default_factory=dict)  # `cache.frame_hash` of each table
 
 
 def _git_commit() -> str:
@@ -272,8 +273,9 @@ def _save_last_build(cfg: Config, rep: AnalyzeReport) -> None:
     p = Path(cfg.cache_dir) / "last_build.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(f".tmp{os.getpid()}")
+    rep.table_hashes = {k: frame_hash(v) for k, v in rep.tables.items()}
     tmp.write_text(json.dumps({"entries": rep.entries, "provenance": rep.provenance,
-                               "table_hashes": {k: frame_hash(v) for k, v in rep.tables.items()}}, default=str))
+                               "table_hashes": rep.table_hashes}, default=str))
     os.replace(tmp, p)
 
 
@@ -364,6 +366,41 @@ def executor(name: str = "local", *, address: str | None = None, num_cpus: int |
     raise UsageError(f"unknown executor {name!r}; choose local or ray")
 
 
+def _summary_memo(cfg: Config, tables: dict[str, pd.DataFrame], hashes: dict[str, str]) -> list[str]:
+    """`summary_lines`, reused from ``<cache>/summary_lines.json`` while the tables they read (recorded
+    as they are computed: contents and dtypes), the models, the primary dataset and the package's
+    code are unchanged (a build from the cache then needs no scipy)."""
+    import hashlib
+
+    from report_builder.site.figure_cache import ALL, ReadTracker, code_digest
+
+    path = Path(cfg.cache_dir) / "summary_lines.json"
+
+    def key(reads) -> str:
+        names = sorted(tables) if reads == ALL else list(reads)
+        parts = [code_digest(), cfg.datasets[0].id, [mc.name for mc in cfg.models], reads == ALL,
+                 {n: [hashes.get(n) or (frame_hash(tables[n]) if n in tables else None),
+                      [repr(t) for t in tables[n].dtypes] if n in tables else None] for n in names}]
+        return hashlib.sha256(json.dumps(parts, default=repr).encode("utf-8")).hexdigest()
+
+    try:
+        memo = json.loads(path.read_text(encoding="utf-8"))
+        if memo.get("key") == key(memo["reads"]) and all(isinstance(x, str) for x in memo["lines"]):
+            return list(memo["lines"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    tracker = ReadTracker(tables)
+    lines = summary_lines(tracker, cfg)
+    reads = tracker.reads()
+    tmp = path.with_name(f".{path.name}.tmp-{guard.tmp_tag()}")
+    try:
+        tmp.write_text(json.dumps({"key": key(reads), "reads": reads, "lines": lines}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # a memo that cannot be written only costs time
+        tmp.unlink(missing_ok=True)
+    return lines
+
+
 def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = True,
           out: Callable[[str], Any] | None = None, executor: Any = None):
     """analyze + render; logs what was reused/computed, and reports the headline numbers to ``out``
@@ -374,7 +411,7 @@ def build(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = Tr
     preflight(cfg)  # output and cache checked before any analysis runs
     rep = analyze(cfg, log=log, progress=progress, executor=executor)
     out(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
-    for line in summary_lines(rep.tables, cfg):
+    for line in _summary_memo(cfg, rep.tables, rep.table_hashes):
         out(line)
     site = render(cfg, rep.tables, rep.provenance, log=log)
     log(f"build finished in {time.perf_counter() - t0:.1f}s -> {cfg.out_dir}/")

@@ -22,7 +22,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _stats
 
 from report_builder import schema
 
@@ -195,6 +194,8 @@ def _spearman(x: pd.Series, y: pd.Series) -> float:
     x, y = x[ok].to_numpy(float), y[ok].to_numpy(float)
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
+    from scipy import stats as _stats  # imported here: ~1 s, and a build from the cache may need none
+
     return float(_stats.spearmanr(x, y).statistic)
 
 
