@@ -483,13 +483,16 @@ def synthetic_encoded(lm, n_seqs: int, seq_len: int, seed: int = 0) -> list:
 
 def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs: int = 992, seq_len: int = 128,
                  batch: int = 32, device: str = "cpu", dtype: str = "float32", max_memory: str | int | None = None,
-                 threads: int | None = None) -> dict:
+                 threads: int | None = None, host_seqs: int = 16) -> dict:
     """A timed K24 pass: `k24_compute.scope_analyses` (every scope map of every layer through the
     engine, FF-amp, RES/LN statistics) over ``n_seqs`` random sequences of ``seq_len`` tokens.
 
     The paper's size is 992 sequences x 128 tokens on BERT-base (``shape="base"``, random weights).
     On CUDA the engine's batched path runs ``batch`` sequences at once; on CPU the deterministic path
-    runs ``threads`` worker threads. Returns seconds, sequences/s, tokens/s and the FF GFLOP/s achieved.
+    runs ``threads`` worker threads. Returns seconds, sequences/s, tokens/s and the FF GFLOP/s achieved,
+    and (``host_seqs`` > 0) the pass's host statistics timed apart against their previous
+    implementation on random maps of ``host_seqs`` of the sequences and every layer
+    (`bench_host.compare_host_stats`: seconds per sequence and layer, the ratio, bit-identity).
     """
     from report_builder.analyses import k24_compute
 
@@ -508,6 +511,12 @@ def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     _sync(device)
     secs = time.perf_counter() - t0
     flops = ff_flops(seq_len, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"]) * lm.n_layers * n_seqs
+    host = {}
+    if host_seqs > 0:
+        from report_builder.bench_host import compare_host_stats
+
+        host = compare_host_stats(lm.adapter.layout, lm.causal, enc[:host_seqs], lm.n_layers)
+        host["host_pass_s"] = host["host_s"] * n_seqs * lm.n_layers
     return {"shape": shape, "model": model, **dims, "n_seqs": n_seqs, "seq_len": seq_len, "batch": batch,
             "device": device, "dtype": dtype, "tf32": tf32 or _tf32_on(device), "budget_bytes": budget,
             "workers": workers,
@@ -515,16 +524,19 @@ def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
             "ff_gflops": flops / secs / 1e9, "ff_flops": flops,
             "max_rel_error": float(tables["recon_errors"]["max_rel_error"].max()),
             "torch": torch.__version__,
-            "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None}
+            "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None, **host}
 
 
 def format_k24_pass(r: dict) -> str:
+    from report_builder.bench_host import format_host
+
     what = r["model"] or f"{SHAPES[r['shape']][2]} (random weights)"
     return (f"K24 pass: {r['n_seqs']} sequences x {r['seq_len']} tokens, {what}, {r['layers_total']} layers, "
             f"{r['device']} {r['dtype']}{' (TF32 matmuls)' if r['tf32'] else ''}, "
             + (f"batch {r['batch']}" if r["workers"] is None else f"{r['workers']} CPU workers")
             + f": {r['seconds']:.1f} s = {r['seqs_per_s']:.1f} sequences/s, {r['tokens_per_s']:.0f} tokens/s, "
-            f"FF {r['ff_gflops']:.3g} GFLOP/s; max reconstruction error {r['max_rel_error']:.1e}")
+            f"FF {r['ff_gflops']:.3g} GFLOP/s; max reconstruction error {r['max_rel_error']:.1e}"
+            + (f"\n{format_host(r)}; ~{r['host_pass_s']:.1f} s of this pass" if "host_s" in r else ""))
 
 
 def _tf32_on(device: str) -> bool:

@@ -84,6 +84,10 @@ def test_k24_pass_runs_the_full_analysis_on_any_device():
                                                      + 2 * 12 * (r["heads"] + 1) * r["d_model"] * r["d_ff"]
                                                      + 2 * 12 * 12 * r["heads"] * r["d_ff"])
     assert "3 sequences x 12 tokens" in format_k24_pass(r)
+    # the host statistics timed against the previous implementation in the same run: equal tables
+    assert r["host_seqs"] == 3 and r["host_layers"] == r["layers_total"] and r["host_identical"] is True
+    assert r["host_s"] > 0 and r["host_old_s"] > 0 and r["host_speedup"] == r["host_old_s"] / r["host_s"]
+    assert "previous implementation" in format_k24_pass(r) and "bit-identical" in format_k24_pass(r)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")

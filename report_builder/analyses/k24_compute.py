@@ -68,10 +68,7 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
     encoded = sorted(encoded, key=lambda e: e.seq)
     lay = lm.adapter.layout
     scopes = lay.scopes
-    before_s, after_s = lay.ff_before, lay.ff_after
-    causal = lm.causal
-    ctx_rows: list[dict] = []
-    tops: dict[int, ks.TopPairs] = {}
+    host = HostStats(lay, lm.causal, top_k=top_k, include_special=include_special, n_layers=lm.n_layers)
     norms: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     dim_rows: list[tuple[int, int, int, np.ndarray, np.ndarray]] = []
     gamma: dict[int, np.ndarray] = {}
@@ -82,16 +79,7 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
                                            batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch,
                                            workers=workers):
         e = encoded[k]
-        full = {s: r.maps[s].cpu().numpy() for s in scopes}
-        maps = full
-        if not include_special:
-            keep = ~np.asarray(e.special)
-            maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
-        for row in ks.sequence_ctx_changes(maps, lay.id, causal):
-            ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
-        b, a = ks.row_normalise(full[before_s]), ks.row_normalise(full[after_s])
-        tp = tops.setdefault(layer, ks.TopPairs(k=top_k, causal=causal))
-        tp.add(e.seq, a - b, _info(e), before=b, after=a)
+        host.add(e, layer, {s: r.maps[s].cpu().numpy() for s in scopes})
         ff = r.extras["ff"].float()
         res = r.extras["residual"].float()
         norms.append((e.seq, layer, ff.norm(dim=-1).cpu().numpy(), res.norm(dim=-1).cpu().numpy()))
@@ -104,13 +92,8 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
         for s, v in r.errors.items():
             errs[(layer, s)] = max(errs.get((layer, s), 0.0), v)
 
-    ctx_cols = ["seq", "layer", "kind", "component", "from_scope", "to_scope", "change"]
     return {
-        "ctx_rows": pd.DataFrame(ctx_rows, columns=ctx_cols),
-        "top_pairs": _concat([tp.top_frame().drop(columns="rank").assign(layer=l) for l, tp in sorted(tops.items())],
-                             ["layer", *ks.PAYLOAD]),
-        "base_counts": _concat([tp.base_frame().assign(layer=l) for l, tp in sorted(tops.items())],
-                               ["layer", "category", "base_count"]),
+        **host.tables(),
         "token_norms": pd.DataFrame({
             "seq": _repeat([q for q, *_ in norms], [len(f) for _, _, f, _ in norms]),
             "layer": _repeat([l for _, l, *_ in norms], [len(f) for _, _, f, _ in norms]),
@@ -130,6 +113,58 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
         "errors": pd.DataFrame([dict(layer=l, scope=s, max_rel_error=v) for (l, s), v in errs.items()],
                                columns=["layer", "scope", "max_rel_error"]),
     }
+
+
+class HostStats:
+    """The K24 pass's statistics on the scope maps, one sequence and layer at a time (host CPU, numpy):
+    contextualization changes (`ks.sequence_ctx_changes`: each scope ranked once) and the FF-amp
+    top pairs and base counts (`ks.TopPairs`), with each sequence's pair categories computed once for
+    all its layers (`ks.seq_pairs`, dropped after its last layer).
+
+    Args:
+        lay: the model's `schema.Layout`. causal: pairs ``j ≤ i`` only.
+        include_special: when False, the contextualization change leaves out pairs of special tokens.
+        n_layers: layers each sequence comes with (when its pairs can be dropped).
+    """
+
+    CTX_COLS = ("seq", "layer", "kind", "component", "from_scope", "to_scope", "change")
+
+    def __init__(self, lay, causal: bool, *, top_k: int, include_special: bool, n_layers: int):
+        self.lay, self.causal, self.top_k = lay, causal, top_k
+        self.include_special, self.n_layers = include_special, n_layers
+        self.ctx_rows: list[dict] = []
+        self.tops: dict[int, ks.TopPairs] = {}
+        self._pairs: dict[int, tuple[ks.SeqPairs, int]] = {}  # seq -> (its pairs, layers still to come)
+
+    def add(self, e: EncodedSeq, layer: int, full: dict[str, np.ndarray]) -> None:
+        """One sequence's scope maps (scope -> ``(n, n)`` array) of one layer."""
+        lay = self.lay
+        maps = full
+        if not self.include_special:
+            keep = ~np.asarray(e.special)
+            maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
+        for row in ks.sequence_ctx_changes(maps, lay.id, self.causal):
+            self.ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
+        b, a = ks.row_normalise(full[lay.ff_before]), ks.row_normalise(full[lay.ff_after])
+        info = _info(e)
+        pairs, left = self._pairs.get(e.seq) or (ks.seq_pairs(info, self.causal), self.n_layers)
+        if left > 1:
+            self._pairs[e.seq] = (pairs, left - 1)
+        else:
+            self._pairs.pop(e.seq, None)
+        tp = self.tops.setdefault(layer, ks.TopPairs(k=self.top_k, causal=self.causal))
+        tp.add(e.seq, a - b, info, before=b, after=a, pairs=pairs)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """``ctx_rows``, ``top_pairs`` and ``base_counts`` of `scope_partials`."""
+        tops = sorted(self.tops.items())
+        return {
+            "ctx_rows": pd.DataFrame(self.ctx_rows, columns=list(self.CTX_COLS)),
+            "top_pairs": _concat([tp.top_frame().drop(columns="rank").assign(layer=l) for l, tp in tops],
+                                 ["layer", *ks.PAYLOAD]),
+            "base_counts": _concat([tp.base_frame().assign(layer=l) for l, tp in tops],
+                                   ["layer", "category", "base_count"]),
+        }
 
 
 def _repeat(values: list[int], counts: list[int]) -> np.ndarray:

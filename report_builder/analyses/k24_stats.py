@@ -59,29 +59,71 @@ def valid_pairs_mask(n: int, causal: bool) -> np.ndarray:
 
 
 def _rank(x: np.ndarray) -> np.ndarray:
-    """Average ranks (1-based, ties share their mean rank), as ``scipy.stats.rankdata``."""
-    order = np.argsort(x, kind="mergesort")
+    """Average ranks (1-based, ties share their mean rank), as ``scipy.stats.rankdata``.
+
+    A tie group's rank depends only on where the group starts and ends in sorted order, never on the
+    order the sort leaves its members in, so the fast unstable sort gives the same ranks as a stable
+    one. NaNs (sorted last) are never equal, so each is its own group and their order matters: with
+    any NaN the stable sort is used, and NaNs are ranked in index order as before.
+    """
+    order = np.argsort(x)
     xs = x[order]
-    first = np.r_[True, xs[1:] != xs[:-1]]
-    dense = np.cumsum(first)
-    bounds = np.r_[np.nonzero(first)[0], x.size]
+    if xs.size and xs[-1] != xs[-1]:
+        order = np.argsort(x, kind="mergesort")
+        xs = x[order]
+    first = np.empty(x.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=first[1:])
     ranks = np.empty(x.size, dtype=np.float64)
+    if first.all():  # no ties: the k-th smallest gets 0.5 * (k + (k - 1) + 1) = k exactly
+        ranks[order] = np.arange(1, x.size + 1, dtype=np.float64)
+        return ranks
+    dense = np.cumsum(first)
+    bounds = np.append(np.flatnonzero(first), x.size)
     ranks[order] = 0.5 * (bounds[dense] + bounds[dense - 1] + 1)
     return ranks
 
 
-def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman ρ with average ranks for ties; ``nan`` if either side is constant or has < 2 values."""
+@dataclass(frozen=True)
+class Ranked:
+    """One map's valid pairs as centred average ranks and their sum of squares (`ranked`): what the
+    Spearman ρ of that map with any other needs, so a scope in several pairs is ranked once."""
+
+    shape: tuple[int, int]
+    centred: np.ndarray | None  # None: fewer than 2 valid pairs (ρ undefined)
+    ss: float = float("nan")
+
+
+def ranked(m: np.ndarray, causal: bool, mask: np.ndarray | None = None) -> Ranked:
+    """`Ranked` of an ``(n, n)`` map over its valid pairs (see `ctx_change` for ``causal`` and ``mask``)."""
+    a = np.asarray(m, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"maps must be (n, n) arrays, got {a.shape}")
+    if mask is None and not causal:
+        x = a.ravel()  # every pair, in the row-major order a boolean mask takes them in
+    else:
+        v = valid_pairs_mask(a.shape[0], causal)
+        x = a[v & np.asarray(mask, dtype=bool) if mask is not None else v]
     if x.size < 2:
+        return Ranked(a.shape, None)
+    r = _rank(x)
+    r = r - r.mean()
+    return Ranked(a.shape, r, (r * r).sum())
+
+
+def ranked_change(a: Ranked, b: Ranked) -> float:
+    """``1 − Spearman ρ`` of two `Ranked` maps (from S to T), clipped to ``[0, 2]``; nan when undefined."""
+    if a.shape != b.shape:
+        raise ValueError(f"maps must be equal (n, n) arrays, got {a.shape} and {b.shape}")
+    if a.centred is None or b.centred is None:
         return float("nan")
-    rx = _rank(x)
-    ry = _rank(y)
-    rx = rx - rx.mean()
-    ry = ry - ry.mean()
-    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    den = np.sqrt(a.ss * b.ss)
     if den == 0 or not np.isfinite(den):
         return float("nan")
-    return float((rx * ry).sum() / den)
+    rho = float((a.centred * b.centred).sum() / den)
+    if np.isnan(rho):
+        return float("nan")
+    return float(np.clip(1.0 - rho, 0.0, 2.0))
 
 
 def ctx_change(map_s: np.ndarray, map_t: np.ndarray, causal: bool, mask: np.ndarray | None = None) -> float:
@@ -98,21 +140,18 @@ def ctx_change(map_s: np.ndarray, map_t: np.ndarray, causal: bool, mask: np.ndar
         rank order, 2 for exactly reversed ranks. ``nan`` when ρ is undefined (either map constant
         over the valid pairs, or fewer than 2 valid pairs) — callers drop such sequences.
     """
-    a = np.asarray(map_s, dtype=np.float64)
-    b = np.asarray(map_t, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 2 or a.shape[0] != a.shape[1]:
+    a, b = np.asarray(map_s), np.asarray(map_t)
+    if a.shape != b.shape:
         raise ValueError(f"maps must be equal (n, n) arrays, got {a.shape} and {b.shape}")
-    m = valid_pairs_mask(a.shape[0], causal)
-    if mask is not None:
-        m = m & np.asarray(mask, dtype=bool)
-    rho = _spearman(a[m], b[m])
-    if np.isnan(rho):
-        return float("nan")
-    return float(np.clip(1.0 - rho, 0.0, 2.0))
+    return ranked_change(ranked(a, causal, mask), ranked(b, causal, mask))
 
 
 def sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: bool) -> list[dict]:
     """All K24 changes for one sequence and layer.
+
+    Each scope is ranked once (`ranked`) however many pairs it is in, and a pair that is both a
+    component and a cumulative one (ATB→ next scope) is computed once: the same values as
+    `ctx_change` on every pair.
 
     Args:
         maps: scope name -> ``(n, n)`` map, for every scope of the layout.
@@ -125,14 +164,23 @@ def sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: 
         later scope (component ``"ATB→<scope>"``, from ATB).
     """
     lay = schema.layout(ln_position)
+    ranks: dict[str, Ranked] = {}
+    changes: dict[tuple[str, str], float] = {}
+
+    def change(s: str, t: str) -> float:
+        if (s, t) not in changes:
+            for x in (s, t):
+                if x not in ranks:
+                    ranks[x] = ranked(maps[x], causal)
+            changes[(s, t)] = ranked_change(ranks[s], ranks[t])
+        return changes[(s, t)]
+
     rows = []
     for k, comp in enumerate(lay.components):
         s, t = lay.scopes[k], lay.scopes[k + 1]
-        rows.append(dict(kind="component", component=comp, from_scope=s, to_scope=t,
-                         change=ctx_change(maps[s], maps[t], causal)))
+        rows.append(dict(kind="component", component=comp, from_scope=s, to_scope=t, change=change(s, t)))
     for s, t in lay.cumulative():
-        rows.append(dict(kind="cumulative", component=f"{s}→{t}", from_scope=s, to_scope=t,
-                         change=ctx_change(maps[s], maps[t], causal)))
+        rows.append(dict(kind="cumulative", component=f"{s}→{t}", from_scope=s, to_scope=t, change=change(s, t)))
     return rows
 
 
@@ -309,6 +357,9 @@ def _token_name_ids(offsets, text: str, special, names) -> np.ndarray:
     return out
 
 
+_CATEGORY_NAMES = np.array(CATEGORY_ORDER, dtype=object)
+
+
 def pair_categories(tokens: Sequence[str], word_ids: Sequence[int | None] | None,
                     offsets: Sequence[tuple[int, int] | None] | None, text: str,
                     special: Sequence[bool], names: list[tuple[int, int]] | None = None) -> np.ndarray:
@@ -331,6 +382,13 @@ def pair_categories(tokens: Sequence[str], word_ids: Sequence[int | None] | None
         marker-stripped string, different words), ``punctuation`` (either token punctuation),
         ``other``. The diagonal is labelled by the same rules (callers exclude ``i = j``).
     """
+    return _CATEGORY_NAMES[pair_category_codes(tokens, word_ids, offsets, text, special, names)]
+
+
+def pair_category_codes(tokens: Sequence[str], word_ids: Sequence[int | None] | None,
+                        offsets: Sequence[tuple[int, int] | None] | None, text: str,
+                        special: Sequence[bool], names: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """`pair_categories` as ``(n, n)`` int8 indices into `CATEGORY_ORDER` (same arguments and rules)."""
     n = len(tokens)
     sp = np.asarray(special, dtype=bool).reshape(n)
     if word_ids is None:
@@ -342,7 +400,8 @@ def pair_categories(tokens: Sequence[str], word_ids: Sequence[int | None] | None
         nid = _token_name_ids(offsets, text, sp, names)
     else:
         nid = -np.arange(1, n + 1)
-    stripped = np.array([strip_marker(t) for t in tokens], dtype=object)
+    ids: dict[str, int] = {}  # equal marker-stripped strings <-> equal ids (int compares, not n^2 str ones)
+    stripped = np.array([ids.setdefault(strip_marker(t), len(ids)) for t in tokens], dtype=np.int64).reshape(n)
     punct = np.array([is_punctuation(t) for t in tokens], dtype=bool)
     idx = np.arange(n)
     conds = [
@@ -353,7 +412,7 @@ def pair_categories(tokens: Sequence[str], word_ids: Sequence[int | None] | None
         stripped[:, None] == stripped[None, :],
         punct[:, None] | punct[None, :],
     ]
-    return np.select(conds, list(CATEGORY_ORDER[:-1]), default=CATEGORY_ORDER[-1]).astype(object)
+    return np.select(conds, list(range(len(CATEGORY_ORDER) - 1)), default=len(CATEGORY_ORDER) - 1).astype(np.int8)
 
 
 def pair_category(tokens, word_ids, offsets, text, special, i: int, j: int, names=None) -> str:
@@ -424,6 +483,25 @@ PAYLOAD = ("seq", "i", "j", "token_i", "token_j", "amp", "before", "after", "cat
 """What `TopPairs.top_frame` records of each pair, after its ``rank``."""
 
 
+@dataclass(frozen=True)
+class SeqPairs:
+    """One sequence's valid ``i ≠ j`` pairs, their categories and category counts (`seq_pairs`): the
+    same in every layer, so `TopPairs.add` can take them computed once per sequence."""
+
+    n: int
+    flat: np.ndarray  # flat indices i * n + j of the valid pairs, row-major
+    codes: np.ndarray  # (n, n) indices into CATEGORY_ORDER
+    counts: np.ndarray  # pairs per category, CATEGORY_ORDER's order
+
+
+def seq_pairs(info: SeqInfo, causal: bool) -> SeqPairs:
+    """The `SeqPairs` of one sequence (``j ≤ i`` only if ``causal``)."""
+    n = len(info.tokens)
+    valid = valid_pairs_mask(n, causal) & ~np.eye(n, dtype=bool)
+    codes = pair_category_codes(info.tokens, info.word_ids, info.offsets, info.text, info.special)
+    return SeqPairs(n, np.flatnonzero(valid), codes, np.bincount(codes[valid], minlength=len(CATEGORY_ORDER)))
+
+
 @dataclass
 class TopPairs:
     """Running top-k FF-amplified pairs (``i ≠ j``) of one (model, dataset, layer) and base rates.
@@ -439,29 +517,36 @@ class TopPairs:
     base_counts: dict = field(default_factory=lambda: {c: 0 for c in CATEGORY_ORDER})
 
     def add(self, seq: int, amp: np.ndarray, info: SeqInfo, before: np.ndarray | None = None,
-            after: np.ndarray | None = None) -> None:
-        """Add one sequence's ``(n, n)`` amp map (and optionally its row-normalised before/after maps)."""
+            after: np.ndarray | None = None, pairs: SeqPairs | None = None) -> None:
+        """Add one sequence's ``(n, n)`` amp map (and optionally its row-normalised before/after maps).
+
+        ``pairs``: the sequence's `seq_pairs` (computed here if None; pass them to share them between layers).
+        """
         amp = np.asarray(amp, dtype=np.float64)
         n = amp.shape[0]
-        valid = valid_pairs_mask(n, self.causal) & ~np.eye(n, dtype=bool)
-        cats = pair_categories(info.tokens, info.word_ids, info.offsets, info.text, info.special)
-        vc = cats[valid]
-        u, c = np.unique(vc.astype(str), return_counts=True)
-        for cat, cnt in zip(u, c):
-            self.base_counts[cat] = self.base_counts.get(cat, 0) + int(cnt)
-        ii, jj = np.nonzero(valid)
-        vals = amp[ii, jj]
+        if pairs is None:
+            pairs = seq_pairs(info, self.causal)
+        if pairs.n != n:
+            raise ValueError(f"the pairs are of a sequence of {pairs.n} tokens, the map has {n}")
+        for cat, cnt in zip(CATEGORY_ORDER, pairs.counts):
+            if cnt:
+                self.base_counts[cat] = self.base_counts.get(cat, 0) + int(cnt)
+        vals = amp.ravel()[pairs.flat]
         if vals.size == 0:
             return
         kk = min(self.k, vals.size)
         cand = np.argpartition(-vals, kk - 1)[:kk]
+        if len(self._heap) >= self.k:  # only candidates above the current k-th key can enter
+            floor = self._heap[0][0]
+            cand = cand[vals[cand] >= floor]
         for q in cand:
-            i, j, v = int(ii[q]), int(jj[q]), float(vals[q])
+            f = int(pairs.flat[q])
+            i, j, v = f // n, f % n, float(vals[q])
             self._offer((v, -seq, -i, -j), lambda i=i, j=j, v=v: dict(
                 seq=int(seq), i=i, j=j, token_i=str(info.tokens[i]), token_j=str(info.tokens[j]), amp=v,
                 before=float(before[i, j]) if before is not None else float("nan"),
                 after=float(after[i, j]) if after is not None else float("nan"),
-                category=str(cats[i, j]),
+                category=CATEGORY_ORDER[pairs.codes[i, j]],
                 context=context_snippet(info.text, info.offsets, i, j, self.width, info.tokens)
                 if info.offsets is not None else f"{info.tokens[i]} ← {info.tokens[j]}",
             ))

@@ -220,6 +220,93 @@ def test_norm_summaries():
     assert k[0] == pytest.approx(0.5) and np.isnan(k[1])
 
 
+# --- the fast host statistics equal the previous implementation bit for bit (issue #16) ---------
+
+def test_rank_equals_stable_rank_bit_for_bit():
+    from report_builder.bench_host import _old_rank
+
+    rng = np.random.default_rng(11)
+    for x in (rng.random(500), rng.integers(0, 5, 500).astype(float), np.array([0.0, -0.0, 1.0, 0.0]),
+              np.array([np.nan, 1.0, np.nan, 1.0, -np.inf, np.inf, 0.5]), np.ones(7), np.zeros(0), np.ones(1)):
+        new, old = ks._rank(x), _old_rank(x)
+        assert new.tobytes() == old.tobytes(), x
+    x = rng.integers(0, 9, 300).astype(float)
+    assert np.array_equal(ks._rank(x), __import__("scipy.stats").stats.rankdata(x))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ctx_change_equals_previous_implementation(causal):
+    from report_builder.bench_host import old_ctx_change, old_sequence_ctx_changes
+
+    rng = np.random.default_rng(12)
+    lay = schema.PRE_LN if causal else schema.POST_LN
+    for n in (1, 2, 3, 9, 17):
+        for kind in ("random", "ties", "constant", "nan"):
+            maps = {}
+            for s in lay.scopes:
+                m = rng.random((n, n)) if kind != "ties" else rng.integers(0, 3, (n, n)) / 3
+                maps[s] = np.tril(m) if causal else m
+            if kind == "constant":
+                maps[lay.scopes[1]] = np.ones((n, n))
+            if kind == "nan" and n > 1:
+                maps[lay.scopes[0]][n - 1, 0] = np.nan
+                maps[lay.scopes[2]][0, 0] = np.nan
+            new = ks.sequence_ctx_changes(maps, lay.id, causal)
+            old = old_sequence_ctx_changes(maps, lay.id, causal)
+            assert [r["component"] for r in new] == [r["component"] for r in old]
+            assert np.array([r["change"] for r in new]).tobytes() == np.array([r["change"] for r in old]).tobytes()
+            mask = rng.random((n, n)) > 0.3
+            a, b = maps[lay.scopes[0]], maps[lay.scopes[-1]]
+            assert np.array(ks.ctx_change(a, b, causal, mask)).tobytes() == \
+                np.array(old_ctx_change(a, b, causal, mask)).tobytes()
+    with pytest.raises(ValueError, match="equal"):
+        ks.ctx_change(np.ones((3, 3)), np.ones((4, 4)), causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("ties", [False, True])
+def test_host_stats_equal_previous_implementation(causal, ties):
+    """`k24_compute.HostStats` (the pass's per-sequence statistics) against the code it replaced, on
+    random maps with WordPiece/BPE sequences, with and without special tokens: bit-identical tables."""
+    from report_builder.analyses.k24_compute import HostStats
+    from report_builder.bench_host import NaiveHostStats, _run, random_maps, tables_identical
+    from report_builder.data.encode import EncodedSeq
+
+    def enc(seq, toks, special, text, offsets, word_ids):
+        n = len(toks)
+        return EncodedSeq(input_ids=list(range(n)), token_type_ids=None, tokens=toks, special=special,
+                          masked=[False] * n, category=["Normal"] * n, word_ids=word_ids, offsets=offsets,
+                          text=text, item_id=f"s{seq}", seq=seq)
+
+    seqs = [enc(0, WP_TOKENS, WP_SPECIAL, WP_TEXT, WP_OFFSETS, WP_WORD_IDS),
+            enc(1, BPE_TOKENS, BPE_SPECIAL, BPE_TEXT, BPE_OFFSETS, None),
+            enc(2, WP_TOKENS[:3], WP_SPECIAL[:3], WP_TEXT, WP_OFFSETS[:3], WP_WORD_IDS[:3])]
+    lay = schema.PRE_LN if causal else schema.POST_LN
+    maps = random_maps(lay, causal, [len(e) for e in seqs], 3, seed=13, ties=ties)
+    for inc in (True, False):
+        new_st = HostStats(lay, causal, top_k=4, include_special=inc, n_layers=3)
+        for e, per_layer in zip(seqs, maps):
+            for layer, m in enumerate(per_layer):
+                new_st.add(e, layer, m)
+        assert new_st._pairs == {}  # each sequence's pairs are dropped after its last layer
+        _, old = _run(NaiveHostStats, lay, causal, seqs, maps, 4, inc)
+        assert tables_identical(new_st.tables(), old)
+        assert len(old["top_pairs"]) == 3 * 4
+    # the check itself can fail: a one-ulp change is caught
+    other = new_st.tables()
+    other["top_pairs"].loc[0, "amp"] = np.nextafter(other["top_pairs"].loc[0, "amp"], 2.0)
+    assert not tables_identical(other, new_st.tables())
+
+
+def test_pair_category_codes_match_names():
+    codes = ks.pair_category_codes(WP_TOKENS, WP_WORD_IDS, WP_OFFSETS, WP_TEXT, WP_SPECIAL)
+    names = ks.pair_categories(WP_TOKENS, WP_WORD_IDS, WP_OFFSETS, WP_TEXT, WP_SPECIAL)
+    assert codes.dtype == np.int8 and [[ks.CATEGORY_ORDER[c] for c in r] for r in codes] == names.tolist()
+    sp = ks.seq_pairs(ks.SeqInfo(WP_TOKENS, WP_SPECIAL, WP_TEXT, WP_OFFSETS, WP_WORD_IDS), causal=True)
+    assert sp.counts.sum() == 10 * 9 // 2 and len(sp.flat) == 45
+
+
 def test_no_torch_import():
-    code = "import sys, report_builder.analyses.k24_stats; assert 'torch' not in sys.modules"
+    code = ("import sys, report_builder.analyses.k24_stats, report_builder.bench_host; "
+            "assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,243 @@
+"""The K24 pass's host statistics timed against their previous implementation (issue #16).
+
+`NaiveHostStats` is the code `k24_compute.scope_partials` ran per sequence and layer before the
+rewrite, kept verbatim as the baseline: every scope pair ranked both of its maps (a stable mergesort
+per map, twice per scope and per pair it is in), and every layer recomputed the sequence's pair
+categories as an ``(n, n)`` array of strings and counted them with ``np.unique``. The current code
+(`k24_compute.HostStats`) ranks each scope once with the fast unstable sort (exact average ranks
+whatever order ties come in), computes categories once per sequence as int codes, and skips
+top-pair candidates under the running k-th value. `compare_host_stats` runs both on the same random
+maps, interleaved, and checks their tables are equal to the last bit.
+
+Pure numpy/pandas (no torch): the maps are random, not a model's.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from report_builder import schema
+from report_builder.analyses import k24_stats as ks
+
+
+def _old_rank(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    first = np.r_[True, xs[1:] != xs[:-1]]
+    dense = np.cumsum(first)
+    bounds = np.r_[np.nonzero(first)[0], x.size]
+    ranks = np.empty(x.size, dtype=np.float64)
+    ranks[order] = 0.5 * (bounds[dense] + bounds[dense - 1] + 1)
+    return ranks
+
+
+def _old_spearman(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size < 2:
+        return float("nan")
+    rx = _old_rank(x)
+    ry = _old_rank(y)
+    rx = rx - rx.mean()
+    ry = ry - ry.mean()
+    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    if den == 0 or not np.isfinite(den):
+        return float("nan")
+    return float((rx * ry).sum() / den)
+
+
+def old_ctx_change(map_s: np.ndarray, map_t: np.ndarray, causal: bool, mask: np.ndarray | None = None) -> float:
+    """`k24_stats.ctx_change` before the rewrite."""
+    a = np.asarray(map_s, dtype=np.float64)
+    b = np.asarray(map_t, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"maps must be equal (n, n) arrays, got {a.shape} and {b.shape}")
+    m = ks.valid_pairs_mask(a.shape[0], causal)
+    if mask is not None:
+        m = m & np.asarray(mask, dtype=bool)
+    rho = _old_spearman(a[m], b[m])
+    if np.isnan(rho):
+        return float("nan")
+    return float(np.clip(1.0 - rho, 0.0, 2.0))
+
+
+def old_sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: bool) -> list[dict]:
+    """`k24_stats.sequence_ctx_changes` before the rewrite."""
+    lay = schema.layout(ln_position)
+    rows = []
+    for k, comp in enumerate(lay.components):
+        s, t = lay.scopes[k], lay.scopes[k + 1]
+        rows.append(dict(kind="component", component=comp, from_scope=s, to_scope=t,
+                         change=old_ctx_change(maps[s], maps[t], causal)))
+    for s, t in lay.cumulative():
+        rows.append(dict(kind="cumulative", component=f"{s}→{t}", from_scope=s, to_scope=t,
+                         change=old_ctx_change(maps[s], maps[t], causal)))
+    return rows
+
+
+def old_pair_categories(tokens, word_ids, offsets, text: str, special, names=None) -> np.ndarray:
+    """`k24_stats.pair_categories` before the rewrite (string comparisons, ``np.select`` on names)."""
+    n = len(tokens)
+    sp = np.asarray(special, dtype=bool).reshape(n)
+    if word_ids is None:
+        word_ids = ks.infer_word_ids(tokens, sp)
+    wid = np.array([(-1 - k) if (w is None or sp[k]) else int(w) for k, w in enumerate(word_ids)])
+    if offsets is not None:
+        if names is None:
+            names = ks.find_name_spans(text)
+        nid = ks._token_name_ids(offsets, text, sp, names)
+    else:
+        nid = -np.arange(1, n + 1)
+    stripped = np.array([ks.strip_marker(t) for t in tokens], dtype=object)
+    punct = np.array([ks.is_punctuation(t) for t in tokens], dtype=bool)
+    idx = np.arange(n)
+    conds = [
+        sp[:, None] | sp[None, :],
+        wid[:, None] == wid[None, :],
+        (nid[:, None] == nid[None, :]) & (nid[:, None] >= 0),
+        np.abs(idx[:, None] - idx[None, :]) == 1,
+        stripped[:, None] == stripped[None, :],
+        punct[:, None] | punct[None, :],
+    ]
+    return np.select(conds, list(ks.CATEGORY_ORDER[:-1]), default=ks.CATEGORY_ORDER[-1]).astype(object)
+
+
+def old_top_add(tp: ks.TopPairs, seq: int, amp: np.ndarray, info: ks.SeqInfo, before=None, after=None) -> None:
+    """`k24_stats.TopPairs.add` before the rewrite (categories and their counts redone every layer)."""
+    amp = np.asarray(amp, dtype=np.float64)
+    n = amp.shape[0]
+    valid = ks.valid_pairs_mask(n, tp.causal) & ~np.eye(n, dtype=bool)
+    cats = old_pair_categories(info.tokens, info.word_ids, info.offsets, info.text, info.special)
+    vc = cats[valid]
+    u, c = np.unique(vc.astype(str), return_counts=True)
+    for cat, cnt in zip(u, c):
+        tp.base_counts[cat] = tp.base_counts.get(cat, 0) + int(cnt)
+    ii, jj = np.nonzero(valid)
+    vals = amp[ii, jj]
+    if vals.size == 0:
+        return
+    kk = min(tp.k, vals.size)
+    cand = np.argpartition(-vals, kk - 1)[:kk]
+    for q in cand:
+        i, j, v = int(ii[q]), int(jj[q]), float(vals[q])
+        tp._offer((v, -seq, -i, -j), lambda i=i, j=j, v=v: dict(
+            seq=int(seq), i=i, j=j, token_i=str(info.tokens[i]), token_j=str(info.tokens[j]), amp=v,
+            before=float(before[i, j]) if before is not None else float("nan"),
+            after=float(after[i, j]) if after is not None else float("nan"),
+            category=str(cats[i, j]),
+            context=ks.context_snippet(info.text, info.offsets, i, j, tp.width, info.tokens)
+            if info.offsets is not None else f"{info.tokens[i]} ← {info.tokens[j]}",
+        ))
+
+
+class NaiveHostStats:
+    """`k24_compute.HostStats` as `scope_partials` did it before the rewrite (same interface)."""
+
+    def __init__(self, lay, causal: bool, *, top_k: int, include_special: bool, n_layers: int):
+        from report_builder.analyses.k24_compute import HostStats
+
+        self._cols = HostStats.CTX_COLS
+        self.lay, self.causal, self.top_k, self.include_special = lay, causal, top_k, include_special
+        self.ctx_rows: list[dict] = []
+        self.tops: dict[int, ks.TopPairs] = {}
+
+    def add(self, e, layer: int, full: dict[str, np.ndarray]) -> None:
+        lay = self.lay
+        maps = full
+        if not self.include_special:
+            keep = ~np.asarray(e.special)
+            maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
+        for row in old_sequence_ctx_changes(maps, lay.id, self.causal):
+            self.ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
+        b, a = ks.row_normalise(full[lay.ff_before]), ks.row_normalise(full[lay.ff_after])
+        tp = self.tops.setdefault(layer, ks.TopPairs(k=self.top_k, causal=self.causal))
+        info = ks.SeqInfo(tokens=e.tokens, special=e.special, text=e.text, offsets=e.offsets, word_ids=e.word_ids)
+        old_top_add(tp, e.seq, a - b, info, before=b, after=a)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        tops = sorted(self.tops.items())
+        return {
+            "ctx_rows": pd.DataFrame(self.ctx_rows, columns=list(self._cols)),
+            "top_pairs": pd.concat([tp.top_frame().drop(columns="rank").assign(layer=l) for l, tp in tops],
+                                   ignore_index=True)[["layer", *ks.PAYLOAD]],
+            "base_counts": pd.concat([tp.base_frame().assign(layer=l) for l, tp in tops],
+                                     ignore_index=True)[["layer", "category", "base_count"]],
+        }
+
+
+def random_maps(lay, causal: bool, lengths: list[int], n_layers: int, seed: int = 0,
+                ties: bool = False) -> list[list[dict[str, np.ndarray]]]:
+    """Random float32 scope maps ``[seq][layer][scope]`` (lower triangle only if ``causal``); with
+    ``ties`` values are drawn from 8 levels, so ranks have large tie groups."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in lengths:
+        per_layer = []
+        for _ in range(n_layers):
+            maps = {}
+            for s in lay.scopes:
+                m = (rng.integers(0, 8, (n, n)) / 8.0 if ties else rng.random((n, n))).astype(np.float32)
+                maps[s] = np.tril(m) if causal else m
+            per_layer.append(maps)
+        out.append(per_layer)
+    return out
+
+
+def _run(cls, lay, causal: bool, encoded: list, maps, top_k: int, include_special: bool) -> tuple[float, dict]:
+    n_layers = len(maps[0]) if maps else 0
+    st = cls(lay, causal, top_k=top_k, include_special=include_special, n_layers=n_layers)
+    t0 = time.perf_counter()
+    for e, per_layer in zip(encoded, maps):
+        for layer, m in enumerate(per_layer):
+            st.add(e, layer, m)
+    secs = time.perf_counter() - t0
+    return secs, st.tables()
+
+
+def tables_identical(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> bool:
+    """Same tables, columns, dtypes and values to the last bit (nan equal to nan)."""
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if list(x.columns) != list(y.columns) or list(x.dtypes) != list(y.dtypes) or len(x) != len(y):
+            return False
+        for c in x.columns:
+            u, v = x[c].to_numpy(), y[c].to_numpy()
+            if u.dtype.kind == "f":
+                if u.dtype != v.dtype or not np.array_equal(u.view(f"i{u.itemsize}"), v.view(f"i{v.itemsize}")):
+                    return False
+            elif list(u) != list(v):
+                return False
+    return True
+
+
+def compare_host_stats(lay, causal: bool, encoded: list, n_layers: int, *, top_k: int = 20,
+                       include_special: bool = True, repeats: int = 2, seed: int = 0, ties: bool = False) -> dict:
+    """Time `k24_compute.HostStats` and `NaiveHostStats` on the same random maps of ``encoded``'s
+    lengths (``n_layers`` layers each), interleaved, fastest of ``repeats`` each.
+
+    Returns seconds per (sequence, layer) of each (``host_s``, ``host_old_s``), their ratio
+    (``host_speedup``) and whether the tables are bit-identical (``host_identical``).
+    """
+    from report_builder.analyses.k24_compute import HostStats
+
+    maps = random_maps(lay, causal, [len(e) for e in encoded], n_layers, seed=seed, ties=ties)
+    new_t, old_t, identical = [], [], True
+    for _ in range(max(1, repeats)):
+        t_new, tab_new = _run(HostStats, lay, causal, encoded, maps, top_k, include_special)
+        t_old, tab_old = _run(NaiveHostStats, lay, causal, encoded, maps, top_k, include_special)
+        new_t.append(t_new)
+        old_t.append(t_old)
+        identical = identical and tables_identical(tab_new, tab_old)
+    units = max(1, len(encoded) * n_layers)
+    new_s, old_s = min(new_t) / units, min(old_t) / units
+    return {"host_seqs": len(encoded), "host_layers": n_layers, "host_s": new_s, "host_old_s": old_s,
+            "host_speedup": old_s / new_s if new_s > 0 else float("nan"), "host_identical": identical}
+
+
+def format_host(r: dict) -> str:
+    return (f"host statistics (random maps, {r['host_seqs']} sequences x {r['host_layers']} layers): "
+            f"{r['host_s'] * 1e3:.2f} ms per sequence and layer, previous implementation "
+            f"{r['host_old_s'] * 1e3:.2f} ms ({r['host_speedup']:.1f}x); tables "
+            + ("bit-identical" if r["host_identical"] else "DIFFER"))
