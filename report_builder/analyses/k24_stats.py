@@ -96,7 +96,10 @@ class Ranked:
 
 def ranked(m: np.ndarray, causal: bool, mask: np.ndarray | None = None) -> Ranked:
     """`Ranked` of an ``(n, n)`` map over its valid pairs (see `ctx_change` for ``causal`` and ``mask``)."""
-    a = np.asarray(m, dtype=np.float64)
+    a = np.asarray(m)
+    if a.dtype not in (np.float32, np.float64):
+        a = a.astype(np.float64)
+    # float32 maps are ranked as they are: casting to float64 is exact and keeps order and ties
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError(f"maps must be (n, n) arrays, got {a.shape}")
     if mask is None and not causal:

@@ -149,16 +149,21 @@ WORK_OF: dict[str, Work] = {
     "k21_example": Work("maps", 2e-3, 3e-6),
     "k21_mixing": Work("ratios", 3e-4),
     "k21_frequency": Work("ratios", 3e-4, task_s=0.2, whole_set_rows=True),
-    "k24_scopes": Work("full", 4e-3, 1.2e-6),
+    "k24_scopes": Work("full", 2.5e-4, 1.4e-7),
     "k24_examples": Work("full", 5e-3, 3e-6),
 }
 """Analysis id -> its kind of work and host-side costs (a test checks every registered analysis has
-one). Host costs: timed on the development machine with the decomposition results precomputed
-(`k24_compute.scope_analyses` and `k21_compute.mixing_ratios` fed cached `LayerResult`s, MiniLM and
-SmolLM2, n = 16-128): K24 statistics 3-29 ms per sequence and layer, ~4 ms + 1.2 µs per token pair
-(Spearman over the n^2 pairs of each scope pair, FF-amp top pairs); the K21 tables 0.1-0.7 ms. The
-example maps' tables (one row per pair, scope and layer) and k21_frequency's rank table (0.1-0.3 s
-per task, also for causal models, which decompose nothing for it) from the smoke build's task times."""
+one). Host costs: k24_scopes from `bench_host.compare_host_stats` (what ``bench --k24-pass`` prints:
+`k24_compute.HostStats` on random float32 maps of synthetic sequences, every layer, fastest of 3;
+development machine, 2 shared cores, load ~3, one thread): BERT-base (post-LN, all n^2 pairs) 0.35 /
+0.73 / 2.3 ms and Llama/SmolLM2 (pre-LN, causal: n(n+1)/2 pairs) 0.32 / 0.50 / 1.4 ms per sequence
+and layer at n = 32 / 64 / 128, fitted as ~0.25 ms + 0.14 µs per valid token pair (the previous
+implementation, in the same runs: 1.8 / 5.7 / 23.7 ms and 1.3 / 3.5 / 12.9 ms, the ~4 ms + 1.2 µs
+per pair these constants were before issue #16's rewrite). The K21 tables (0.1-0.7 ms) timed with
+the decomposition results precomputed (`k21_compute.mixing_ratios` fed cached `LayerResult`s,
+MiniLM and SmolLM2, n = 16-128). The example maps' tables (one row per pair, scope and layer) and
+k21_frequency's rank table (0.1-0.3 s per task, also for causal models, which decompose nothing for
+it) from the smoke build's task times."""
 
 
 def work_flops(work: str, s: Shape, n: int, ig_pts: int = 1) -> int:

@@ -230,6 +230,8 @@ def test_rank_equals_stable_rank_bit_for_bit():
               np.array([np.nan, 1.0, np.nan, 1.0, -np.inf, np.inf, 0.5]), np.ones(7), np.zeros(0), np.ones(1)):
         new, old = ks._rank(x), _old_rank(x)
         assert new.tobytes() == old.tobytes(), x
+        x32 = x.astype(np.float32)  # float32 maps are ranked as they are: as their exact float64 casts
+        assert ks._rank(x32).tobytes() == _old_rank(x32.astype(np.float64)).tobytes(), x
     x = rng.integers(0, 9, 300).astype(float)
     assert np.array_equal(ks._rank(x), __import__("scipy.stats").stats.rankdata(x))
 
