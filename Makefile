@@ -30,7 +30,7 @@ smoke: venv
 	$(PY) -m report_builder build --preset smoke
 
 test: venv
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 bench: venv
 	$(PY) -m report_builder bench --shape base
