@@ -156,15 +156,20 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     from report_builder.analyses import assemble, runner
 
     t_start = time.perf_counter()
-    if cfg.device == "cpu" and (executor is None or isinstance(executor, runner.LocalExecutor)):
+    executor = executor or runner.LocalExecutor(cache, log=log, progress=progress)
+    if cfg.device == "cpu" and isinstance(executor, runner.LocalExecutor) and executor.before_load is None:
         # (a distributed executor sets up its workers' CPU engine itself)
-        # results do not depend on this number: torch runs single-threaded, sequences in parallel
-        from report_builder.engine import set_cpu_workers
+        # results do not depend on this number: torch runs single-threaded, sequences in parallel.
+        # Set right before the first model load, so a build from the cache never imports torch.
+        def cpu_engine() -> None:
+            from report_builder.engine import set_cpu_workers
 
-        log(f"CPU worker threads: {set_cpu_workers(choose_threads(cfg.threads))} "
-            "(torch intra-op threads 1: results identical for any count)")
+            log(f"CPU worker threads: {set_cpu_workers(choose_threads(cfg.threads))} "
+                "(torch intra-op threads 1: results identical for any count)")
+
+        executor.before_load = cpu_engine
     plan = runner.plan(cfg, cache)
-    results = list((executor or runner.LocalExecutor(cache, log=log, progress=progress)).execute(plan))
+    results = list(executor.execute(plan))
     final = runner.final_results(results)  # shards' partial tables are not tables of the build
     rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in final), cfg, plan.sets),
                         provenance=_provenance(cfg, *assemble.provenance(plan, final)),

@@ -112,6 +112,22 @@ def test_render_from_cache_needs_no_torch(smoke):
     assert {k: v["hash"] for k, v in a.items()} == {k: v["hash"] for k, v in b.items()}
 
 
+def test_noop_rebuild_imports_no_torch(smoke):
+    """Another no-op rebuild, with torch, transformers and scipy unimportable: everything is reused
+    (the embedded models' fingerprints and causality come from memos, not from loading them)."""
+    from tests.test_cached_build_no_torch import WRAPPER
+
+    tmp = smoke[0]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    r = subprocess.run([sys.executable, "-c", WRAPPER, "build", "--preset", "smoke", "--no-progress",
+                        "--cache", str(tmp / "cache"), "--out", str(tmp / "site")],
+                       capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, log[-3000:]
+    assert re.search(r"^analyses: 0 computed, [1-9]\d* reused", log, re.M), log[-3000:]
+    assert "mkdocs skipped" in log
+
+
 def test_provenance_counts_the_sequences_each_analysis_used(smoke):
     """K21 figures were computed from `n` sequences per dataset, K24 figures from `k24_n` (smoke preset)."""
     from report_builder.config import PRESETS

@@ -8,10 +8,14 @@ whole and never sliced afterwards (`data.encode`); the K24 analyses slice *befor
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from report_builder.analyses.base import Run, Subject
 from report_builder.data import EncodedSeq, EvalSet, TextItem, encode
-from report_builder.engine import Tokens
 from report_builder.errors import DataError
+
+if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; a cached build never does
+    from report_builder.engine import Tokens
 
 PAIR_MAX_LENGTH = 128
 """Token limit of the K21 example pair."""
@@ -21,6 +25,8 @@ EXAMPLES_MAX_LENGTH = 64
 
 def tokens_of(encoded: list[EncodedSeq]) -> list[Tokens]:
     """What the engine reads of each encoded sequence: its ids and token types."""
+    from report_builder.engine import Tokens
+
     return [Tokens(e.input_ids, e.token_type_ids) for e in encoded]
 
 

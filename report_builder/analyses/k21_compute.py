@@ -6,18 +6,17 @@ analysis gets the K21-masked ones (encoders) — the caller decides, these funct
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
-import torch
 
 from report_builder.data.encode import EncodedSeq
-from report_builder.decompose.attention import value_vectors
 from report_builder.analyses.inputs import tokens_of
-from report_builder.engine import decompose_sequences
-from report_builder.models.loading import LoadedModel
 from report_builder.schema import K21_METHODS, RECON_ERRORS
+
+if TYPE_CHECKING:  # pragma: no cover - torch is imported by the functions that compute (a cached build never does)
+    from report_builder.models.loading import LoadedModel
 
 
 def errors_frame(model: str, dataset: str, rows: dict[tuple[int, str], float]) -> pd.DataFrame:
@@ -45,6 +44,8 @@ def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dat
         ``k21_tokens``: model, dataset, seq, layer, pos, token, category, and one column per method
         (percent); ``recon_errors``: max relative error per layer and checked scope.
     """
+    from report_builder.engine import decompose_sequences
+
     n_layers = lm.n_layers
     cols: dict[str, list] = {k: [] for k in ("seq", "layer", "pos", "token", "category", *K21_METHODS)}
     errs: dict[tuple[int, str], float] = {}
@@ -85,6 +86,10 @@ def expansion_rates(lm: LoadedModel, *, model: str) -> pd.DataFrame:
 
     ``f(x) = x W_V W_O + b_V W_O`` summed over heads (grouped-query heads read their group's W_V).
     """
+    import torch
+
+    from report_builder.decompose.attention import value_vectors
+
     rows = []
     for layer in range(lm.n_layers):
         aw = lm.layer_weights(layer).attn
@@ -104,6 +109,8 @@ def expansion_rates(lm: LoadedModel, *, model: str) -> pd.DataFrame:
 
 def example_maps(lm: LoadedModel, enc: EncodedSeq, *, model: str, example: str = "k21-example") -> dict[str, pd.DataFrame]:
     """``k21_maps``: the five K21 maps at every layer for one example (rows i = output, cols j = input)."""
+    from report_builder.engine import decompose_sequences
+
     rows = []
     errs: dict[tuple[int, str], float] = {}
     for _, layer, r in decompose_sequences(lm, tokens_of([enc]), maps=K21_METHODS):

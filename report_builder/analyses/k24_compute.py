@@ -6,7 +6,7 @@ the sequence). Pitfall: causal models use only pairs j <= i everywhere (Spearman
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
@@ -15,9 +15,10 @@ from report_builder.analyses import k24_stats as ks
 from report_builder.analyses.inputs import tokens_of
 from report_builder.analyses.k21_compute import errors_frame
 from report_builder.data.encode import EncodedSeq
-from report_builder.decompose.feedforward import IGOptions
-from report_builder.engine import decompose_sequences
-from report_builder.models.loading import LoadedModel
+from report_builder.decompose.options import IGOptions
+
+if TYPE_CHECKING:  # pragma: no cover - torch is imported by the functions that compute (a cached build never does)
+    from report_builder.models.loading import LoadedModel
 
 
 def _info(e: EncodedSeq) -> ks.SeqInfo:
@@ -63,6 +64,8 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
     |FF| and of the change of the LN output; ``ln`` nan without that LN), ``ln_gamma`` (layer, dim,
     γ) and ``errors`` (max relative error per layer and scope).
     """
+    from report_builder.engine import decompose_sequences
+
     # one canonical order (by sequence id) for every accumulation, so the tables do not depend on
     # the order the sequences came in
     encoded = sorted(encoded, key=lambda e: e.seq)
@@ -257,6 +260,8 @@ def reduce_scopes(partials: list[dict[str, pd.DataFrame]], *, model: str, datase
 
 def example_maps(lm: LoadedModel, examples: list[EncodedSeq], names: list[str], *, model: str) -> pd.DataFrame:
     """``k24_maps``: row-normalised scope maps of every layer for a few example sequences."""
+    from report_builder.engine import decompose_sequences
+
     scopes = lm.adapter.layout.scopes
     parts = []
     for k, layer, r in decompose_sequences(lm, tokens_of(examples), maps=scopes):

@@ -11,7 +11,7 @@ import pandas as pd
 
 from report_builder.analyses import inputs, k24_compute
 from report_builder.analyses.base import Analysis, Run, Shard, Subject
-from report_builder.decompose.feedforward import IGOptions
+from report_builder.decompose.options import IGOptions
 
 
 def ig_options(cfg) -> IGOptions:

@@ -266,11 +266,15 @@ class LocalExecutor:
 
     Loads a model on the first task that needs to compute (never when all its results are cached)
     and keeps one model in memory at a time. Logs ``model <name> (<source>)`` before a model's tasks,
-    ``computed``/``reused`` per task, and ``loaded <name> in <s>s``.
+    ``computed``/``reused`` per task, and ``loaded <name> in <s>s``. ``before_load`` runs once, right
+    before the first model is loaded (`api.analyze` sets up the CPU engine there, so a build whose
+    results are all cached never imports torch).
     """
 
-    def __init__(self, cache: Cache, *, log: Callable[[str], Any] = print, progress: bool = True):
+    def __init__(self, cache: Cache, *, log: Callable[[str], Any] = print, progress: bool = True,
+                 before_load: Callable[[], Any] | None = None):
         self.cache, self.log, self.show_progress = cache, log, progress
+        self.before_load = before_load
         self.done: dict[tuple[str, str], Entry] = {}
         self._model_name: str | None = None
         self._lm = None
@@ -281,6 +285,9 @@ class LocalExecutor:
             from report_builder.models import loading
 
             mc, cfg = subject.model, subject.cfg
+            if self.before_load is not None:
+                setup, self.before_load = self.before_load, None
+                setup()
             t0 = time.perf_counter()
             self._lm = loading.load_for(mc, cfg)
             placed = "" if self._lm.placement is None else f" ({self._lm.placement.describe()})"

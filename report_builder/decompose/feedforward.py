@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from report_builder.decompose.options import IGOptions  # noqa: F401 - re-exported (torch-free home)
+
 # ---------------------------------------------------------------- activations
 
 
@@ -145,25 +147,6 @@ def ff_forward(fw: FFWeights, u: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- element-wise IG
-
-
-@dataclass(frozen=True)
-class IGOptions:
-    """How IG is computed: ``method`` is ``"closed"`` (default) or ``"numerical"`` with ``steps`` m.
-
-    ``gl_nodes`` per panel and ``gl_span`` (units of |A| per panel, panels a power of two per
-    neuron) set the composite Gauss-Legendre rule for gated FFs (see `_panels`).
-    """
-
-    method: str = "closed"
-    steps: int = 64
-    gl_nodes: int = 16
-    gl_span: float = 4.0
-
-    def describe(self) -> str:
-        if self.method == "closed":
-            return "closed-form"
-        return f"numerical-{self.steps}"
 
 
 def elementwise_kappa(act_name: str, p: Tensor, opts: IGOptions = IGOptions()) -> tuple[Tensor, Tensor]:

