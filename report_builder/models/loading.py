@@ -187,10 +187,7 @@ def hash_files(paths: list[Path]) -> str:
 
 def _memo_hash(paths: list[Path], *, full: bool) -> str:
     memo_path = cache_dir() / "fingerprints.json"
-    try:
-        memo = json.loads(memo_path.read_text())
-    except (OSError, ValueError):
-        memo = {}
+    memo = _memo_read(memo_path)
     key = ("sha256|" if full else "") + "|".join(_stat_key(p) for p in sorted(paths))
     if key in memo:
         return memo[key]
@@ -202,11 +199,23 @@ def _memo_hash(paths: list[Path], *, full: bool) -> str:
             for block in iter(lambda: f.read(1 << 22), b""):
                 h.update(block)
     fp = h.hexdigest() if full else h.hexdigest()[:16]
+    _memo_put(memo_path, key, fp)
+    return fp
+
+
+def _memo_read(memo_path: Path) -> dict:
+    """A JSON memo file's contents ({} when missing or unreadable)."""
     try:
-        memo = json.loads(memo_path.read_text())  # merge with what other processes added meanwhile
+        return json.loads(memo_path.read_text())
     except (OSError, ValueError):
-        memo = {}
-    memo[key] = fp
+        return {}
+
+
+def _memo_put(memo_path: Path, key: str, value) -> None:
+    """Add ``key: value`` to a JSON memo file, merged with what other processes added meanwhile and
+    replaced atomically; a memo that cannot be written is skipped (it only saves time)."""
+    memo = _memo_read(memo_path)
+    memo[key] = value
     try:
         memo_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo_path.with_name(f".{memo_path.name}.tmp-{guard.tmp_tag()}")
@@ -214,7 +223,6 @@ def _memo_hash(paths: list[Path], *, full: bool) -> str:
         os.replace(tmp, memo_path)
     except OSError:
         pass
-    return fp
 
 
 def hash_state_dict(model: nn.Module) -> str:
@@ -716,23 +724,9 @@ def is_causal(source: str, revision: str | None = None) -> bool:
     key = hashlib.sha256(json.dumps([source, revision, file_sha256(config_file), metadata.version("transformers"),
                                      code.hexdigest()]).encode()).hexdigest()
     memo_path = cache_dir() / "causal.json"
-    try:
-        memo = json.loads(memo_path.read_text())
-    except (OSError, ValueError):
-        memo = {}
-    if isinstance(memo.get(key), bool):
-        return memo[key]
+    known = _memo_read(memo_path).get(key)
+    if isinstance(known, bool):
+        return known
     causal = bool(adapter_of(source, revision).causal)
-    try:
-        memo = json.loads(memo_path.read_text())  # merge with what other processes added meanwhile
-    except (OSError, ValueError):
-        memo = {}
-    memo[key] = causal
-    try:
-        memo_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo_path.with_name(f".{memo_path.name}.tmp-{guard.tmp_tag()}")
-        tmp.write_text(json.dumps(memo))
-        os.replace(tmp, memo_path)
-    except OSError:
-        pass
+    _memo_put(memo_path, key, causal)
     return causal
