@@ -173,6 +173,16 @@ def _run_task_remote(task: "Task", cache_root: str, sets_box: list, cwd: str, *n
 # ------------------------------------------------------------------ the driver side
 
 
+def _auth_hint() -> str:
+    """Part of the could-not-join line: a cluster with token authentication (what a new ``ray.init``
+    cluster has by default, and ``ray start`` where a token exists) refuses a driver that joins by an
+    explicit address without ``RAY_AUTH_MODE=token``; Ray never turns it on by itself there."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return " (token authentication is on here: the token must be the cluster's)"
+    return ("; a cluster with token authentication also needs RAY_AUTH_MODE=token and its token "
+            "(RAY_AUTH_TOKEN, or ~/.ray/auth_token) in this environment")
+
+
 class RayExecutor:
     """Runs a plan's tasks as Ray tasks; yields their results in plan order (`runner.Executor`).
 
@@ -206,8 +216,8 @@ class RayExecutor:
             except (ConnectionError, TimeoutError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise DistributedError(f"could not join the Ray cluster at --address {self.address} ({first}); "
-                                       "start one with `ray start --head`, or leave out --address to start a "
-                                       "local Ray") from e
+                                       f"start one with `ray start --head`{_auth_hint()}, or leave out "
+                                       "--address to start a local Ray") from e
         else:
             ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
         res = ray.cluster_resources()
