@@ -173,12 +173,56 @@ def _run_task_remote(task: "Task", cache_root: str, sets_box: list, cwd: str, *n
 # ------------------------------------------------------------------ the driver side
 
 
+REACH_TIMEOUT_S = 10.0
+"""How long `_check_reachable` waits for the cluster's GCS port to accept a connection."""
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``HOST:PORT`` (or ``[IPv6]:PORT``) address; None for ``auto``, ``ray://``
+    client addresses and anything else Ray resolves itself."""
+    if "://" in address or address == "auto":
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _check_reachable(address: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """Fail at once, in one line, when nothing accepts connections at an explicit ``HOST:PORT``: Ray
+    itself retries such an address for minutes, or forever for a closed local port. A loopback host is
+    also tried as this machine's address, as Ray rewrites it so. Addresses Ray resolves (``auto``,
+    ``ray://``) are left to Ray."""
+    hp = _host_port(address)
+    if hp is None:
+        return
+    host, port = hp
+    hosts = [host]
+    if host in ("localhost", "127.0.0.1", "::1"):
+        try:
+            hosts.append(socket.gethostbyname(socket.gethostname()))
+        except OSError:
+            pass
+    why = ""
+    for h in hosts:
+        try:
+            socket.create_connection((h, port), timeout=timeout).close()
+            return
+        except TimeoutError:
+            why = f"no answer within {timeout:g} s"
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+    raise DistributedError(f"could not join the Ray cluster at --address {address}: nothing accepts "
+                           f"connections there ({why}); check the head's address and port (`ray status` on "
+                           "the head prints them), or leave out --address to start a local Ray")
+
+
 def _auth_hint() -> str:
     """Part of the could-not-join line: a cluster with token authentication (what a new ``ray.init``
     cluster has by default, and ``ray start`` where a token exists) refuses a driver that joins by an
     explicit address without ``RAY_AUTH_MODE=token``; Ray never turns it on by itself there."""
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        return " (token authentication is on here: the token must be the cluster's)"
+        return "; token authentication is on here: the token must be the cluster's"
     return ("; a cluster with token authentication also needs RAY_AUTH_MODE=token and its token "
             "(RAY_AUTH_TOKEN, or ~/.ray/auth_token) in this environment")
 
@@ -211,13 +255,14 @@ class RayExecutor:
 
         kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address:
+            _check_reachable(self.address)
             try:
                 ray.init(address=self.address, **kw)
             except (ConnectionError, TimeoutError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise DistributedError(f"could not join the Ray cluster at --address {self.address} ({first}); "
-                                       f"start one with `ray start --head`{_auth_hint()}, or leave out "
-                                       "--address to start a local Ray") from e
+                                       "start one with `ray start --head`, or leave out --address to start a "
+                                       f"local Ray{_auth_hint()}") from e
         else:
             ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
         res = ray.cluster_resources()

@@ -329,6 +329,7 @@ def test_could_not_join_names_the_address_and_token_authentication(monkeypatch):
             raise ConnectionError(f"Failed to connect to Ray cluster at {kw['address']}.\nmore")
 
     ex = distributed.RayExecutor(address="10.0.0.9:6379", log=lambda *_: None, progress=False)
+    monkeypatch.setattr(distributed, "_check_reachable", lambda address: None)  # something answers there
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     with pytest.raises(DistributedError) as e:
         ex._connect(NoCluster)
@@ -339,6 +340,38 @@ def test_could_not_join_names_the_address_and_token_authentication(monkeypatch):
     with pytest.raises(DistributedError) as e:
         ex._connect(NoCluster)
     assert "token authentication is on here: the token must be the cluster's" in str(e.value)
+
+
+@needs_ray
+def test_nothing_listening_at_the_address_fails_at_once():
+    """An explicit ``HOST:PORT`` where nothing accepts connections (a typo, a stopped head): one line at
+    once, before Ray, which would retry it for minutes (forever for a closed local port)."""
+    import socket
+
+    from report_builder.errors import DistributedError
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    class Untouched:
+        @staticmethod
+        def is_initialized():
+            return False
+
+        @staticmethod
+        def init(**kw):
+            raise AssertionError("ray.init must not be reached")
+
+    ex = distributed.RayExecutor(address=f"127.0.0.1:{port}", log=lambda *_: None, progress=False)
+    with pytest.raises(DistributedError) as e:
+        ex._connect(Untouched)
+    assert str(e.value) == (f"could not join the Ray cluster at --address 127.0.0.1:{port}: nothing accepts "
+                            "connections there (Connection refused); check the head's address and port "
+                            "(`ray status` on the head prints them), or leave out --address to start a local Ray")
+    assert distributed._host_port("auto") is None and distributed._host_port("ray://head:10001") is None
+    assert distributed._host_port("[::1]:6379") == ("::1", 6379)
+    assert distributed._host_port("head:6379") == ("head", 6379)
 
 def test_resources_per_task():
     from report_builder.analyses.runner import Task
