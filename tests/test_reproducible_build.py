@@ -1,28 +1,18 @@
-"""The acceptance check of reproducibility: two smoke builds from empty caches, one with one CPU worker
-and batch size 8, one with two workers and batch size 3, give byte-identical result tables and equal
-figure content hashes (real embedded models, through the CLI)."""
+"""The acceptance check of reproducibility: two smoke builds from empty caches with different CPU
+worker threads and batch sizes give byte-identical result tables and equal figure content hashes
+(real embedded models, through the CLI). One of them is the session's smoke build (tests/conftest.py:
+default threads, 1 or 2 here by load, and batch size 8); the other runs 3 worker threads with batch
+size 3, so neither count is shared."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import smoke_build
+
 pytestmark = pytest.mark.slow
-
-
-def _build(root: Path, threads: int, batch: int) -> Path:
-    root.mkdir(parents=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--preset", "smoke", "--no-progress",
-                        "--threads", str(threads), "--set", f"batch_size={batch}",
-                        "--cache", str(root / "cache"), "--out", str(root / "site")],
-                       capture_output=True, text=True, env=env, timeout=1800, cwd=root)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return root
 
 
 def _tables(root: Path) -> dict[str, bytes]:
@@ -35,9 +25,12 @@ def _figure_hashes(root: Path) -> dict[str, str]:
     return {fid: rec.get("hash") for fid, rec in man["figures"].items()}
 
 
-def test_smoke_tables_and_figure_hashes_identical_across_threads_and_batch_sizes(tmp_path):
-    a = _build(tmp_path / "a", threads=1, batch=8)
-    b = _build(tmp_path / "b", threads=2, batch=3)
+def test_smoke_tables_and_figure_hashes_identical_across_threads_and_batch_sizes(smoke, tmp_path):
+    a = smoke[0]
+    b = tmp_path / "b"
+    b.mkdir()
+    log, _ = smoke_build(b, "--threads", "3", "--set", "batch_size=3")
+    assert "analyses: 0 computed" not in log  # from an empty cache
     ta, tb = _tables(a), _tables(b)
     assert len(ta) >= 20 and ta.keys() == tb.keys()  # same cache keys: neither count is in them
     differ = [k for k in ta if ta[k] != tb[k]]

@@ -7,8 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -18,23 +16,7 @@ from report_builder.figures.registry import all_figures
 pytestmark = pytest.mark.slow
 
 
-def _build(tmp: Path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--preset", "smoke", "--no-progress",
-                        "--cache", str(tmp / "cache"), "--out", str(tmp / "site")],
-                       capture_output=True, text=True, env=env, timeout=1500, cwd=tmp)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert re.search(r"^analyses: \d+ computed", r.stdout, re.M)  # results on stdout, the log on stderr
-    return r.stdout + "\n" + r.stderr, time.perf_counter() - t0
-
-
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("smoke")
-    first, t1 = _build(tmp)
-    second, t2 = _build(tmp)
-    return tmp, first, second, t1, t2
+# the `smoke` fixture (tests/conftest.py): the build from an empty cache, then the same command again
 
 
 def _analysis_seconds(log: str) -> float:
