@@ -138,6 +138,9 @@ class Analysis:
         compute: `Run` -> result tables (name -> tidy DataFrame, columns in `schema.TABLES`).
         needs: ids of analyses of the same subject whose tables ``compute`` may read
             (through `Run.result`); the runner plans them first.
+        needs_if: Subject -> whether this subject's task reads its ``needs`` at all (None: always).
+            Where it is false the task waits for none of them (an executor may run it, its shards
+            included, beside them); ``compute`` must then not call `Run.result`.
         tables: names of the tables it returns.
         shard: how it splits over sequence shards (`Shard`), or None (always one task). When set,
             ``compute`` must be ``shard.whole``.
@@ -153,6 +156,7 @@ class Analysis:
     tables: tuple[str, ...]
     needs: tuple[str, ...] = ()
     shard: Shard | None = None
+    needs_if: Callable[[Subject], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:

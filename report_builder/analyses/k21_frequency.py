@@ -46,5 +46,11 @@ def _reduce(s: Subject, partials: list[dict[str, pd.DataFrame]]) -> dict[str, pd
 
 SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
 
+def _reads_mixing(s: Subject) -> bool:
+    """Only an unmasked mixing pass (causal models) is read; an encoder's task waits for nothing."""
+    return inputs.mask_rate(s) == 0
+
+
 ANALYSIS = Analysis(id="k21_frequency", version=2, scope="dataset", inputs="unmasked", params=_params,
-                    size=_size, compute=SHARD.whole, tables=("k21_freq",), needs=("k21_mixing",), shard=SHARD)
+                    size=_size, compute=SHARD.whole, tables=("k21_freq",), needs=("k21_mixing",), shard=SHARD,
+                    needs_if=_reads_mixing)

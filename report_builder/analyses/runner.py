@@ -119,6 +119,8 @@ def _task(a: Analysis, subject: Subject, planned: dict[tuple[str, str], Task]) -
         if (need, subject.label) not in planned:
             raise RuntimeError(f"analysis {a.id} needs {need}, which is not planned before it for {subject.label}")
         needs.append((need, planned[(need, subject.label)].key))
+    if a.needs_if is not None and not a.needs_if(subject):
+        needs = []  # this subject's task reads none of them: it need not wait for them
     return Task(a.id, a.version, subject, params, result_key(a.id, a.version, params), a.size(subject), tuple(needs))
 
 

@@ -149,3 +149,19 @@ def _write(tmp_path, cfg) -> str:
 def test_shard_size_is_validated(tmp_path, tiny_dirs):
     with pytest.raises(ConfigError, match="shard_size"):
         _cfg(tmp_path, tiny_dirs, "bad", 0)
+
+
+def test_frequency_waits_for_mixing_only_where_it_reads_it(tmp_path, tiny_dirs):
+    """`k21_frequency` reads the mixing pass only for a causal model (an unmasked pass it reuses): there
+    its task, or its reduce and shards, needs `k21_mixing`; an encoder's needs nothing, so an executor
+    runs it beside the mixing shards instead of after their reduce. Cache keys do not change."""
+    for shard_size in (None, 2):
+        plan = runner.plan(_cfg(tmp_path, tiny_dirs, f"plan{shard_size}", shard_size))
+        freq = [t for t in plan.tasks if t.analysis in ("k21_frequency", shard_id("k21_frequency"))]
+        assert freq
+        for t in freq:
+            mixing = [a for a, _ in t.needs if a in ("k21_mixing", shard_id("k21_mixing"))]
+            if t.subject.model.name == "dec":  # causal: the final mixing entry, never its shards
+                assert mixing == ["k21_mixing"], (t.label, t.needs)
+            else:
+                assert mixing == [], (t.label, t.needs)
