@@ -124,8 +124,9 @@ def _add_executor_args(p) -> None:
                    help="local: this process (default); ray: every task as a Ray task on a cluster "
                         "(needs pip install 'report_builder[distributed]'; README \"Run on a cluster\")")
     g.add_argument("--address", metavar="ADDR",
-                   help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here); "
-                        "default: start a local Ray")
+                   help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here; "
+                        "HOST:PORT of a cluster with token authentication also needs RAY_AUTH_MODE=token and "
+                        "its token, README \"Run on a cluster\"); default: start a local Ray")
     g.add_argument("--ray-num-cpus", dest="ray_num_cpus", type=int, metavar="N",
                    help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)")
 
