@@ -211,6 +211,34 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
     assert _tables(d) == rtables
 
 
+
+@needs_ray
+def test_smoke_build_on_ray_equals_the_local_smoke_build(cluster, smoke, tmp_path):
+    """The acceptance check as users run it: ``build --preset smoke --executor ray --shard-size 1`` (the
+    real embedded models; every K21 and K24 aggregate split into one-sequence shards, reduced on the
+    cluster) gives the session's local smoke build (tests/conftest.py) byte for byte: every table, and
+    every figure hash of the rendered site."""
+    where = tmp_path / "run"
+    where.mkdir()
+    cmd = [sys.executable, "-m", "report_builder", "build", "--preset", "smoke", "--no-progress",
+           "--executor", "ray", "--address", cluster.address, "--shard-size", "1",
+           "--cache", str(where / "cache"), "--out", str(where / "site")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env=_env(), cwd=where)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-4000:]}\n{cluster.diagnose()}"
+    computed = [ln.strip() for ln in _log_lines(r.stderr) if ln.startswith("  computed ")]
+    for analysis in ("k21_mixing", "k21_frequency", "k24_scopes"):  # each split, on both models
+        assert sum(f"[{analysis} 1:2]" in c for c in computed) >= 2, (analysis, computed)
+    local = {"cache_dir": str(smoke[0] / "cache")}
+    ltables, rtables = _tables(local), _tables({"cache_dir": str(where / "cache")})
+    finals = {k: v for k, v in rtables.items() if ".shard/" not in k}
+    assert len(ltables) >= 40 and finals.keys() == ltables.keys()
+    differ = [k for k in ltables if ltables[k] != finals[k]]
+    assert not differ, f"{len(differ)} of {len(ltables)} tables differ: {differ[:5]}"
+    hashes = [json.loads((root / "site" / "figures" / "manifest.json").read_text())["figures"]
+              for root in (smoke[0], where)]
+    lh, rh = ({fid: rec.get("hash") for fid, rec in m.items()} for m in hashes)
+    assert sum(h is not None for h in lh.values()) >= 20 and rh == lh
+
 def _pid(started: Path) -> int:
     """The worker pid a ``started-<analysis>-<key>-<pid>`` file names (its name, not its text: the
     file may still be empty when read)."""
