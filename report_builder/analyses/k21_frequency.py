@@ -16,8 +16,15 @@ def _params(s: Subject) -> dict:
     return s.data_params()
 
 
+def _reads_mixing(s: Subject) -> bool:
+    """Whether the mixing pass was unmasked already (causal models: mask rate 0), so this analysis
+    reuses its ``k21_tokens`` instead of decomposing the set again; only then does it read (and wait
+    for) ``k21_mixing``."""
+    return inputs.mask_rate(s) == 0
+
+
 def _size(s: Subject) -> int:
-    return 0 if inputs.mask_rate(s) == 0 else s.n_items
+    return 0 if _reads_mixing(s) else s.n_items
 
 
 def _map(run: Run, lo: int, hi: int) -> dict[str, pd.DataFrame]:
@@ -26,7 +33,7 @@ def _map(run: Run, lo: int, hi: int) -> dict[str, pd.DataFrame]:
     s = run.subject
     lm = run.lm()
     enc = inputs.unmasked(run, hi)[lo:hi]
-    if inputs.mask_rate(s) == 0:  # unmasked already (causal models): the mixing pass is this pass
+    if _reads_mixing(s):  # the mixing pass is this pass
         toks = run.result("k21_mixing")["k21_tokens"]
         if (lo, hi) != (0, s.n_items):
             toks = toks[(toks["seq"] >= lo) & (toks["seq"] < hi)]
@@ -45,10 +52,6 @@ def _reduce(s: Subject, partials: list[dict[str, pd.DataFrame]]) -> dict[str, pd
 
 
 SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
-
-def _reads_mixing(s: Subject) -> bool:
-    """Only an unmasked mixing pass (causal models) is read; an encoder's task waits for nothing."""
-    return inputs.mask_rate(s) == 0
 
 
 ANALYSIS = Analysis(id="k21_frequency", version=2, scope="dataset", inputs="unmasked", params=_params,
