@@ -1,5 +1,7 @@
 """Test-wide settings: offline hub, one torch thread (tiny models are dominated by thread sync); the
-session's smoke build, shared by tests/test_smoke_build.py and tests/test_reproducible_build.py."""
+session's smoke build, shared by tests/test_smoke_build.py, tests/test_reproducible_build.py and
+tests/test_ray_executor.py, and how builds are compared (their tables' bytes, their figure hashes)."""
+import json
 import os
 import re
 import subprocess
@@ -31,6 +33,18 @@ def smoke_build(tmp: Path, *extra: str) -> tuple[str, float]:
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert re.search(r"^analyses: \d+ computed", r.stdout, re.M)  # results on stdout, the log on stderr
     return r.stdout + "\n" + r.stderr, time.perf_counter() - t0
+
+
+def table_bytes(cache_dir) -> dict[str, bytes]:
+    """Every result table of a cache (shard entries included) by its path under ``results/``, as bytes."""
+    base = Path(cache_dir) / "results"
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*.parquet"))}
+
+
+def figure_hashes(site_dir) -> dict[str, str | None]:
+    """Each figure's content hash, from a rendered site's ``figures/manifest.json``."""
+    man = json.loads((Path(site_dir) / "figures" / "manifest.json").read_text())
+    return {fid: rec.get("hash") for fid, rec in man["figures"].items()}
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ from report_builder import api, distributed
 from report_builder.analyses import runner
 from report_builder.cache import Cache
 from report_builder.config import from_dict
+from tests.conftest import figure_hashes, table_bytes
 from tests.tiny_models import save_tiny
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
@@ -144,23 +145,17 @@ def _analyze(d: dict, executor=None, log=None):
     return api.analyze(from_dict(d), log=log or (lambda *_: None), progress=False, executor=executor)
 
 
-def _tables(d: dict) -> dict[str, bytes]:
-    base = Path(d["cache_dir"]) / "results"
-    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*.parquet"))}
-
-
 def _figure_hashes(d: dict, rep) -> dict[str, str]:
     cfg = from_dict(d)
     api.render(cfg, rep.tables, rep.provenance, log=lambda *_: None)
-    man = json.loads((Path(d["out_dir"]) / "figures" / "manifest.json").read_text())
-    return {fid: rec.get("hash") for fid, rec in man["figures"].items()}
+    return figure_hashes(d["out_dir"])
 
 
 @pytest.fixture(scope="module")
 def local_build(tmp_path_factory, models):
     d = _cfg(tmp_path_factory.mktemp("local"), models, "local")
     rep = _analyze(d)
-    return d, rep, _tables(d), _figure_hashes(d, rep)
+    return d, rep, table_bytes(d["cache_dir"]), _figure_hashes(d, rep)
 
 
 def _log_lines(stderr: str) -> list[str]:
@@ -189,7 +184,7 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
     # the local executor finds every final entry in the cache the cluster wrote: nothing left to compute
     rep = _analyze(d)
     assert not rep.computed and rep.entries == lrep.entries  # the same final entries, in plan order
-    rtables = _tables(d)
+    rtables = table_bytes(d["cache_dir"])
     finals = {k: v for k, v in rtables.items() if ".shard/" not in k}
     assert len(finals) >= 10 and finals.keys() == ltables.keys()
     differ = [k for k in ltables if ltables[k] != finals[k]]
@@ -208,7 +203,7 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
     computed = [ln.strip() for ln in _log_lines(again.stderr) if ln.startswith("  computed ")]
     assert "analyses: 2 computed" in again.stdout and len(computed) == 2, (again.stdout, computed)
     assert computed[1].startswith("computed enc · wiki [k21_mixing] "), computed
-    assert _tables(d) == rtables
+    assert table_bytes(d["cache_dir"]) == rtables
 
 
 
@@ -228,16 +223,14 @@ def test_smoke_build_on_ray_equals_the_local_smoke_build(cluster, smoke, tmp_pat
     computed = [ln.strip() for ln in _log_lines(r.stderr) if ln.startswith("  computed ")]
     for analysis in ("k21_mixing", "k21_frequency", "k24_scopes"):  # each split, on both models
         assert sum(f"[{analysis} 1:2]" in c for c in computed) >= 2, (analysis, computed)
-    local = {"cache_dir": str(smoke[0] / "cache")}
-    ltables, rtables = _tables(local), _tables({"cache_dir": str(where / "cache")})
+    ltables, rtables = table_bytes(smoke[0] / "cache"), table_bytes(where / "cache")
     finals = {k: v for k, v in rtables.items() if ".shard/" not in k}
     assert len(ltables) >= 40 and finals.keys() == ltables.keys()
     differ = [k for k in ltables if ltables[k] != finals[k]]
     assert not differ, f"{len(differ)} of {len(ltables)} tables differ: {differ[:5]}"
-    hashes = [json.loads((root / "site" / "figures" / "manifest.json").read_text())["figures"]
-              for root in (smoke[0], where)]
-    lh, rh = ({fid: rec.get("hash") for fid, rec in m.items()} for m in hashes)
+    lh, rh = figure_hashes(smoke[0] / "site"), figure_hashes(where / "site")
     assert sum(h is not None for h in lh.values()) >= 20 and rh == lh
+
 
 def _pid(started: Path) -> int:
     """The worker pid a ``started-<analysis>-<key>-<pid>`` file names (its name, not its text: the
@@ -290,7 +283,7 @@ def test_killed_worker_is_retried_without_partial_entries(cluster, models, local
     stderr = (where / "err.txt").read_text()
     assert proc.returncode == 0, f"exit {proc.returncode}\n{stderr[-4000:]}\n{cluster.diagnose()}"
     assert f"analyses: {len(tasks)} computed, 0 reused" in (where / "out.txt").read_text()
-    tables, ltables = _tables(d), local_build[2]
+    tables, ltables = table_bytes(d["cache_dir"]), local_build[2]
     assert len(tables) >= 5 and all(k in ltables and tables[k] == ltables[k] for k in tables), sorted(tables)
     cache = Cache(d["cache_dir"])
     assert cache.stale_temp() == []

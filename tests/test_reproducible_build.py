@@ -5,24 +5,11 @@ default threads, 1 or 2 here by load, and batch size 8); the other runs 3 worker
 size 3, so neither count is shared."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import smoke_build
+from tests.conftest import figure_hashes, smoke_build, table_bytes
 
 pytestmark = pytest.mark.slow
-
-
-def _tables(root: Path) -> dict[str, bytes]:
-    base = root / "cache" / "results"
-    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*.parquet"))}
-
-
-def _figure_hashes(root: Path) -> dict[str, str]:
-    man = json.loads((root / "site" / "figures" / "manifest.json").read_text())
-    return {fid: rec.get("hash") for fid, rec in man["figures"].items()}
 
 
 def test_smoke_tables_and_figure_hashes_identical_across_threads_and_batch_sizes(smoke, tmp_path):
@@ -31,10 +18,10 @@ def test_smoke_tables_and_figure_hashes_identical_across_threads_and_batch_sizes
     b.mkdir()
     log, _ = smoke_build(b, "--threads", "3", "--set", "batch_size=3")
     assert "analyses: 0 computed" not in log  # from an empty cache
-    ta, tb = _tables(a), _tables(b)
+    ta, tb = table_bytes(a / "cache"), table_bytes(b / "cache")
     assert len(ta) >= 20 and ta.keys() == tb.keys()  # same cache keys: neither count is in them
     differ = [k for k in ta if ta[k] != tb[k]]
     assert not differ, f"{len(differ)} of {len(ta)} tables differ: {differ[:5]}"
-    ha, hb = _figure_hashes(a), _figure_hashes(b)
+    ha, hb = figure_hashes(a / "site"), figure_hashes(b / "site")
     assert ha and ha == hb
     print(f"{len(ta)} tables byte-identical, {sum(v is not None for v in ha.values())} figure hashes equal")
