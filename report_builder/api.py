@@ -330,8 +330,8 @@ def render(cfg: Config, tables: dict[str, pd.DataFrame] | None = None, provenanc
 
 def summary_lines(tables: dict[str, pd.DataFrame], cfg: Config) -> list[str]:
     """The K21 and K24 headline numbers of a build, one line per model (printed in the build log);
-    the numbers come from `report_builder.analyses.headlines`, as on the site's pages."""
-    from report_builder.analyses import headlines
+    the numbers come from `report_builder.stats.headlines`, as on the site's pages."""
+    from report_builder.stats import headlines
 
     lines = []
     prim = cfg.datasets[0].id

@@ -4,7 +4,7 @@
 rewrite, kept verbatim as the baseline: every scope pair ranked both of its maps (a stable mergesort
 per map, twice per scope and per pair it is in), and every layer recomputed the sequence's pair
 categories as an ``(n, n)`` array of strings and counted them with ``np.unique``. The current code
-(`k24_compute.HostStats`) ranks each scope once with the fast unstable sort (exact average ranks
+(`stats.host_stats.HostStats`) ranks each scope once with the fast unstable sort (exact average ranks
 whatever order ties come in), computes categories once per sequence as int codes, and skips
 top-pair candidates under the running k-th value. `compare_host_stats` runs both on the same random
 maps, interleaved, and checks their tables are equal to the last bit.
@@ -19,7 +19,11 @@ import numpy as np
 import pandas as pd
 
 from report_builder import schema
-from report_builder.analyses import k24_stats as ks
+from report_builder.stats.context_snippet import context_snippet
+from report_builder.stats.maps import row_normalise, valid_pairs_mask
+from report_builder.stats.pair_categories import (CATEGORY_ORDER, _token_name_ids, find_name_spans, infer_word_ids,
+                                                  is_punctuation, strip_marker)
+from report_builder.stats.top_pairs import PAYLOAD, SeqInfo, TopPairs
 
 
 def _old_rank(x: np.ndarray) -> np.ndarray:
@@ -47,12 +51,12 @@ def _old_spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def old_ctx_change(map_s: np.ndarray, map_t: np.ndarray, causal: bool, mask: np.ndarray | None = None) -> float:
-    """`k24_stats.ctx_change` before the rewrite."""
+    """`stats.ctx_change.ctx_change` before the rewrite."""
     a = np.asarray(map_s, dtype=np.float64)
     b = np.asarray(map_t, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError(f"maps must be equal (n, n) arrays, got {a.shape} and {b.shape}")
-    m = ks.valid_pairs_mask(a.shape[0], causal)
+    m = valid_pairs_mask(a.shape[0], causal)
     if mask is not None:
         m = m & np.asarray(mask, dtype=bool)
     rho = _old_spearman(a[m], b[m])
@@ -62,7 +66,7 @@ def old_ctx_change(map_s: np.ndarray, map_t: np.ndarray, causal: bool, mask: np.
 
 
 def old_sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: bool) -> list[dict]:
-    """`k24_stats.sequence_ctx_changes` before the rewrite."""
+    """`stats.ctx_change.sequence_ctx_changes` before the rewrite."""
     lay = schema.layout(ln_position)
     rows = []
     for k, comp in enumerate(lay.components):
@@ -76,20 +80,20 @@ def old_sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, caus
 
 
 def old_pair_categories(tokens, word_ids, offsets, text: str, special, names=None) -> np.ndarray:
-    """`k24_stats.pair_categories` before the rewrite (string comparisons, ``np.select`` on names)."""
+    """`stats.pair_categories.pair_categories` before the rewrite (string comparisons, ``np.select`` on names)."""
     n = len(tokens)
     sp = np.asarray(special, dtype=bool).reshape(n)
     if word_ids is None:
-        word_ids = ks.infer_word_ids(tokens, sp)
+        word_ids = infer_word_ids(tokens, sp)
     wid = np.array([(-1 - k) if (w is None or sp[k]) else int(w) for k, w in enumerate(word_ids)])
     if offsets is not None:
         if names is None:
-            names = ks.find_name_spans(text)
-        nid = ks._token_name_ids(offsets, text, sp, names)
+            names = find_name_spans(text)
+        nid = _token_name_ids(offsets, text, sp, names)
     else:
         nid = -np.arange(1, n + 1)
-    stripped = np.array([ks.strip_marker(t) for t in tokens], dtype=object)
-    punct = np.array([ks.is_punctuation(t) for t in tokens], dtype=bool)
+    stripped = np.array([strip_marker(t) for t in tokens], dtype=object)
+    punct = np.array([is_punctuation(t) for t in tokens], dtype=bool)
     idx = np.arange(n)
     conds = [
         sp[:, None] | sp[None, :],
@@ -99,14 +103,14 @@ def old_pair_categories(tokens, word_ids, offsets, text: str, special, names=Non
         stripped[:, None] == stripped[None, :],
         punct[:, None] | punct[None, :],
     ]
-    return np.select(conds, list(ks.CATEGORY_ORDER[:-1]), default=ks.CATEGORY_ORDER[-1]).astype(object)
+    return np.select(conds, list(CATEGORY_ORDER[:-1]), default=CATEGORY_ORDER[-1]).astype(object)
 
 
-def old_top_add(tp: ks.TopPairs, seq: int, amp: np.ndarray, info: ks.SeqInfo, before=None, after=None) -> None:
-    """`k24_stats.TopPairs.add` before the rewrite (categories and their counts redone every layer)."""
+def old_top_add(tp: TopPairs, seq: int, amp: np.ndarray, info: SeqInfo, before=None, after=None) -> None:
+    """`stats.top_pairs.TopPairs.add` before the rewrite (categories and their counts redone every layer)."""
     amp = np.asarray(amp, dtype=np.float64)
     n = amp.shape[0]
-    valid = ks.valid_pairs_mask(n, tp.causal) & ~np.eye(n, dtype=bool)
+    valid = valid_pairs_mask(n, tp.causal) & ~np.eye(n, dtype=bool)
     cats = old_pair_categories(info.tokens, info.word_ids, info.offsets, info.text, info.special)
     vc = cats[valid]
     u, c = np.unique(vc.astype(str), return_counts=True)
@@ -125,21 +129,21 @@ def old_top_add(tp: ks.TopPairs, seq: int, amp: np.ndarray, info: ks.SeqInfo, be
             before=float(before[i, j]) if before is not None else float("nan"),
             after=float(after[i, j]) if after is not None else float("nan"),
             category=str(cats[i, j]),
-            context=ks.context_snippet(info.text, info.offsets, i, j, tp.width, info.tokens)
+            context=context_snippet(info.text, info.offsets, i, j, tp.width, info.tokens)
             if info.offsets is not None else f"{info.tokens[i]} ← {info.tokens[j]}",
         ))
 
 
 class NaiveHostStats:
-    """`k24_compute.HostStats` as `scope_partials` did it before the rewrite (same interface)."""
+    """`stats.host_stats.HostStats` as `scope_partials` did it before the rewrite (same interface)."""
 
     def __init__(self, lay, causal: bool, *, top_k: int, include_special: bool, n_layers: int):
-        from report_builder.analyses.k24_compute import HostStats
+        from report_builder.stats.host_stats import HostStats
 
         self._cols = HostStats.CTX_COLS
         self.lay, self.causal, self.top_k, self.include_special = lay, causal, top_k, include_special
         self.ctx_rows: list[dict] = []
-        self.tops: dict[int, ks.TopPairs] = {}
+        self.tops: dict[int, TopPairs] = {}
 
     def add(self, e, layer: int, full: dict[str, np.ndarray]) -> None:
         lay = self.lay
@@ -149,9 +153,9 @@ class NaiveHostStats:
             maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
         for row in old_sequence_ctx_changes(maps, lay.id, self.causal):
             self.ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
-        b, a = ks.row_normalise(full[lay.ff_before]), ks.row_normalise(full[lay.ff_after])
-        tp = self.tops.setdefault(layer, ks.TopPairs(k=self.top_k, causal=self.causal))
-        info = ks.SeqInfo(tokens=e.tokens, special=e.special, text=e.text, offsets=e.offsets, word_ids=e.word_ids)
+        b, a = row_normalise(full[lay.ff_before]), row_normalise(full[lay.ff_after])
+        tp = self.tops.setdefault(layer, TopPairs(k=self.top_k, causal=self.causal))
+        info = SeqInfo(tokens=e.tokens, special=e.special, text=e.text, offsets=e.offsets, word_ids=e.word_ids)
         old_top_add(tp, e.seq, a - b, info, before=b, after=a)
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -159,7 +163,7 @@ class NaiveHostStats:
         return {
             "ctx_rows": pd.DataFrame(self.ctx_rows, columns=list(self._cols)),
             "top_pairs": pd.concat([tp.top_frame().drop(columns="rank").assign(layer=l) for l, tp in tops],
-                                   ignore_index=True)[["layer", *ks.PAYLOAD]],
+                                   ignore_index=True)[["layer", *PAYLOAD]],
             "base_counts": pd.concat([tp.base_frame().assign(layer=l) for l, tp in tops],
                                      ignore_index=True)[["layer", "category", "base_count"]],
         }
@@ -214,13 +218,13 @@ def tables_identical(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> 
 
 def compare_host_stats(lay, causal: bool, encoded: list, n_layers: int, *, top_k: int = 20,
                        include_special: bool = True, repeats: int = 2, seed: int = 0, ties: bool = False) -> dict:
-    """Time `k24_compute.HostStats` and `NaiveHostStats` on the same random maps of ``encoded``'s
+    """Time `stats.host_stats.HostStats` and `NaiveHostStats` on the same random maps of ``encoded``'s
     lengths (``n_layers`` layers each), interleaved, fastest of ``repeats`` each.
 
     Returns seconds per (sequence, layer) of each (``host_s``, ``host_old_s``), their ratio
     (``host_speedup``) and whether the tables are bit-identical (``host_identical``).
     """
-    from report_builder.analyses.k24_compute import HostStats
+    from report_builder.stats.host_stats import HostStats
 
     maps = random_maps(lay, causal, [len(e) for e in encoded], n_layers, seed=seed, ties=ties)
     new_t, old_t, identical = [], [], True

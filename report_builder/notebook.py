@@ -227,13 +227,13 @@ class Decomposition:
 
 
 def _valid_pairs(n: int, causal: bool):
-    from report_builder.analyses.k24_stats import valid_pairs_mask
+    from report_builder.stats.maps import valid_pairs_mask
 
     return valid_pairs_mask(n, causal)
 
 
 def _row_normalise(m):
-    from report_builder.analyses.k24_stats import row_normalise
+    from report_builder.stats.maps import row_normalise
 
     return row_normalise(m)
 

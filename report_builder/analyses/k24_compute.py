@@ -2,7 +2,8 @@
 RES/LN norms and per-dimension LN effects, from the full-layer decomposition.
 
 One pass over the sequences feeds every K24 table (maps are n x n per scope and are not kept beyond
-the sequence). Pitfall: causal models use only pairs j <= i everywhere (Spearman, FF-amp, base rates).
+the sequence); the per-sequence statistics on the maps are `report_builder.stats` (`HostStats`), the
+reduce folds them exactly. Pitfall: causal models use only pairs j <= i everywhere (Spearman, FF-amp, base rates).
 """
 from __future__ import annotations
 
@@ -11,18 +12,18 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from report_builder.analyses import k24_stats as ks
 from report_builder.analyses.inputs import tokens_of
 from report_builder.analyses.k21_compute import errors_frame
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.options import IGOptions
+from report_builder.stats.ctx_change import summarise_ctx
+from report_builder.stats.host_stats import HostStats
+from report_builder.stats.maps import row_normalise, valid_pairs_mask
+from report_builder.stats.res_ln import kept_ratio, norm_ratio_summary
+from report_builder.stats.top_pairs import TopPairs, category_shares
 
 if TYPE_CHECKING:  # pragma: no cover - torch is imported by the functions that compute (a cached build never does)
     from report_builder.models.loading import LoadedModel
-
-
-def _info(e: EncodedSeq) -> ks.SeqInfo:
-    return ks.SeqInfo(tokens=e.tokens, special=e.special, text=e.text, offsets=e.offsets, word_ids=e.word_ids)
 
 
 def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str, top_k: int = 20,
@@ -118,64 +119,8 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
     }
 
 
-class HostStats:
-    """The K24 pass's statistics on the scope maps, one sequence and layer at a time (host CPU, numpy):
-    contextualization changes (`ks.sequence_ctx_changes`: each scope ranked once) and the FF-amp
-    top pairs and base counts (`ks.TopPairs`), with each sequence's pair categories computed once for
-    all its layers (`ks.seq_pairs`, dropped after its last layer).
-
-    Args:
-        lay: the model's `schema.Layout`. causal: pairs ``j ≤ i`` only.
-        include_special: when False, the contextualization change leaves out pairs of special tokens.
-        n_layers: layers each sequence comes with (when its pairs can be dropped).
-    """
-
-    CTX_COLS = ("seq", "layer", "kind", "component", "from_scope", "to_scope", "change")
-
-    def __init__(self, lay, causal: bool, *, top_k: int, include_special: bool, n_layers: int):
-        self.lay, self.causal, self.top_k = lay, causal, top_k
-        self.include_special, self.n_layers = include_special, n_layers
-        self.ctx_rows: list[dict] = []
-        self.tops: dict[int, ks.TopPairs] = {}
-        self._pairs: dict[int, tuple[ks.SeqPairs, int]] = {}  # seq -> (its pairs, layers still to come)
-
-    def add(self, e: EncodedSeq, layer: int, full: dict[str, np.ndarray]) -> None:
-        """One sequence's scope maps (scope -> ``(n, n)`` array) of one layer."""
-        lay = self.lay
-        maps = full
-        if not self.include_special:
-            keep = ~np.asarray(e.special)
-            maps = {s: m[np.ix_(keep, keep)] for s, m in full.items()}
-        for row in ks.sequence_ctx_changes(maps, lay.id, self.causal):
-            self.ctx_rows.append(dict(seq=e.seq, layer=layer, **row))
-        b, a = ks.row_normalise(full[lay.ff_before]), ks.row_normalise(full[lay.ff_after])
-        info = _info(e)
-        pairs, left = self._pairs.get(e.seq) or (ks.seq_pairs(info, self.causal), self.n_layers)
-        if left > 1:
-            self._pairs[e.seq] = (pairs, left - 1)
-        else:
-            self._pairs.pop(e.seq, None)
-        tp = self.tops.setdefault(layer, ks.TopPairs(k=self.top_k, causal=self.causal))
-        tp.add(e.seq, a - b, info, before=b, after=a, pairs=pairs)
-
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """``ctx_rows``, ``top_pairs`` and ``base_counts`` of `scope_partials`."""
-        tops = sorted(self.tops.items())
-        return {
-            "ctx_rows": pd.DataFrame(self.ctx_rows, columns=list(self.CTX_COLS)),
-            "top_pairs": _concat([tp.top_frame().drop(columns="rank").assign(layer=l) for l, tp in tops],
-                                 ["layer", *ks.PAYLOAD]),
-            "base_counts": _concat([tp.base_frame().assign(layer=l) for l, tp in tops],
-                                   ["layer", "category", "base_count"]),
-        }
-
-
 def _repeat(values: list[int], counts: list[int]) -> np.ndarray:
     return np.repeat(np.asarray(values, dtype=np.int64), np.asarray(counts, dtype=np.int64))
-
-
-def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
 def _in_seq_order(partials: list[dict[str, pd.DataFrame]], name: str) -> pd.DataFrame:
@@ -198,23 +143,23 @@ def reduce_scopes(partials: list[dict[str, pd.DataFrame]], *, model: str, datase
     """
     md = dict(model=model, dataset=dataset)
     ctx_rows = _in_seq_order(partials, "ctx_rows")
-    ctx = ks.summarise_ctx(ctx_rows.assign(**md)) if len(ctx_rows) else pd.DataFrame()
+    ctx = summarise_ctx(ctx_rows.assign(**md)) if len(ctx_rows) else pd.DataFrame()
 
     layers = sorted({int(l) for p in partials for l in p["base_counts"]["layer"]})
-    tops: dict[int, ks.TopPairs] = {l: ks.TopPairs(k=top_k, causal=causal) for l in layers}
+    tops: dict[int, TopPairs] = {l: TopPairs(k=top_k, causal=causal) for l in layers}
     for p in partials:
         top, base = p["top_pairs"], p["base_counts"]
         for l in sorted({int(x) for x in base["layer"]}):
             tops[l].merge(top[top["layer"] == l], base[base["layer"] == l])
     tops_df = pd.concat([tp.top_frame().assign(layer=l, **md) for l, tp in sorted(tops.items())], ignore_index=True)
     base_df = pd.concat([tp.base_frame().assign(layer=l, **md) for l, tp in sorted(tops.items())], ignore_index=True)
-    shares = ks.category_shares(tops_df, base_df)
+    shares = category_shares(tops_df, base_df)
 
     norms = _in_seq_order(partials, "token_norms")
     res_rows = []
     for l in sorted({int(x) for x in norms["layer"]}):
         at = norms["layer"].to_numpy() == l
-        res_rows.append(dict(**md, layer=l, **ks.norm_ratio_summary(norms["ff_norm"].to_numpy()[at],
+        res_rows.append(dict(**md, layer=l, **norm_ratio_summary(norms["ff_norm"].to_numpy()[at],
                                                                      norms["res_norm"].to_numpy()[at])))
 
     counts, sums = _in_seq_order(partials, "dim_counts"), _in_seq_order(partials, "dim_sums")
@@ -238,7 +183,7 @@ def reduce_scopes(partials: list[dict[str, pd.DataFrame]], *, model: str, datase
         lnc = acc_ln / n if l in gamma else np.full_like(ffc, np.nan)
         g = gamma.get(l, np.full_like(ffc, np.nan))
         dim_rows.append(pd.DataFrame(dict(**md, layer=l, dim=np.arange(ffc.shape[0]), ff_change=ffc, ln_weight=g,
-                                          ln_out_change=lnc, kept_ratio=ks.kept_ratio(ffc, lnc))))
+                                          ln_out_change=lnc, kept_ratio=kept_ratio(ffc, lnc))))
 
     errs: dict[tuple[int, str], float] = {}
     for p in partials:
@@ -268,9 +213,9 @@ def example_maps(lm: LoadedModel, examples: list[EncodedSeq], names: list[str], 
         e = examples[k]
         n = len(e)
         ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-        valid = ks.valid_pairs_mask(n, lm.causal)
+        valid = valid_pairs_mask(n, lm.causal)
         for s in scopes:
-            m = ks.row_normalise(r.maps[s].cpu().numpy())
+            m = row_normalise(r.maps[s].cpu().numpy())
             parts.append(pd.DataFrame(dict(model=model, example=names[k], layer=layer, scope=s,
                                            i=ii[valid], j=jj[valid],
                                            token_i=np.asarray(e.tokens, dtype=object)[ii[valid]],

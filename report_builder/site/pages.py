@@ -16,7 +16,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from report_builder.analyses import headlines
+from report_builder.stats import headlines
 from report_builder.site import htmltable, mathml
 from report_builder.site.paths import HANDWRITTEN_DOCS, TEMPLATES_DIR
 

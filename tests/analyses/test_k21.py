@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from report_builder.analyses import k21_compute, k21_stats
+from report_builder.analyses import k21_compute
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.layer import K21_METHODS
 from report_builder.decompose.reference import reference_layer, reference_ratio
@@ -18,6 +18,7 @@ from report_builder.figures import k21
 from report_builder.figures.k21 import categories, mixing
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles
 from report_builder.models.capture import forward_capture
+from report_builder.stats import k21 as k21_stats
 from report_builder import schema
 from tests.tiny_models import tiny
 

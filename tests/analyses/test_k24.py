@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from report_builder.analyses import k24_compute
-from report_builder.analyses import k24_stats as ks
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import decompose_layer
@@ -20,6 +19,9 @@ from report_builder.engine import Tokens, decompose_sequences
 from report_builder.figures import k24
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles
 from report_builder.models.capture import forward_capture
+from report_builder.stats.ctx_change import ctx_change
+from report_builder.stats.maps import row_normalise, valid_pairs_mask
+from report_builder.stats.pair_categories import CATEGORY_ORDER, pair_categories, strip_marker
 from report_builder import schema
 from tests.tiny_models import tiny
 
@@ -118,7 +120,7 @@ def test_hand_made_sequences_are_consistent(models):
         for e in _seqs(lm):
             for t, o in zip(e.tokens, e.offsets):
                 if o is not None:
-                    assert ks.strip_marker(t).lower() == e.text[o[0]:o[1]].lower(), (t, o)
+                    assert strip_marker(t).lower() == e.text[o[0]:o[1]].lower(), (t, o)
 
 
 def test_schemas(computed):
@@ -151,10 +153,10 @@ def test_ctx_table(key, models, computed):
     _, maps = computed
     for layer in range(lm.n_layers):
         for s, t_ in zip(scopes[:-1], scopes[1:]):
-            vals = [ks.ctx_change(maps[key, k, layer, s], maps[key, k, layer, t_], lm.causal) for k in range(len(TEXTS))]
+            vals = [ctx_change(maps[key, k, layer, s], maps[key, k, layer, t_], lm.causal) for k in range(len(TEXTS))]
             row = ctx[(ctx.layer == layer) & (ctx.kind == "component") & (ctx.from_scope == s)]
             assert row.change.iloc[0] == pytest.approx(np.mean(vals), abs=1e-9)
-            assert ks.ctx_change(maps[key, 0, layer, s], maps[key, 0, layer, s], lm.causal) == 0.0
+            assert ctx_change(maps[key, 0, layer, s], maps[key, 0, layer, s], lm.causal) == 0.0
 
 
 @pytest.mark.parametrize("key", ["bert", "llama"])
@@ -167,14 +169,14 @@ def test_ffamp_from_maps(key, models, computed):
         best = -np.inf
         amps = {}
         for k, e in enumerate(_seqs(lm)):
-            b = ks.row_normalise(maps[key, k, layer, before_s])
-            a = ks.row_normalise(maps[key, k, layer, after_s])
+            b = row_normalise(maps[key, k, layer, before_s])
+            a = row_normalise(maps[key, k, layer, after_s])
             amp = a - b
             np.testing.assert_allclose(amp.sum(1), 0.0, atol=1e-9)  # FF-amp rows sum to 0
             np.testing.assert_allclose(b.sum(1), 1.0, atol=1e-9)
             if lm.causal:
                 assert np.abs(np.triu(maps[key, k, layer, after_s], 1)).max() == 0.0
-            valid = ks.valid_pairs_mask(len(e), lm.causal) & ~np.eye(len(e), dtype=bool)
+            valid = valid_pairs_mask(len(e), lm.causal) & ~np.eye(len(e), dtype=bool)
             best = max(best, amp[valid].max())
             amps[k] = (amp, b, a)
         sub = pairs[pairs.layer == layer].sort_values("rank")
@@ -191,7 +193,7 @@ def test_ffamp_from_maps(key, models, computed):
             assert r.before == pytest.approx(b[r.i, r.j], abs=1e-6)
             e = _seqs(lm)[r.seq]
             assert (r.token_i, r.token_j) == (e.tokens[r.i], e.tokens[r.j])
-            assert r.category == ks.pair_categories(e.tokens, e.word_ids, e.offsets, e.text, e.special)[r.i, r.j]
+            assert r.category == pair_categories(e.tokens, e.word_ids, e.offsets, e.text, e.special)[r.i, r.j]
             assert "⟦" in r.context
 
 
@@ -200,10 +202,10 @@ def test_pair_categories_end_to_end(key, models, computed):
     lm = models[key]
     enc = _seqs(lm)
     base = computed[0][key]["k24_ffamp_base"]
-    n_pairs = sum(int((ks.valid_pairs_mask(len(e), lm.causal) & ~np.eye(len(e), dtype=bool)).sum()) for e in enc)
+    n_pairs = sum(int((valid_pairs_mask(len(e), lm.causal) & ~np.eye(len(e), dtype=bool)).sum()) for e in enc)
     for layer in range(lm.n_layers):
         sub = base[base.layer == layer].set_index("category")
-        assert list(sub.index) == list(ks.CATEGORY_ORDER)
+        assert list(sub.index) == list(CATEGORY_ORDER)
         assert sub.base_count.sum() == n_pairs
         assert sub.top_count.sum() == TOP_K
         assert sub.base_share.sum() == pytest.approx(1.0) and sub.top_share.sum() == pytest.approx(1.0)
@@ -212,8 +214,8 @@ def test_pair_categories_end_to_end(key, models, computed):
             assert sub.loc[cat, "base_count"] > 0, (key, cat)
     # specific pairs of the first sequence
     e = enc[0]
-    cats = ks.pair_categories(e.tokens, e.word_ids, e.offsets, e.text, e.special)
-    pos = {ks.strip_marker(t).lower(): k for k, t in enumerate(e.tokens)}
+    cats = pair_categories(e.tokens, e.word_ids, e.offsets, e.text, e.special)
+    pos = {strip_marker(t).lower(): k for k, t in enumerate(e.tokens)}
     assert cats[pos["report"], pos["ed"]] == "same word"
     assert cats[pos["new"], pos["times"]] == "multi-word name"
     assert cats[pos["new"], pos["york"]] == "multi-word name"  # before "adjacent"

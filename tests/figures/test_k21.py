@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from report_builder import papers, schema
-from report_builder.analyses import k21_figure_stats as figstats
 from report_builder.figures import reported
 from report_builder.figures.k21 import SPECS, categories, frequency, mixing
 from report_builder.figures.registry import figure
 from report_builder.figures.spec import FigureContext, NotConfigured, Roles
+from report_builder.stats import k21_figures as figstats
 from tests.figures.test_contract import check_entry
 from tests.fixtures.contexts import context
 from tests.fixtures.k21_tables import fixture_roles, k21_fixture_tables

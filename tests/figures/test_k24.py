@@ -99,7 +99,7 @@ def test_maps_explorer_cuts_long_examples(tables, ctx):
 def test_cancellation_reading_computes_each_components_direction():
     """LN adding change back after RES is said so (the numbers decide the verb, never the paper)."""
     from report_builder import schema
-    from report_builder.analyses.headlines import Cancellation
+    from report_builder.stats.headlines import Cancellation
     from report_builder.figures.k24 import readings
 
     lay = schema.POST_LN

@@ -11,7 +11,7 @@ from typing import Callable
 
 from report_builder import papers
 from report_builder import tokens as token_display
-from report_builder.analyses import k21_stats as st
+from report_builder.stats import k21 as st
 from report_builder.figures import display, snippets
 from report_builder.figures.charts import heatmap
 from report_builder.figures.k21 import readings, selection as sel

@@ -1,6 +1,6 @@
 """K21 Table 8: the expansion rate of each layer's value→output map, with its per-layer chart.
 
-Numbers come from `k21_figure_stats.expansion_rows` (a seed group of ≥ 2 models is one summary row
+Numbers come from `stats.k21_figures.expansion_rows` (a seed group of ≥ 2 models is one summary row
 and one mean line); under the ``paper`` preset the authors' per-layer values are added as dashed
 lines. Pitfall: the paper's numbers are matched on model *source*, never on the configured name.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from report_builder.analyses import k21_figure_stats as figstats
+from report_builder.stats import k21_figures as figstats
 from report_builder.figures import reported, snippets
 from report_builder.figures.charts.lines import per_layer_chart
 from report_builder.figures.k21 import readings, selection as sel

@@ -1,16 +1,16 @@
 """K21 word-frequency results: Table 3, Fig. 4 and the appendix Tables 9–11 (Spearman ρ).
 
 ρ is between each token occurrence's corpus-frequency rank and its mixing ratio averaged over layers
-(`k21_stats.frequency_spearman`), on unmasked inputs. Pitfall: Fig. 4 subsamples the 'other' points
-for the page (`k21_figure_stats.frequency_points`, seed 0) but its reading uses every occurrence.
+(`stats.k21.frequency_spearman`), on unmasked inputs. Pitfall: Fig. 4 subsamples the 'other' points
+for the page (`stats.k21_figures.frequency_points`, seed 0) but its reading uses every occurrence.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from report_builder import schema
-from report_builder.analyses import k21_figure_stats as figstats
-from report_builder.analyses import k21_stats as st
+from report_builder.stats import k21 as st
+from report_builder.stats import k21_figures as figstats
 from report_builder.figures.charts import points
 from report_builder.figures.k21 import readings, selection as sel, tables
 from report_builder.figures.spec import FigureContext, FigureResult

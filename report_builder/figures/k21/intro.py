@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from report_builder.analyses import k21_figure_stats as figstats
+from report_builder.stats import k21_figures as figstats
 from report_builder.figures import snippets
 from report_builder.figures.charts import diagrams, token_maps
 from report_builder.figures.k21 import readings, selection as sel

@@ -1,6 +1,6 @@
 """K21 mixing-ratio tables: Table 2 (every model), Table 5 (variants), Table 6 (datasets), Table 7 (seeds).
 
-Statistics come from `report_builder.analyses.k21_stats`; formatting from `k21.tables`; prose from
+Statistics come from `report_builder.stats.k21`; formatting from `k21.tables`; prose from
 `k21.readings`. Pitfall: Table 2 always includes the primary encoder, even when it is not in
 ``roles.encoders``, and lists configured models without rows under ``params["missing"]``.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder import papers
-from report_builder.analyses import k21_stats as st
+from report_builder.stats import k21 as st
 from report_builder.figures import snippets
 from report_builder.figures.k21 import readings, selection as sel, tables
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured

@@ -10,7 +10,7 @@ import pandas as pd
 
 
 def mixing_reading(stats: pd.DataFrame, who: str) -> str:
-    """ATTNRESLN-N vs ATTN-N mean mixing ratio of one model (from `k21_stats` per-model stats)."""
+    """ATTNRESLN-N vs ATTN-N mean mixing ratio of one model (from `stats.k21` per-model stats)."""
     s = stats.set_index("method")["mean"]
     if "ATTNRESLN-N" not in s or "ATTN-N" not in s:
         return ""
@@ -21,7 +21,7 @@ def mixing_reading(stats: pd.DataFrame, who: str) -> str:
 
 
 def rho_reading(fs: pd.DataFrame, who: str) -> str:
-    """The sign and size of the ATTNRESLN-N frequency correlation (from `k21_stats.frequency_spearman`)."""
+    """The sign and size of the ATTNRESLN-N frequency correlation (from `stats.k21.frequency_spearman`)."""
     r = fs.set_index("method")
     if "ATTNRESLN-N" not in r.index:
         return ""
@@ -33,7 +33,7 @@ def rho_reading(fs: pd.DataFrame, who: str) -> str:
 
 
 def self_share_reading(share: pd.Series) -> str:
-    """K21 Fig. 1: the diagonal share of ATTN-N vs ATTNRESLN-N rows (from `k21_figure_stats.self_share`)."""
+    """K21 Fig. 1: the diagonal share of ATTN-N vs ATTNRESLN-N rows (from `stats.k21_figures.self_share`)."""
     return (f"On this sentence pair, a token's own term carries on average {share['ATTN-N']:.0f}% of its row in "
             f"ATTN-N but {share['ATTNRESLN-N']:.0f}% in ATTNRESLN-N: once the residual and LayerNorm are "
             f"included, each token mostly keeps its own information.")
@@ -41,7 +41,7 @@ def self_share_reading(share: pd.Series) -> str:
 
 def category_reading(means: pd.DataFrame) -> str:
     """K21 Fig. 3 family: ATTNRESLN-N overall mixing in the first vs last layer, [CLS]/[SEP] vs Normal
-    (from `k21_stats.layer_category_means`)."""
+    (from `stats.k21.layer_category_means`)."""
     ov = means[(means["category"] == "Overall") & (means["method"] == "ATTNRESLN-N")].sort_values("layer")
     reading = ""
     if len(ov):

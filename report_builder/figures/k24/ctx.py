@@ -1,7 +1,7 @@
 """K24 contextualization-change figures: through FF, through each component, cumulative, every model.
 
 Change = 1 − Spearman ρ between two scopes' maps (``k24_ctx``). Component order and colours come from
-the layouts in `report_builder.schema`; the cancellation numbers from `k24_figure_stats`.
+the layouts in `report_builder.schema`; the cancellation numbers from `stats.k24_figures`.
 Pitfall: a model's "after FF" and "whole layer" scopes differ by layout; ask its `Layout`.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 
 from report_builder import schema
-from report_builder.analyses import headlines, k24_figure_stats as figstats
+from report_builder.stats import headlines, k24_figures as figstats
 from report_builder.figures import snippets, theme
 from report_builder.figures.charts import lines
 from report_builder.figures.k24 import readings, selection as sel

@@ -1,8 +1,8 @@
 """K24 FF-amplified token pairs: the top pairs (table + strip chart) and their categories vs base rates.
 
 FF-amp[i, j] = Â_after − Â_before with the layout's ``ff_before`` / ``ff_after`` scopes (computed in
-`report_builder.analyses.k24_stats`). Categories and their order come from `schema.PAIR_CATEGORIES`.
-Pitfall: category shares are pooled from counts (`k24_figure_stats.category_lift`), not averaged
+`report_builder.stats.top_pairs`). Categories and their order come from `schema.PAIR_CATEGORIES`.
+Pitfall: category shares are pooled from counts (`stats.k24_figures.category_lift`), not averaged
 over layers, so a layer with few pairs does not weigh as much as one with many.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 
 from report_builder import schema
-from report_builder.analyses import k24_figure_stats as figstats
+from report_builder.stats import k24_figures as figstats
 from report_builder.figures.charts import bars, heatmap, points
 from report_builder.figures.k24 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult

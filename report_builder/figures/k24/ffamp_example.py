@@ -2,9 +2,9 @@
 
 The paper's linguistic-evidence figure shows, in sentences, which token pairs FF amplifies. Here the
 cached example maps (``k24_maps``, row-normalised) give, for the K21 example pair and one layer,
-``FF-amp = Â^{after FF} − Â^{before FF}`` (`k24_stats.ffamp`); the map is drawn as a diverging
+``FF-amp = Â^{after FF} − Â^{before FF}`` (`stats.maps.ffamp`); the map is drawn as a diverging
 heatmap (query token i × source token j) and the top pairs (i ≠ j, positive amp) are numbered on it
-and listed with their linguistic category (`k24_stats.pair_categories`, word ids inferred from the
+and listed with their linguistic category (`stats.pair_categories`, word ids inferred from the
 subword markers). The layer shown is the one whose top pair is amplified most (computed, stated in
 the reading).
 
@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from report_builder import schema
-from report_builder.analyses import k24_stats as ks
+from report_builder.stats.maps import ffamp
+from report_builder.stats.pair_categories import pair_categories
 from report_builder.figures import snippets, theme
 from report_builder.figures.charts.data import inline_data
 from report_builder.figures.k24 import selection as sel
@@ -45,7 +46,7 @@ def example_amp(maps: pd.DataFrame, layout: schema.Layout) -> tuple[pd.DataFrame
     toks = maps.drop_duplicates("i").sort_values("i")["token_i"].astype(str).tolist()
     n = len(toks)
     special = [bool(_SPECIAL.match(t)) for t in toks]
-    cats = ks.pair_categories(tuple(toks), None, None, "", tuple(special))
+    cats = pair_categories(tuple(toks), None, None, "", tuple(special))
     best, best_layer = -np.inf, None
     amps = {}
     for layer, g in maps.groupby("layer", sort=True):
@@ -55,7 +56,7 @@ def example_amp(maps: pd.DataFrame, layout: schema.Layout) -> tuple[pd.DataFrame
             m = np.zeros((n, n))
             m[gs["i"].to_numpy(), gs["j"].to_numpy()] = gs["value"].to_numpy()
             mats[s] = m
-        a = ks.ffamp(mats[before_s], mats[after_s])
+        a = ffamp(mats[before_s], mats[after_s])
         amps[int(layer)] = a
         off = a.copy()
         np.fill_diagonal(off, -np.inf)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from report_builder.analyses import k24_figure_stats as figstats
+from report_builder.stats import k24_figures as figstats
 from report_builder.figures import snippets
 from report_builder.figures.charts import diagrams, token_maps
 from report_builder.figures.k24 import readings, selection as sel

@@ -61,7 +61,7 @@ def _step_verb(component: str, before: float, after: float) -> str:
 
 def cancellation_reading(rows) -> str:
     """k24-ctx-cumulative / k24-models: ``rows`` of (model, layout, dataset, headline, path) where
-    ``headline`` is `analyses.headlines.cancellation` (the Home page's numbers) and ``path`` maps each
+    ``headline`` is `stats.headlines.cancellation` (the Home page's numbers) and ``path`` maps each
     scope to the mean cumulative change from ATB. Each component after FF gets the direction of its
     own step; the verdict compares the whole-layer change with the change right after FF."""
     parts = []
@@ -120,7 +120,7 @@ def res_norms_reading(rows) -> str:
 
 
 def ln_dims_reading(dataset: str, rows) -> str:
-    """k24-ln-dims: ``rows`` of (model, its `k24_figure_stats.ln_dims_summary` rows)."""
+    """k24-ln-dims: ``rows`` of (model, its `stats.k24_figures.ln_dims_summary` rows)."""
     parts = []
     for m, g in rows:
         parts.append(f"{m}: LN passes on {g['kept_share'].mean():.0%} of FF's per-dimension change "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import altair as alt
 
-from report_builder.analyses import k24_figure_stats as figstats
+from report_builder.stats import k24_figures as figstats
 from report_builder.figures.charts import lines, points
 from report_builder.figures.k24 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult

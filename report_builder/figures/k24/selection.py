@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder import schema
-from report_builder.analyses import k24_figure_stats as figstats
+from report_builder.stats import k24_figures as figstats
 from report_builder.figures import snippets
 from report_builder.figures.spec import FigureContext, NotConfigured
 

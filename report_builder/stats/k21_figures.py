@@ -1,4 +1,4 @@
-"""Numbers the K21 figures derive from the result tables beyond `k21_stats` (torch-free, pandas only).
+"""Numbers the K21 figures derive from the result tables beyond `stats.k21` (torch-free, pandas only).
 
 * `self_share` — share of each map row that stays on the diagonal (K21 Fig. 1's reading).
 * `frequency_points` — token occurrences grouped for K21 Fig. 4 ([CLS], [SEP], '.', ',', other), the
@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from report_builder.analyses import k21_stats as st
+from report_builder.stats import k21 as st
 
 #: K21 Fig. 4's point groups, in legend order.
 FIG4_GROUPS = ("[CLS]", "[SEP]", ".", ",", "other")

@@ -1,6 +1,6 @@
 """Derived K21 statistics over the tidy result tables (pure pandas/scipy; no torch, no altair).
 
-Both the compute side (summaries in logs/benchmarks) and the figures (`report_builder.figures.k21`) use
+The build log's headlines (`stats.headlines`) and the figures (`report_builder.figures.k21`) use
 these functions, so a number printed on the site is computed exactly once, here.
 
 Inputs are the contract tables of ARCHITECTURE.md:

@@ -1,11 +1,11 @@
-"""Hand-computed checks of the K21 derived statistics (report_builder.analyses.k21_stats)."""
+"""Hand-computed checks of the K21 derived statistics (report_builder.stats.k21)."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from report_builder.analyses import k21_stats as st
+from report_builder.stats import k21 as st
 
 
 def _tokens(rows):

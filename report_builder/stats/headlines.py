@@ -19,8 +19,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from report_builder.analyses import k21_stats
-from report_builder.analyses import k24_figure_stats as k24fs
+from report_builder.stats import k21
+from report_builder.stats import k24_figures as k24fs
 
 #: The K21 methods shown on the Home page, in order.
 HOME_METHODS = ("ATTN-N", "ATTNRES-N", "ATTNRESLN-N")
@@ -51,7 +51,7 @@ def k21_summary(tables: dict[str, pd.DataFrame], models: Sequence[str], dataset:
     out = []
     for m in models:
         f = freq[(freq.model == m) & (freq.dataset == dataset)] if freq is not None else pd.DataFrame()
-        rho = (k21_stats.frequency_spearman(f).set_index("method").loc["ATTNRESLN-N", "rho_all"]
+        rho = (k21.frequency_spearman(f).set_index("method").loc["ATTNRESLN-N", "rho_all"]
                if len(f) else float("nan"))
         e = exp[exp.model == m]["expansion_rate"].mean() if exp is not None else float("nan")
         out.append(K21Summary(
