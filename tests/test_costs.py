@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from report_builder import api, cli, costs
-from report_builder.analyses import registry, runner
+from report_builder.analyses import base, registry, runner
 from report_builder.config import from_dict
 from report_builder.models import loading
 
@@ -30,11 +30,12 @@ def no_weights(monkeypatch):
     monkeypatch.setattr(loading, "load", refuse)
 
 
-def test_every_analysis_has_a_kind_of_work():
-    assert set(costs.WORK_OF) == {a.id for a in registry.ANALYSES}
-    assert {w.kind for w in costs.WORK_OF.values()} <= set(costs.WORKS)
+def test_every_analysis_declares_its_kind_of_work():
+    assert {a.work.kind for a in registry.ANALYSES} <= set(base.WORKS)
     for a in registry.ANALYSES:  # weights-only analyses decompose no sequence
-        assert (a.inputs == "weights") == (costs.WORK_OF[a.id].kind in ("none", "weights")), a.id
+        assert (a.inputs == "weights") == (a.work.kind in ("none", "weights")), a.id
+    with pytest.raises(ValueError, match="not one of"):
+        base.Work("gpu")
 
 
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])

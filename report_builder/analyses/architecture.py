@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from report_builder.analyses.base import Analysis, Run, Subject
+from report_builder.analyses.base import Analysis, Run, Subject, Work
 
 
 def _params(s: Subject) -> dict:
@@ -19,4 +19,5 @@ def _compute(run: Run) -> dict[str, pd.DataFrame]:
 
 
 ANALYSIS = Analysis(id="architecture", version=2, scope="model", inputs="weights", params=_params,
-                    size=lambda s: 0, compute=_compute, tables=("models",))
+                    size=lambda s: 0, compute=_compute, tables=("models",),
+                    work=Work("none"))

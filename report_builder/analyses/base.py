@@ -9,6 +9,10 @@ Pitfall: ``params`` is the cache key. It must name every configuration value tha
 analysis' tables (and nothing that does not), and it must never change for an unchanged result,
 or every existing cache entry is silently recomputed.
 
+Cost model: each analysis declares what it costs as a `Work` (``work=``): its kind of work (which
+`costs.flops` formula prices its decomposition) and the seconds its own statistics take on the
+host. `report_builder.costs` reads it from the declaration; nothing else lists the analyses.
+
 Shards: an analysis that aggregates over sequences may declare a `Shard` — ``map`` computes
 sufficient statistics for a contiguous range ``[lo, hi)`` of its items in their canonical order
 (item index = ``EncodedSeq.seq``), ``reduce`` turns the partials of consecutive ranges into its
@@ -91,6 +95,42 @@ class Subject:
         return self.model.name if self.dataset is None else f"{self.model.name} · {self.dataset.id}"
 
 
+WORKS = ("none", "weights", "ratios", "maps", "full")
+"""Kinds of work: nothing to compute, weights only, K21 ratios (attention step), K21 maps (attention
+step + two Gram maps), every scope's map (the full layer); `costs.flops.work_flops` prices each."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one analysis costs besides its FLOPs (its cost model, read by `report_builder.costs`).
+
+    Attributes:
+        kind: one of `WORKS`.
+        host_s, host_pair_s: seconds per (sequence, layer), fixed and per token pair, of the
+            analysis' own statistics and tables on the host CPU (numpy/pandas; also on GPU builds).
+        task_s: fixed host seconds per task (k21_frequency maps the word frequencies to the vocabulary).
+        whole_set_rows: its tables have a row per token of the whole set even when it decomposes
+            nothing (k21_frequency of a causal model reuses k21_mixing's pass).
+
+    Host costs are measured, not derived: the K24 pass's statistics by ``report-builder bench
+    --k24-pass`` (`stats.host_stats.HostStats` on random float32 maps, see `k24_scopes`), the K21
+    tables with the decomposition results precomputed (`k21_compute.mixing_ratios` fed cached
+    `LayerResult`s, MiniLM and SmolLM2, n = 16-128: 0.1-0.7 ms), the example maps' tables (one row
+    per pair, scope and layer) and k21_frequency's rank table (0.1-0.3 s per task, also for causal
+    models, which decompose nothing for it) from the smoke build's task times.
+    """
+
+    kind: str
+    host_s: float = 0.0
+    host_pair_s: float = 0.0
+    task_s: float = 0.0
+    whole_set_rows: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in WORKS:
+            raise ValueError(f"work kind {self.kind!r} is not one of {WORKS}")
+
+
 SHARD_SUFFIX = ".shard"
 """Cache directory (and task analysis id) of an analysis' shards: ``<analysis id>.shard``."""
 
@@ -142,6 +182,7 @@ class Analysis:
             Where it is false the task waits for none of them (an executor may run it, its shards
             included, beside them); ``compute`` must then not call `Run.result`.
         tables: names of the tables it returns.
+        work: its cost model (`Work`): kind of work and host-side statistics cost.
         shard: how it splits over sequence shards (`Shard`), or None (always one task). When set,
             ``compute`` must be ``shard.whole``.
     """
@@ -154,6 +195,7 @@ class Analysis:
     size: Callable[[Subject], int]
     compute: Callable[["Run"], "dict[str, pd.DataFrame]"]
     tables: tuple[str, ...]
+    work: Work
     needs: tuple[str, ...] = ()
     shard: Shard | None = None
     needs_if: Callable[[Subject], bool] | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder.analyses import inputs, k21_compute
-from report_builder.analyses.base import Analysis, Run, Subject
+from report_builder.analyses.base import Analysis, Run, Subject, Work
 
 
 def _params(s: Subject) -> dict:
@@ -19,4 +19,5 @@ def _compute(run: Run) -> dict[str, pd.DataFrame]:
 
 
 ANALYSIS = Analysis(id="k21_example", version=2, scope="model", inputs="pair", params=_params,
-                    size=lambda s: 1, compute=_compute, tables=("k21_maps",))
+                    size=lambda s: 1, compute=_compute, tables=("k21_maps",),
+                    work=Work("maps", 2e-3, 3e-6))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder.analyses import inputs, k21_compute
-from report_builder.analyses.base import Analysis, Run, Shard, Subject
+from report_builder.analyses.base import Analysis, Run, Shard, Subject, Work
 from report_builder.data.encode import mean_tokens_of
 
 
@@ -43,4 +43,5 @@ SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
 
 ANALYSIS = Analysis(id="k21_mixing", version=2, scope="dataset", inputs="masked", params=_params,
                     size=lambda s: s.n_items, compute=SHARD.whole, tables=("k21_tokens", "recon_errors", "dataset_stats"),
-                    shard=SHARD)
+                    shard=SHARD,
+                    work=Work("ratios", 3e-4))

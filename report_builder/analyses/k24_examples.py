@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder.analyses import inputs, k24_compute
-from report_builder.analyses.base import Analysis, Run, Subject
+from report_builder.analyses.base import Analysis, Run, Subject, Work
 
 
 def _params(s: Subject) -> dict:
@@ -22,4 +22,5 @@ def _compute(run: Run) -> dict[str, pd.DataFrame]:
 
 ANALYSIS = Analysis(id="k24_examples", version=2, scope="first_dataset", inputs="examples", params=_params,
                     size=lambda s: 1 + min(max(0, s.cfg.k24.examples - 1), s.n_items), compute=_compute,
-                    tables=("k24_maps",))
+                    tables=("k24_maps",),
+                    work=Work("full", 5e-3, 3e-6))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from report_builder.analyses import inputs, k24_compute
-from report_builder.analyses.base import Analysis, Run, Shard, Subject
+from report_builder.analyses.base import Analysis, Run, Shard, Subject, Work
 from report_builder.decompose.options import IGOptions
 
 
@@ -46,7 +46,17 @@ def _reduce(s: Subject, partials: list[dict[str, pd.DataFrame]]) -> dict[str, pd
 
 SHARD = Shard(items=_items, map=_map, reduce=_reduce)
 
+WORK = Work("full", 2.5e-4, 1.4e-7)
+"""The full layer, plus the pass's host statistics (`stats.host_stats.HostStats`), as
+`bench_host.compare_host_stats` timed them (what ``bench --k24-pass`` prints: random float32 maps of
+synthetic sequences, every layer, fastest of 3; development machine, 2 shared cores, load ~3, one
+thread): BERT-base (post-LN, all n^2 pairs) 0.35 / 0.73 / 2.3 ms and Llama/SmolLM2 (pre-LN, causal:
+n(n+1)/2 pairs) 0.32 / 0.50 / 1.4 ms per sequence and layer at n = 32 / 64 / 128, fitted as ~0.25 ms
++ 0.14 µs per valid token pair (the previous implementation, in the same runs: 1.8 / 5.7 / 23.7 ms
+and 1.3 / 3.5 / 12.9 ms, the ~4 ms + 1.2 µs per pair these constants were before issue #16's rewrite)."""
+
 ANALYSIS = Analysis(id="k24_scopes", version=2, scope="dataset", inputs="unmasked", params=_params,
                     size=_items, compute=SHARD.whole,
                     tables=("k24_ctx", "k24_ffamp_pairs", "k24_ffamp_base", "k24_res_norms", "k24_ln_dims",
-                            "recon_errors"), shard=SHARD)
+                            "recon_errors"), shard=SHARD,
+                    work=WORK)

@@ -8,7 +8,8 @@ the matmul rate is measured on the spot on the chosen device (`calibrate`) — o
 not here, taken from a named GPU's datasheet peak (`GPUS`) or ``--gpu-flops`` — and the efficiency
 of each kind of work relative to that matmul is what ``report-builder bench`` measured (`EFFICIENCY`).
 
-Modules: `flops` (the FLOP model, kinds of work, efficiency factors), `footprint` (peak memory and
+Modules: `flops` (the FLOP model of each kind of work, efficiency factors; each analysis declares its
+kind of work and host costs on itself, `analyses.base.Work`), `footprint` (peak memory and
 disk), `devices` (calibration matmul, named GPUs), `estimate` (per task, totals, N GPUs), `text`.
 
 Pitfall: the estimate is only as good as the efficiency factors; they were measured on one CPU
@@ -20,17 +21,17 @@ from __future__ import annotations
 from report_builder.costs.devices import (ASSUMED_GPU_MATMUL_EFFICIENCY, GPU, GPUS, calibrate, device_rate,
                                           itemsize_of, precision_of)
 from report_builder.costs.estimate import LOAD_BYTES_PER_S, LOAD_S, TaskCost, balance, estimate, load_seconds, task_cost
-from report_builder.costs.flops import (EFFICIENCY, FLOP_COUNT_DOC, IG_POINT_FLOPS, OVERHEAD_S, WORK_OF, WORKS, Shape,
-                                        Work, attention_flops, expansion_flops, ff_flops, forward_flops,
-                                        full_layer_flops, gram_map_flops, ig_points, shape_of, work_flops)
+from report_builder.costs.flops import (EFFICIENCY, FLOP_COUNT_DOC, IG_POINT_FLOPS, OVERHEAD_S, Shape, attention_flops,
+                                        expansion_flops, ff_flops, forward_flops, full_layer_flops, gram_map_flops,
+                                        ig_points, shape_of, work_flops)
 from report_builder.costs.footprint import (PARQUET_FILE_BYTES, ROW_BYTES, capture_bytes, chunk_bytes, disk_bytes,
                                             layer_fixed_bytes, sequence_capture_bytes, table_rows)
 from report_builder.costs.text import fmt_bytes, fmt_flops, fmt_seconds, format_plan, shard_cell
 
 __all__ = ["ASSUMED_GPU_MATMUL_EFFICIENCY", "EFFICIENCY", "FLOP_COUNT_DOC", "GPU", "GPUS", "IG_POINT_FLOPS",
-           "LOAD_BYTES_PER_S", "LOAD_S", "OVERHEAD_S", "PARQUET_FILE_BYTES", "ROW_BYTES", "Shape", "TaskCost", "WORKS",
-           "WORK_OF", "Work", "attention_flops", "balance", "calibrate", "capture_bytes", "chunk_bytes",
-           "device_rate", "disk_bytes", "estimate", "expansion_flops", "ff_flops", "fmt_bytes", "fmt_flops",
-           "fmt_seconds", "format_plan", "forward_flops", "full_layer_flops", "gram_map_flops", "ig_points",
-           "itemsize_of", "layer_fixed_bytes", "load_seconds", "precision_of", "sequence_capture_bytes", "shape_of",
-           "shard_cell", "table_rows", "task_cost", "work_flops"]
+           "LOAD_BYTES_PER_S", "LOAD_S", "OVERHEAD_S", "PARQUET_FILE_BYTES", "ROW_BYTES", "Shape", "TaskCost",
+           "attention_flops", "balance", "calibrate", "capture_bytes", "chunk_bytes", "device_rate", "disk_bytes",
+           "estimate", "expansion_flops", "ff_flops", "fmt_bytes", "fmt_flops", "fmt_seconds", "format_plan",
+           "forward_flops", "full_layer_flops", "gram_map_flops", "ig_points", "itemsize_of", "layer_fixed_bytes",
+           "load_seconds", "precision_of", "sequence_capture_bytes", "shape_of", "shard_cell", "table_rows",
+           "task_cost", "work_flops"]

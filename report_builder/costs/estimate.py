@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from report_builder.costs import flops as F
 from report_builder.costs.devices import device_rate, itemsize_of
-from report_builder.costs.flops import (EFFICIENCY, OVERHEAD_S, WORK_OF, Shape, expansion_flops, forward_flops,
+from report_builder.costs.flops import (EFFICIENCY, OVERHEAD_S, Shape, expansion_flops, forward_flops,
                                         ig_points, shape_of, work_flops)
 from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, disk_bytes, layer_fixed_bytes,
                                             table_rows)
@@ -157,10 +157,12 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
     those its tables cover when they differ (a reduce writes the whole analysis' tables).
 
     Seconds = device (FLOPs / (rate x efficiency) + `OVERHEAD_S` per sequence and layer) + host (the
-    analysis' statistics, `Work.host_s`); the model load is added by `estimate`.
+    analysis' statistics, its declared `analyses.base.Work`); the model load is added by `estimate`.
     """
+    from report_builder.analyses import registry
+
     cfg = task.subject.cfg
-    work = WORK_OF[task.base]
+    work = registry.get(task.base).work
     pts = ig_points(shape.gated, cfg.ig.method, cfg.ig.steps)
     itemsize = itemsize_of(cfg.dtype)
     causal = task.subject.causal
@@ -260,7 +262,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
         whole = None
         if t.reduce:  # its tables cover every item of the analysis
             whole = lengths.items(t, 0, registry.get(t.base).size(t.subject))
-        elif WORK_OF[t.base].whole_set_rows and t.shard is None and t.size == 0:
+        elif registry.get(t.base).work.whole_set_rows and t.shard is None and t.size == 0:
             whole = lengths.items(t, 0, t.subject.n_items)
         r = task_cost(t, shapes[key], lengths.of(t), cached=cached, rate=rate, kind=kind, workers=workers,
                       base_bytes=base, table_lengths=whole)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from report_builder import schema
+
 FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 n^2 d' d (second matmul over all n^2 terms) "
                   "+ k [2 n (H+1) d d' + 2 n^2 H d'] (first matmul through the heads: U = M w W1 for the "
                   "H head vectors and the residual, then the head sums; k = 2 for gated FFs); "
@@ -70,7 +72,8 @@ def shape_of(config, adapter) -> Shape:
     pos = int(getattr(config, "max_position_embeddings", 0) or getattr(config, "n_positions", 0) or 0)
     rope = getattr(config, "rope_theta", None) is not None or getattr(config, "rope_scaling", None) is not None
     params = L * per_layer + vocab * d + (0 if rope else pos * d)
-    return Shape(d, L, H, kv, dh, dff, gated, adapter.layout.id == "post", params, len(adapter.layout.scopes))
+    return Shape(d, L, H, kv, dh, dff, gated, adapter.layout.id == schema.POST_LN.id, params,
+                 len(adapter.layout.scopes))
 
 
 def forward_flops(s: Shape, n: int) -> int:
@@ -119,55 +122,11 @@ def expansion_flops(s: Shape) -> int:
     return s.layers * (2 * s.d * s.d * s.kv_heads * s.head_dim + 2 * s.d * s.heads * s.head_dim * s.d)
 
 
-WORKS = ("none", "weights", "ratios", "maps", "full")
-"""Kinds of work: nothing to compute, weights only, K21 ratios (attention step), K21 maps (attention
-step + two Gram maps), every scope's map (the full layer)."""
-
-@dataclass(frozen=True)
-class Work:
-    """What one analysis costs besides its FLOPs.
-
-    Attributes:
-        kind: one of `WORKS`.
-        host_s, host_pair_s: seconds per (sequence, layer), fixed and per token pair, of the
-            analysis' own statistics and tables on the host CPU (numpy/pandas; also on GPU builds).
-        task_s: fixed host seconds per task (k21_frequency maps the word frequencies to the vocabulary).
-        whole_set_rows: its tables have a row per token of the whole set even when it decomposes
-            nothing (k21_frequency of a causal model reuses k21_mixing's pass).
-    """
-
-    kind: str
-    host_s: float = 0.0
-    host_pair_s: float = 0.0
-    task_s: float = 0.0
-    whole_set_rows: bool = False
-
-
-WORK_OF: dict[str, Work] = {
-    "architecture": Work("none"),
-    "k21_expansion": Work("weights"),
-    "k21_example": Work("maps", 2e-3, 3e-6),
-    "k21_mixing": Work("ratios", 3e-4),
-    "k21_frequency": Work("ratios", 3e-4, task_s=0.2, whole_set_rows=True),
-    "k24_scopes": Work("full", 2.5e-4, 1.4e-7),
-    "k24_examples": Work("full", 5e-3, 3e-6),
-}
-"""Analysis id -> its kind of work and host-side costs (a test checks every registered analysis has
-one). Host costs: k24_scopes from `bench_host.compare_host_stats` (what ``bench --k24-pass`` prints:
-`k24_compute.HostStats` on random float32 maps of synthetic sequences, every layer, fastest of 3;
-development machine, 2 shared cores, load ~3, one thread): BERT-base (post-LN, all n^2 pairs) 0.35 /
-0.73 / 2.3 ms and Llama/SmolLM2 (pre-LN, causal: n(n+1)/2 pairs) 0.32 / 0.50 / 1.4 ms per sequence
-and layer at n = 32 / 64 / 128, fitted as ~0.25 ms + 0.14 µs per valid token pair (the previous
-implementation, in the same runs: 1.8 / 5.7 / 23.7 ms and 1.3 / 3.5 / 12.9 ms, the ~4 ms + 1.2 µs
-per pair these constants were before issue #16's rewrite). The K21 tables (0.1-0.7 ms) timed with
-the decomposition results precomputed (`k21_compute.mixing_ratios` fed cached `LayerResult`s,
-MiniLM and SmolLM2, n = 16-128). The example maps' tables (one row per pair, scope and layer) and
-k21_frequency's rank table (0.1-0.3 s per task, also for causal models, which decompose nothing for
-it) from the smoke build's task times."""
-
-
 def work_flops(work: str, s: Shape, n: int, ig_pts: int = 1) -> int:
-    """Decomposition FLOPs of one sequence and layer for a kind of work (forward pass excluded)."""
+    """Decomposition FLOPs of one sequence and layer for a kind of work (forward pass excluded).
+
+    ``work``: one of `analyses.base.WORKS`, an analysis' ``work.kind`` (each analysis declares its
+    `analyses.base.Work` on itself)."""
     if work == "ratios":
         return attention_flops(s, n)
     if work == "maps":

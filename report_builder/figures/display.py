@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 
 import pandas as pd
 
+from report_builder import schema
 from report_builder import tokens as tok
 
 TOKEN_COLUMNS = {"token": "pos", "token_i": "i", "token_j": "j"}
@@ -26,7 +27,7 @@ def _causal_models(tables: dict[str, pd.DataFrame]) -> dict[str, bool]:
     out: dict[str, bool] = {}
     models = tables.get("models")
     if models is not None and {"model", "ln_position"} <= set(models.columns):
-        out.update({str(m): str(p) != "post" for m, p in zip(models["model"], models["ln_position"])})
+        out.update({str(m): str(p) != schema.POST_LN.id for m, p in zip(models["model"], models["ln_position"])})
     k21 = tables.get("k21_tokens")
     if k21 is not None and not k21.empty and {"pos", "ATTN-W"} <= set(k21.columns):
         first = k21[k21["pos"] == 0]
