@@ -56,5 +56,4 @@ SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
 
 ANALYSIS = Analysis(id="k21_frequency", version=2, scope="dataset", inputs="unmasked", params=_params,
                     size=_size, compute=SHARD.whole, tables=("k21_freq",), needs=("k21_mixing",), shard=SHARD,
-                    needs_if=_reads_mixing,
-                    work=Work("ratios", 3e-4, task_s=0.2, whole_set_rows=True))
+                    needs_if=_reads_mixing, work=Work("ratios", 3e-4, task_s=0.2, whole_set_rows=True))

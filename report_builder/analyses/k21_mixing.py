@@ -43,5 +43,4 @@ SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
 
 ANALYSIS = Analysis(id="k21_mixing", version=2, scope="dataset", inputs="masked", params=_params,
                     size=lambda s: s.n_items, compute=SHARD.whole, tables=("k21_tokens", "recon_errors", "dataset_stats"),
-                    shard=SHARD,
-                    work=Work("ratios", 3e-4))
+                    shard=SHARD, work=Work("ratios", 3e-4))

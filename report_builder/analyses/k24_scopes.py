@@ -58,5 +58,4 @@ and 1.3 / 3.5 / 12.9 ms, the ~4 ms + 1.2 µs per pair these constants were befor
 ANALYSIS = Analysis(id="k24_scopes", version=2, scope="dataset", inputs="unmasked", params=_params,
                     size=_items, compute=SHARD.whole,
                     tables=("k24_ctx", "k24_ffamp_pairs", "k24_ffamp_base", "k24_res_norms", "k24_ln_dims",
-                            "recon_errors"), shard=SHARD,
-                    work=WORK)
+                            "recon_errors"), shard=SHARD, work=WORK)

@@ -1,7 +1,8 @@
 """K24 FF-amplified token pairs: the top pairs (table + strip chart) and their categories vs base rates.
 
 FF-amp[i, j] = Â_after − Â_before with the layout's ``ff_before`` / ``ff_after`` scopes (computed in
-`report_builder.stats.top_pairs`). Categories and their order come from `schema.PAIR_CATEGORIES`.
+`report_builder.stats.maps`; the top pairs in `stats.top_pairs`). Categories and their order come from
+`schema.PAIR_CATEGORIES`.
 Pitfall: category shares are pooled from counts (`stats.k24_figures.category_lift`), not averaged
 over layers, so a layer with few pairs does not weigh as much as one with many.
 """
