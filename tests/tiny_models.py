@@ -120,9 +120,9 @@ def _tokenizer_dir(kind: str):
     causal models (both embedded; SmolLM2's is converted once from its GGUF)."""
     from pathlib import Path
 
-    from report_builder.models.loading import _resolve
+    from report_builder.models.sources import embedded_dir
 
-    return Path(_resolve("minilm" if kind in ("bert", "roberta", "electra") else "smollm2")[0])
+    return Path(embedded_dir("minilm" if kind in ("bert", "roberta", "electra") else "smollm2"))
 
 
 def save_tiny(kind: str, path, seed: int = 0, layers: int = 2):
