@@ -224,12 +224,12 @@ def placements(cfg: Config, *, strict: bool = True) -> dict[str, dict[str, Any]]
     if cfg.device_map == "none":
         return {}
     from report_builder.errors import ReportBuilderError
-    from report_builder.models import loading
+    from report_builder.models import device_plan
 
     out = {}
     for mc in cfg.models:
         try:
-            p = loading.planned_placement(mc.source, cfg, mc.revision)
+            p = device_plan.planned_placement(mc.source, cfg, mc.revision)
         except (ReportBuilderError, OSError, ValueError):
             if strict:
                 raise
@@ -483,10 +483,10 @@ def list_figures() -> list[dict]:
 
 
 def list_models(cfg: Config) -> list[dict]:
-    from report_builder.models.loading import EMBEDDED
+    from report_builder.models.embedded import EMBEDDED
 
     rows = [dict(name=m.name, source=m.source, role=m.role) for m in cfg.models]
-    rows += [dict(name=k, source=k, role="embedded default: " + v) for k, v in EMBEDDED.items()]
+    rows += [dict(name=k, source=k, role="embedded default: " + e.description) for k, e in EMBEDDED.items()]
     return rows
 
 
@@ -522,13 +522,14 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
         done.append(f"{renders} figure renders and build records")
     swept = guard.sweep([out.resolve().parent], guard.site_temp_prefixes(out), legacy_age_s=None)
     if all:
-        from report_builder.guard import user_cache_dir
+        from report_builder.models.convert import models_dir
+        from report_builder.models.embedded import CACHE_PREFIXES
 
-        models = user_cache_dir() / "models"
+        models = models_dir()
         k = 0
         if models.is_dir():
             for d in models.iterdir():
-                if d.is_dir() and d.name.startswith(("smollm2-", "gemma3-270m-")):
+                if d.is_dir() and d.name.startswith(CACHE_PREFIXES):
                     with guard.lock_for(d):
                         shutil.rmtree(d, ignore_errors=True)
                     k += 1

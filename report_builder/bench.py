@@ -33,9 +33,11 @@ from typing import Callable
 import torch
 
 from report_builder.costs import FLOP_COUNT_DOC, ff_flops, layer_fixed_bytes  # noqa: F401 - one FLOP model
+from report_builder.decompose.chunks import default_chunk_rows
 from report_builder.decompose.feedforward import IGOptions
-from report_builder.decompose.layer import K21_METHODS, decompose_batch, decompose_layer, default_chunk_rows
+from report_builder.decompose.layouts import decompose_batch, decompose_layer
 from report_builder.errors import UsageError
+from report_builder.schema import K21_METHODS
 
 GIB = 1 << 30
 MIB = 1 << 20

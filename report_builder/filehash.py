@@ -1,7 +1,7 @@
 """One streaming sha256 of a file's bytes, for cache entries and dataset datasheets.
 
 Pitfall: this reads the whole file every time; model weights go through the memoised
-`report_builder.models.loading.file_sha256` instead.
+`report_builder.models.fingerprints.file_sha256` instead.
 """
 from __future__ import annotations
 

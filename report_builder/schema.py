@@ -6,9 +6,11 @@ category order, and nothing derives a scope from its name: ask this module.
 
 A **layout** is how one layer wires its blocks (SPEC §7): post-LN (BERT family), pre-LN (GPT-2,
 Llama), sandwich norms (Gemma-2/3) and parallel attention + FF (GPT-NeoX, Phi); a new topology is one
-more `Layout` row in `LAYOUTS` plus its mathematics in `decompose/`. Multipliers on the residual
-branches (Granite) are not a layout of their own: they scale a block's output linearly, a property
-of the family (`Adapter.multipliers`) folded into the block's weights.
+more `Layout` row in `LAYOUTS` plus its mathematics in `decompose/layouts/` (its row in
+`decompose.layouts.MATHS`). Which families use a layout is the adapters' to say
+(`models.registry.layout_families`), not this module's. Multipliers on the residual branches
+(Granite) are not a layout of their own: they scale a block's output linearly, a property of the
+family (`Adapter.multipliers`) folded into the block's weights.
 
 Pitfall: a layout's ``id`` is stored in result tables (``models.ln_position``) and cache entries;
 renaming one changes cached results and cache keys. Add rows, never rename them.
@@ -44,7 +46,6 @@ class Layout:
         ff_before, ff_after: the scopes just before and just after FF (K24 FF-amp, FF change).
         checks: points compared with the HF model's own tensors, in forward order.
         scope_labels: scope -> short human description.
-        families: model families that use this layout (documentation only; the adapters decide).
         scope_blocks: for each scope, the index in `blocks` after which it is read, where that is not
             simply "the first residual addition, then one block per scope" (parallel layers); empty
             otherwise. Diagrams place the scope markers with `scope_block_indexes`.
@@ -65,7 +66,6 @@ class Layout:
     ff_after: str
     checks: tuple[str, ...]
     scope_labels: dict
-    families: tuple[str, ...] = ()
     scope_blocks: tuple[int, ...] = ()
 
     def scope_block_indexes(self) -> tuple[int, ...]:
@@ -126,7 +126,6 @@ POST_LN = Layout(
     checks=("ATTN", "ATTNRES", "ATB", "ATBFF", "ATBFFRES", "ATBFFRESLN"),
     scope_labels={"ATB": "attention block (ATTN + RES + LN1)", "ATBFF": "after FF",
                   "ATBFFRES": "after FF + RES", "ATBFFRESLN": "whole layer (after LN2)"},
-    families=("bert",),
 )
 
 PRE_LN = Layout(
@@ -146,7 +145,6 @@ PRE_LN = Layout(
     checks=("LN1", "ATTN", "ATB", "ATBLN", "ATBLNFF", "ATBLNFFRES"),
     scope_labels={"ATB": "attention block (LN1 + ATTN + RES)", "ATBLN": "after LN2 (FF's input)",
                   "ATBLNFF": "after FF", "ATBLNFFRES": "whole layer (after FF + RES)"},
-    families=("gpt2", "llama"),
 )
 
 SANDWICH = Layout(
@@ -167,7 +165,6 @@ SANDWICH = Layout(
     scope_labels={"ATB": "attention block (N_in + ATTN + N_post-attn + RES)", "ATBLN": "after the pre-FF norm (FF's input)",
                   "ATBLNFF": "after FF", "ATBLNFFLN": "after the post-FF norm",
                   "ATBLNFFLNRES": "whole layer (after the post-FF norm + RES)"},
-    families=("gemma",),
 )
 """Gemma-2/3 (and OLMo-2): a norm on each block's input and on its output before the residual addition.
 Every norm is linear once its per-token scale is frozen at the real vector it normalises."""
@@ -189,7 +186,6 @@ PARALLEL = Layout(
     checks=("LN1", "ATTN", "LN2", "FF", "ATBPFF"),
     scope_labels={"ATB": "attention block (x + attention branch)",
                   "ATBPFF": "whole layer (+ the FF branch, which reads x_i alone: its map is diagonal)"},
-    families=("gpt_neox", "phi"),
     scope_blocks=(2, 5),  # ATB after the first addition, the whole layer after the FF branch's addition
 )
 """GPT-NeoX/Pythia (``use_parallel_residual``), Phi: attention and FF read the same layer input. In the

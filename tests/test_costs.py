@@ -44,7 +44,7 @@ def test_flop_model_matches_a_direct_count(family):
     (the element-wise IG path points aside), at three lengths: the n^2 terms scale as the formula says."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from report_builder.decompose.layer import decompose_layer
+    from report_builder.decompose.layouts import decompose_layer
     from report_builder.models.capture import forward_capture
     from tests.tiny_models import tiny
 

@@ -29,14 +29,14 @@ def hub(tmp_path_factory):
 def test_revision_resolves_from_cache(hub, monkeypatch):
     from huggingface_hub import constants
 
-    from report_builder.models import loading
+    from report_builder.models import loading, sources
 
     path, main, other = hub
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(path))
-    assert loading.hub_snapshot("gpt2") == main
-    assert loading.hub_snapshot("gpt2", "v2") == other
-    assert loading.hub_snapshot("gpt2", other) == other
-    assert loading.hub_snapshot("not-downloaded-model") is None
+    assert sources.hub_snapshot("gpt2") == main
+    assert sources.hub_snapshot("gpt2", "v2") == other
+    assert sources.hub_snapshot("gpt2", other) == other
+    assert sources.hub_snapshot("not-downloaded-model") is None
     lm = loading.load("gpt2", revision="v2")
     assert lm.fingerprint == loading.fingerprint("gpt2", "v2")
     with pytest.raises(ReportBuilderError, match="HF_HUB_OFFLINE=1"):

@@ -7,12 +7,13 @@ import torch
 import transformers as tr
 
 from report_builder.decompose.feedforward import gated_integrals
-from report_builder.decompose.layer import K21_METHODS, decompose_layer
+from report_builder.decompose.layouts import decompose_layer
 from report_builder.engine import Tokens, decompose_sequences
 from report_builder.models import registry
 from report_builder.models.capture import forward_capture
 from report_builder.errors import UnknownModel, UnsupportedArchitecture
 from report_builder.models.loading import from_model, load
+from report_builder.schema import K21_METHODS
 from tests.tiny_models import CLASS_OF, LAYOUT_FAMILIES, tiny
 
 SEQS = [Tokens(list(range(5, 21))), Tokens(list(range(7, 16)))]

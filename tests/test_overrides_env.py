@@ -60,13 +60,13 @@ def test_env_reports_versions_device_and_cache_sizes(tmp_path, monkeypatch):
 
 
 def test_env_names_the_same_model_cache_as_the_loader(monkeypatch, tmp_path):
-    from report_builder.models.loading import cache_dir
+    from report_builder.models.convert import models_dir
 
     monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path))
-    assert envinfo._model_cache() == cache_dir()
+    assert envinfo._model_cache() / "models" == models_dir()
     monkeypatch.delenv("REPORT_BUILDER_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert envinfo._model_cache() == cache_dir()
+    assert envinfo._model_cache() / "models" == models_dir()
 
 
 def test_human_size():

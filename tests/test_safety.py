@@ -274,7 +274,7 @@ def test_model_path_that_is_a_file_is_named_as_such(tmp_path):
 
 
 def test_fingerprint_follows_content_for_same_size_same_mtime_replacement(tmp_path, monkeypatch):
-    from report_builder.models.loading import hash_files
+    from report_builder.models.fingerprints import hash_files
 
     monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "ucache"))
     w = tmp_path / "model.safetensors"
@@ -302,37 +302,37 @@ def test_fingerprint_follows_content_for_same_size_same_mtime_replacement(tmp_pa
 
 @pytest.mark.slow
 def test_damaged_converted_smollm2_is_rebuilt_and_clean_all_removes_it(tmp_path, monkeypatch):
-    from report_builder.models import loading
+    from report_builder.models import convert, sources
 
-    real_dir = loading._embedded_dir("smollm2")[0]  # converts into the real user cache if needed
-    assert loading.verify_converted(real_dir) is None
+    real_dir = sources.embedded_dir("smollm2")  # converts into the real user cache if needed
+    assert convert.verify_converted(real_dir) is None
     ucache = tmp_path / "ucache"
     monkeypatch.setenv("REPORT_BUILDER_CACHE", str(ucache))
     copy = ucache / "models" / real_dir.name
     shutil.copytree(real_dir, copy)
-    assert loading._embedded_dir("smollm2")[0] == copy
+    assert sources.embedded_dir("smollm2") == copy
     st = (copy / "model.safetensors").stat()
     with open(copy / "model.safetensors", "r+b") as f:  # flip bytes in the middle of the weights
         f.seek(st.st_size // 2)
         f.write(b"\xff" * 64)
-    assert "does not match" in loading.verify_converted(copy)
+    assert "does not match" in convert.verify_converted(copy)
     converted = []
 
-    def fake_convert(gguf_dir, out):  # the real conversion, minus its ~20 s: copy pristine files
+    def fake_convert(e, out):  # the real conversion, minus its ~20 s: copy pristine files
         converted.append(out)
         for p in real_dir.iterdir():
             if p.is_file() and p.name != guard.MODEL_MARKER:
                 shutil.copy(p, out / p.name)
 
-    monkeypatch.setattr(loading, "_convert_smollm2", fake_convert)
-    assert loading._embedded_dir("smollm2")[0] == copy and len(converted) == 1
-    assert loading.verify_converted(copy) is None
+    monkeypatch.setattr(convert, "convert_gguf", fake_convert)
+    assert sources.embedded_dir("smollm2") == copy and len(converted) == 1
+    assert convert.verify_converted(copy) is None
     # truncated weights (no marker: a pre-marker copy) are converted again too
     (copy / guard.MODEL_MARKER).unlink()
     with open(copy / "model.safetensors", "r+b") as f:
         f.truncate(1000)
-    loading._embedded_dir("smollm2")
-    assert len(converted) == 2 and loading.verify_converted(copy) is None
+    sources.embedded_dir("smollm2")
+    assert len(converted) == 2 and convert.verify_converted(copy) is None
     # clean --all removes converted models and stale temp dirs (a dead process's), not live ones
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

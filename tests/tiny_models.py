@@ -1,111 +1,118 @@
-"""Tiny randomly initialised models of every supported family, built from configs (no hub)."""
+"""Tiny randomly initialised models of every supported family, built from configs (no hub).
+
+`TINY` is the one table: a family's tiny model is one entry (its HF classes and config). The tests
+generated from it (every adapter x every scope exact against the HF forward, tests/models and
+tests/test_layouts.py) read `FAMILIES`, `LAYOUT_FAMILIES` and `CLASS_OF`, which are views of `TINY`.
+Adding a family is one entry here (a test fails while a registered class has none).
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-from transformers import (BertConfig, BertModel, ElectraConfig, ElectraModel, GPT2Config, GPT2Model, LlamaConfig,
-                          LlamaModel, RobertaConfig, RobertaModel)
+from transformers import BertConfig, BertModel, LlamaConfig, LlamaModel
 
 from report_builder.models.loading import from_model
 
-COMMON = dict(attn_implementation="eager")
 
+@dataclass(frozen=True)
+class Tiny:
+    """One tiny model.
 
-def tiny(family: str, seed: int = 0, attn_implementation: str = "eager"):
-    """A `LoadedModel` wrapping a tiny random model of ``family`` (bert, roberta, gpt2, llama)."""
-    torch.manual_seed(seed)
-    kw = dict(attn_implementation=attn_implementation)
-    if family == "bert":
-        m = BertModel(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                                 attention_probs_dropout_prob=0.0, **kw))
-    elif family == "roberta":
-        m = RobertaModel(RobertaConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                       intermediate_size=64, max_position_embeddings=66, pad_token_id=1,
-                                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw))
-    elif family == "electra":  # embedding size != hidden size: ELECTRA projects the embeddings
-        m = ElectraModel(ElectraConfig(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                                       num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
-                                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw))
-    elif family == "gpt2":
-        m = GPT2Model(GPT2Config(vocab_size=120, n_embd=32, n_layer=2, n_head=4, n_positions=64,
-                                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **kw))
-    elif family == "llama":
-        m = LlamaModel(LlamaConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64, **kw))
-    elif family in LAYOUT_FAMILIES:
-        m = _layout_model(family, kw)
-    else:
-        raise ValueError(family)
-    # larger random weights make activations leave GELU/SiLU's linear region (a real test of IG)
-    with torch.no_grad():
-        for n, p in m.named_parameters():
-            if p.dim() == 2 and "embed" not in n and "wte" not in n and "wpe" not in n:
-                p.mul_(3.0)
-        if family in LAYOUT_FAMILIES:  # norms away from 1 (Gemma's 1 + w must be read right)
-            for n, p in m.named_parameters():
-                if p.dim() == 1 and "norm" in n and "weight" in n:
-                    p.add_(0.3 * torch.randn_like(p))
-    return from_model(m.eval(), None, name=f"tiny-{family}")
+    Attributes:
+        model, config: the HF base-model and config class names (attributes of ``transformers``).
+        kwargs: the config's keyword arguments (``attn_implementation`` is added by `tiny`).
+        layouts: a family added for SPEC §7 (tests/test_layouts.py): its norms' weights are moved away
+            from 1 after initialisation (Gemma's ``1 + w`` must be read right).
+    """
 
+    model: str
+    config: str
+    kwargs: dict
+    layouts: bool = False
 
-FAMILIES = ("bert", "roberta", "electra", "gpt2", "llama")
 
 _SIZES = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
               max_position_embeddings=64)
 _GEMMA = dict(_SIZES, num_key_value_heads=2, head_dim=8, sliding_window=4, attn_logit_softcapping=5.0,
               query_pre_attn_scalar=8, pad_token_id=0)
+_OPT = dict(vocab_size=120, hidden_size=32, word_embed_proj_dim=32, num_hidden_layers=2, num_attention_heads=4,
+            ffn_dim=64, max_position_embeddings=64, dropout=0.0, pad_token_id=1)
+_NEOX = dict(_SIZES, rotary_pct=0.5, hidden_dropout=0.0, attention_dropout=0.0)
+
+TINY: dict[str, Tiny] = {
+    "bert": Tiny("BertModel", "BertConfig", dict(
+        vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+    "roberta": Tiny("RobertaModel", "RobertaConfig", dict(
+        vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=66, pad_token_id=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+    # embedding size != hidden size: ELECTRA projects the embeddings
+    "electra": Tiny("ElectraModel", "ElectraConfig", dict(
+        vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+    "gpt2": Tiny("GPT2Model", "GPT2Config", dict(
+        vocab_size=120, n_embd=32, n_layer=2, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0)),
+    "llama": Tiny("LlamaModel", "LlamaConfig", dict(
+        vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, max_position_embeddings=64)),
+    # the layouts and families of SPEC §7
+    "distilbert": Tiny("DistilBertModel", "DistilBertConfig", dict(
+        vocab_size=120, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64, dropout=0.0,
+        attention_dropout=0.0), layouts=True),
+    "opt": Tiny("OPTModel", "OPTConfig", dict(_OPT, do_layer_norm_before=True), layouts=True),
+    "opt-post": Tiny("OPTModel", "OPTConfig", dict(_OPT, do_layer_norm_before=False), layouts=True),
+    "neox": Tiny("GPTNeoXModel", "GPTNeoXConfig", dict(_NEOX, use_parallel_residual=True), layouts=True),
+    "neox-seq": Tiny("GPTNeoXModel", "GPTNeoXConfig", dict(_NEOX, use_parallel_residual=False), layouts=True),
+    "phi": Tiny("PhiModel", "PhiConfig", dict(_SIZES, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
+                                              partial_rotary_factor=0.5), layouts=True),
+    "mistral": Tiny("MistralModel", "MistralConfig", dict(_SIZES, num_key_value_heads=2, sliding_window=4),
+                    layouts=True),
+    "qwen2": Tiny("Qwen2Model", "Qwen2Config", dict(_SIZES, num_key_value_heads=2), layouts=True),
+    "xlm-roberta": Tiny("XLMRobertaModel", "XLMRobertaConfig", dict(
+        _SIZES, max_position_embeddings=66, pad_token_id=1, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0), layouts=True),
+    "qwen3": Tiny("Qwen3Model", "Qwen3Config", dict(_SIZES, num_key_value_heads=2, head_dim=8), layouts=True),
+    "granite": Tiny("GraniteModel", "GraniteConfig", dict(
+        _SIZES, num_key_value_heads=2, residual_multiplier=0.4, embedding_multiplier=6.0,
+        attention_multiplier=0.2), layouts=True),
+    "gemma": Tiny("GemmaModel", "GemmaConfig", {k: v for k, v in _GEMMA.items()
+                                                if k not in ("sliding_window", "attn_logit_softcapping",
+                                                             "query_pre_attn_scalar")}, layouts=True),
+    "gemma2": Tiny("Gemma2Model", "Gemma2Config", _GEMMA, layouts=True),
+    "gemma3": Tiny("Gemma3TextModel", "Gemma3TextConfig",
+                   dict(_GEMMA, layer_types=["sliding_attention", "full_attention"]), layouts=True),
+}
+"""Family -> its tiny model (every registered adapter class has at least one entry)."""
+
+FAMILIES = tuple(k for k, t in TINY.items() if not t.layouts)
+"""The first five families (post-/pre-LN, checked against the naive oracle in tests/decompose)."""
+LAYOUT_FAMILIES = tuple(k for k, t in TINY.items() if t.layouts)
+"""Families added for SPEC §7 (tests/test_layouts.py)."""
+CLASS_OF = {k: t.model for k, t in TINY.items()}
+"""Family -> its HF base-model class name."""
 
 
-def _layout_model(family: str, kw: dict):
-    """Tiny models of the layouts and families beyond the first five (SPEC §7)."""
+def tiny(family: str, seed: int = 0, attn_implementation: str = "eager"):
+    """A `LoadedModel` wrapping a tiny random model of ``family`` (a key of `TINY`)."""
     import transformers as tr
 
-    if family == "distilbert":
-        return tr.DistilBertModel(tr.DistilBertConfig(vocab_size=120, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                                      max_position_embeddings=64, dropout=0.0,
-                                                      attention_dropout=0.0, **kw))
-    if family in ("opt", "opt-post"):
-        return tr.OPTModel(tr.OPTConfig(vocab_size=120, hidden_size=32, word_embed_proj_dim=32, num_hidden_layers=2,
-                                        num_attention_heads=4, ffn_dim=64, max_position_embeddings=64, dropout=0.0,
-                                        do_layer_norm_before=family == "opt", pad_token_id=1, **kw))
-    if family in ("neox", "neox-seq"):
-        return tr.GPTNeoXModel(tr.GPTNeoXConfig(**_SIZES, use_parallel_residual=family == "neox",
-                                                rotary_pct=0.5, hidden_dropout=0.0, attention_dropout=0.0, **kw))
-    if family == "phi":
-        return tr.PhiModel(tr.PhiConfig(**_SIZES, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
-                                        partial_rotary_factor=0.5, **kw))
-    if family == "mistral":
-        return tr.MistralModel(tr.MistralConfig(**_SIZES, num_key_value_heads=2, sliding_window=4, **kw))
-    if family == "qwen2":
-        return tr.Qwen2Model(tr.Qwen2Config(**_SIZES, num_key_value_heads=2, **kw))
-    if family == "xlm-roberta":
-        return tr.XLMRobertaModel(tr.XLMRobertaConfig(**dict(_SIZES, max_position_embeddings=66), pad_token_id=1,
-                                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw))
-    if family == "qwen3":
-        return tr.Qwen3Model(tr.Qwen3Config(**_SIZES, num_key_value_heads=2, head_dim=8, **kw))
-    if family == "granite":
-        return tr.GraniteModel(tr.GraniteConfig(**_SIZES, num_key_value_heads=2, residual_multiplier=0.4,
-                                                embedding_multiplier=6.0, attention_multiplier=0.2, **kw))
-    if family == "gemma":
-        return tr.GemmaModel(tr.GemmaConfig(**{k: v for k, v in _GEMMA.items()
-                                              if k not in ("sliding_window", "attn_logit_softcapping",
-                                                           "query_pre_attn_scalar")}, **kw))
-    if family == "gemma2":
-        return tr.Gemma2Model(tr.Gemma2Config(**_GEMMA, **kw))
-    if family == "gemma3":
-        return tr.Gemma3TextModel(tr.Gemma3TextConfig(**_GEMMA, layer_types=["sliding_attention", "full_attention"],
-                                                      **kw))
-    raise ValueError(family)
-
-
-LAYOUT_FAMILIES = ("distilbert", "opt", "opt-post", "neox", "neox-seq", "phi", "mistral", "qwen2", "xlm-roberta",
-                   "qwen3", "granite", "gemma", "gemma2", "gemma3")
-"""Families added for SPEC §7 (every registered adapter class has at least one tiny model)."""
-CLASS_OF = {"mistral": "MistralModel", "qwen2": "Qwen2Model", "xlm-roberta": "XLMRobertaModel",
-            "distilbert": "DistilBertModel", "opt": "OPTModel", "opt-post": "OPTModel", "neox": "GPTNeoXModel",
-            "neox-seq": "GPTNeoXModel", "phi": "PhiModel", "qwen3": "Qwen3Model", "granite": "GraniteModel",
-            "gemma": "GemmaModel", "gemma2": "Gemma2Model", "gemma3": "Gemma3TextModel", "bert": "BertModel",
-            "roberta": "RobertaModel", "electra": "ElectraModel", "gpt2": "GPT2Model", "llama": "LlamaModel"}
+    if family not in TINY:
+        raise ValueError(family)
+    t = TINY[family]
+    torch.manual_seed(seed)
+    m = getattr(tr, t.model)(getattr(tr, t.config)(**t.kwargs, attn_implementation=attn_implementation))
+    # larger random weights make activations leave GELU/SiLU's linear region (a real test of IG)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if p.dim() == 2 and "embed" not in n and "wte" not in n and "wpe" not in n:
+                p.mul_(3.0)
+        if t.layouts:  # norms away from 1 (Gemma's 1 + w must be read right)
+            for n, p in m.named_parameters():
+                if p.dim() == 1 and "norm" in n and "weight" in n:
+                    p.add_(0.3 * torch.randn_like(p))
+    return from_model(m.eval(), None, name=f"tiny-{family}")
 
 
 def _tokenizer_dir(kind: str):
@@ -113,9 +120,9 @@ def _tokenizer_dir(kind: str):
     causal models (both embedded; SmolLM2's is converted once from its GGUF)."""
     from pathlib import Path
 
-    from report_builder.models.loading import _resolve
+    from report_builder.models.sources import embedded_dir
 
-    return Path(_resolve("minilm" if kind in ("bert", "roberta", "electra") else "smollm2")[0])
+    return Path(embedded_dir("minilm" if kind in ("bert", "roberta", "electra") else "smollm2"))
 
 
 def save_tiny(kind: str, path, seed: int = 0, layers: int = 2):

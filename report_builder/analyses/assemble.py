@@ -55,12 +55,12 @@ def provenance(plan: "Plan", results: list["Result"]) -> tuple[dict, dict]:
     for t in plan.tasks:
         s = t.subject
         if s.model.name not in models:
-            from report_builder.models import loading  # the HF cache only: no torch, no network
+            from report_builder.models import sources  # the HF cache only: no torch, no network
 
             models[s.model.name] = {"source": s.model.source, "fingerprint": s.fingerprint,
                                     "class_name": class_names.get(s.model.name), "role": s.model.role,
                                     "revision": s.model.revision,
-                                    "snapshot": loading.hub_snapshot(s.model.source, s.model.revision)}
+                                    "snapshot": sources.hub_snapshot(s.model.source, s.model.revision)}
         if s.dataset is not None and s.dataset.id not in data:
             data[s.dataset.id] = {"hash": s.dataset_hash, "n": s.n_items}
     return models, data

@@ -149,7 +149,7 @@ def plan(cfg: "Config", cache: Cache | None = None) -> Plan:
     Loads the evaluation sets and hashes each model's weights (memoised); loads no weights.
     """
     from report_builder.data import load_entry
-    from report_builder.models import loading
+    from report_builder.models import causality, loading
 
     sets = {d.id: load_entry(d, cfg.data_dir) for d in cfg.datasets}
     tasks: list[Task] = []
@@ -166,7 +166,7 @@ def plan(cfg: "Config", cache: Cache | None = None) -> Plan:
 
     for mc in cfg.models:
         fp = loading.fingerprint(mc.source, mc.revision)
-        causal = loading.is_causal(mc.source, mc.revision)
+        causal = causality.is_causal(mc.source, mc.revision)
         model_subject = Subject(cfg, mc, fp, causal)
         for a in registry.ANALYSES:
             if a.scope == "model":

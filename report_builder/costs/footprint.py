@@ -1,7 +1,7 @@
 """Peak memory and disk of a task: the tensors a decomposition holds (as the chunking budget sizes
 them) and the rows of the tables its cache entry stores.
 
-Pitfall: the memory numbers mirror `decompose.layer` and `engine` (what they hold per sequence and
+Pitfall: the memory numbers mirror `decompose.layouts` and `engine` (what they hold per sequence and
 per chunk); change them together.
 """
 from __future__ import annotations
@@ -39,8 +39,8 @@ def layer_fixed_bytes(n: int, d: int, d_ff: int, heads: int, gated: bool, itemsi
 
 
 def chunk_bytes(s: Shape, n: int, budget: int, itemsize: int, batch: int = 1) -> int:
-    """The FF chunk loop's numbers: rows per chunk as `decompose.layer.default_chunk_rows` picks them."""
-    from report_builder.decompose.layer import default_chunk_rows
+    """The FF chunk loop's numbers: rows per chunk as `decompose.chunks.default_chunk_rows` picks them."""
+    from report_builder.decompose.chunks import default_chunk_rows
 
     rows = default_chunk_rows(n, s.d, s.d_ff, budget_bytes=budget, itemsize=itemsize, gated=s.gated, batch=batch)
     return batch * rows * n * (3 * s.d_ff + 5 * s.d) * itemsize

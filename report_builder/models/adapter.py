@@ -53,8 +53,8 @@ class Adapter:
         multipliers: config attributes that scale the residual branches or the embeddings linearly
             (Granite); the residual one is folded into the blocks' output weights (a property of the
             family, shown in the models table; the layout is unchanged).
-        variant: config -> the adapter that serves this config (a family whose layout depends on a
-            config flag, e.g. OPT's ``do_layer_norm_before``); None: this adapter itself.
+        variant: the adapters of a family whose layout depends on a config value (OPT's
+            ``do_layer_norm_before``), as `Variants`; None: this adapter serves every config.
     """
 
     family: str
@@ -70,7 +70,7 @@ class Adapter:
     max_positions: Callable[[object], int]
     submodules: frozenset[str] | None = None
     multipliers: tuple[str, ...] = ()
-    variant: Callable[[object], "Adapter"] | None = None
+    variant: "Variants | None" = None
 
     @property
     def ln_position(self) -> str:
@@ -81,9 +81,31 @@ class Adapter:
         """The adapter that serves ``config`` (resolves `variant`)."""
         return self if self.variant is None else self.variant(config)
 
+    @property
+    def variants(self) -> tuple["Adapter", ...]:
+        """Every adapter this family may serve a config with (itself when it has no `variant`)."""
+        return (self,) if self.variant is None else tuple(self.variant.by.values())
+
     def with_(self, **changes) -> "Adapter":
         """A copy with some facts changed (a variant of a family)."""
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Variants:
+    """The variants of a family, as data: ``read(config)`` is the key of the adapter in ``by`` that
+    serves that config (so every variant, and every layout a family may have, is listed here).
+
+    Attributes:
+        read: config -> key, e.g. ``lambda cfg: bool(cfg.do_layer_norm_before)``.
+        by: key -> `Adapter`.
+    """
+
+    read: Callable[[object], object]
+    by: dict
+
+    def __call__(self, config) -> Adapter:
+        return self.by[self.read(config)]
 
 
 _IGNORED_CHILDREN = (nn.Dropout, nn.Identity)

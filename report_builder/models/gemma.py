@@ -12,7 +12,7 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w
+from report_builder.models.adapter import Adapter, Probe, Variants, bias_of, linear_w
 from report_builder.schema import PRE_LN, SANDWICH
 
 
@@ -95,5 +95,5 @@ _PRE = _SANDWICH.with_(
     },
     submodules=frozenset({"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}),
 )
-ADAPTER = _SANDWICH.with_(variant=lambda cfg: _PRE if cfg.model_type == "gemma" else _SANDWICH)
+ADAPTER = _SANDWICH.with_(variant=Variants(lambda cfg: cfg.model_type == "gemma", {True: _PRE, False: _SANDWICH}))
 """Gemma-2/3: sandwich; Gemma (model type ``gemma``): pre-LN with the same norms and GeGLU."""

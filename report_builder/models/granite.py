@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from report_builder.models.adapter import Probe
 from report_builder.models.llama import ADAPTER as LLAMA
-from report_builder.models.llama import _weights
+from report_builder.models.llama import layer_weights
 
 ADAPTER = LLAMA.with_(
     family="granite",
     class_names=("GraniteModel",),
     model_types=("granite",),
     multipliers=("residual_multiplier", "embedding_multiplier", "attention_multiplier"),
-    weights=lambda model, idx: _weights(model, idx, float(model.config.residual_multiplier)),
+    weights=lambda model, idx: layer_weights(model, idx, float(model.config.residual_multiplier)),
     probes={**LLAMA.probes, "ATTN": Probe("self_attn", "out", scale="residual_multiplier"),
             "ATBLNFF": Probe("mlp", "out", scale="residual_multiplier")},
 )

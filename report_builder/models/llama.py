@@ -27,7 +27,7 @@ def _scaled(t, k: float):
     return None if t is None else (t if k == 1.0 else t * k)
 
 
-def _weights(model, idx: int, multiplier: float = 1.0) -> LayerWeights:
+def layer_weights(model, idx: int, multiplier: float = 1.0) -> LayerWeights:
     """Layer weights; ``multiplier`` scales each block's output (folded into W_O, b_O, W_down, b_down)."""
     layers = _layers(model)
     layer = layers[idx]
@@ -69,7 +69,7 @@ ADAPTER = Adapter(
     causal=True,
     layers=_layers,
     attention="self_attn",
-    weights=_weights,
+    weights=layer_weights,
     probes={
         "LN1": Probe("input_layernorm", "out"),
         "ATTN": Probe("self_attn", "out"),

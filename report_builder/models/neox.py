@@ -13,7 +13,7 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w
+from report_builder.models.adapter import Adapter, Probe, Variants, bias_of, linear_w
 from report_builder.schema import PARALLEL, PRE_LN
 
 
@@ -86,4 +86,5 @@ _SEQUENTIAL = _PARALLEL.with_(
         "ATBLNFFRES": Probe("", "out"),
     },
 )
-ADAPTER = _PARALLEL.with_(variant=lambda cfg: _PARALLEL if cfg.use_parallel_residual else _SEQUENTIAL)
+ADAPTER = _PARALLEL.with_(variant=Variants(lambda cfg: bool(cfg.use_parallel_residual),
+                                           {True: _PARALLEL, False: _SEQUENTIAL}))

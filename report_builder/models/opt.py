@@ -12,7 +12,7 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w
+from report_builder.models.adapter import Adapter, Probe, Variants, bias_of, linear_w
 from report_builder.schema import POST_LN, PRE_LN
 
 
@@ -90,4 +90,4 @@ POST = PRE.with_(
         "ATBFFRESLN": Probe("", "out"),
     },
 )
-ADAPTER = PRE.with_(variant=lambda cfg: PRE if cfg.do_layer_norm_before else POST)
+ADAPTER = PRE.with_(variant=Variants(lambda cfg: bool(cfg.do_layer_norm_before), {True: PRE, False: POST}))

@@ -14,6 +14,7 @@ from torch import nn
 
 from report_builder.errors import UnsupportedArchitecture
 from report_builder.models.adapter import Adapter, check_structure
+from report_builder.schema import LAYOUTS, Layout
 
 UNSUPPORTED_LAYOUTS = {
     "bloom": "residual added inside the module (BloomAttention and BloomMLP add the residual themselves)",
@@ -43,6 +44,13 @@ def _build() -> tuple[tuple[Adapter, ...], dict[str, Adapter], dict[str, Adapter
 
 ADAPTERS, _BY_CLASS, _BY_TYPE = _build()
 """Every registered adapter, in `FAMILIES` order."""
+
+
+def layout_families() -> dict[Layout, tuple[str, ...]]:
+    """Layout -> the families that use it (any of their `Adapter.variants`), in `FAMILIES` order; every
+    row of `schema.LAYOUTS`, a layout no family uses with none. The one answer to "which families
+    have this layout": derived from the adapters, never written beside the layout."""
+    return {lay: tuple(a.family for a in ADAPTERS if any(v.layout == lay for v in a.variants)) for lay in LAYOUTS}
 
 
 def supported() -> list[str]:

@@ -12,7 +12,6 @@ import torch
 
 from report_builder.analyses import k21_compute
 from report_builder.data.encode import EncodedSeq
-from report_builder.decompose.layer import K21_METHODS
 from report_builder.decompose.reference import reference_layer, reference_ratio
 from report_builder.figures import k21
 from report_builder.figures.k21 import categories, mixing
@@ -22,7 +21,7 @@ from report_builder.stats import k21 as k21_stats
 from report_builder import schema
 from tests.tiny_models import tiny
 
-METHODS = list(K21_METHODS)
+METHODS = list(schema.K21_METHODS)
 COLS = schema.K21
 MODEL_COLS = schema.MODELS
 DATASET_COLS = schema.DATASETS

@@ -14,7 +14,7 @@ import torch
 from report_builder.analyses import k24_compute
 from report_builder.data.encode import EncodedSeq
 from report_builder.decompose.feedforward import IGOptions
-from report_builder.decompose.layer import decompose_layer
+from report_builder.decompose.layouts import decompose_layer
 from report_builder.engine import Tokens, decompose_sequences
 from report_builder.figures import k24
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured, Roles

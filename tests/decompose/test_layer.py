@@ -5,11 +5,13 @@ import pytest
 import torch
 
 from report_builder.decompose.feedforward import IGOptions, elementwise_kappa, gated_integrals
-from report_builder.decompose.layer import K21_METHODS, decompose_batch, decompose_layer, default_chunk_rows
+from report_builder.decompose.chunks import default_chunk_rows
+from report_builder.decompose.layouts import decompose_batch, decompose_layer
 from report_builder.decompose.reference import reference_layer, reference_maps, reference_ratio
 from report_builder.engine import Tokens, decompose_sequences
 from report_builder.models.capture import capture_hooks, forward_capture
 from report_builder.errors import FusedAttention, SequenceTooLong
+from report_builder.schema import K21_METHODS
 from tests.tiny_models import FAMILIES, tiny
 
 SEQS = [Tokens(list(range(5, 21))), Tokens(list(range(7, 16)))]

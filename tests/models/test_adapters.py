@@ -14,9 +14,7 @@ import pytest
 from report_builder import schema
 from report_builder.errors import UnsupportedArchitecture
 from report_builder.models import registry
-from tests.tiny_models import CLASS_OF, FAMILIES, LAYOUT_FAMILIES, tiny
-
-TINY = FAMILIES + LAYOUT_FAMILIES
+from tests.tiny_models import CLASS_OF, TINY, tiny
 
 
 @pytest.mark.parametrize("adapter", registry.ADAPTERS, ids=lambda a: a.family)
@@ -34,6 +32,29 @@ def test_adapter_declares_a_known_layout_and_is_found_by_its_names(adapter):
 def test_every_family_has_a_tiny_model(adapter):
     assert any(registry.for_class_name(CLASS_OF[k]).family == adapter.family for k in TINY), (
         f"add a tiny {adapter.family} model to tests/tiny_models.py")
+
+
+def test_layout_families_are_derived_from_every_variant_of_every_adapter():
+    families = registry.layout_families()
+    assert list(families) == list(schema.LAYOUTS)
+    for lay, names in families.items():
+        assert names, f"no family uses the {lay.label} layout: add an adapter or drop the layout"
+    for a in registry.ADAPTERS:
+        assert {v.family for v in a.variants} == {a.family}
+        for v in a.variants:
+            assert a.family in families[v.layout]
+    assert families[schema.POST_LN][:2] == ("bert", "distilbert") and "opt" in families[schema.POST_LN]
+
+
+@pytest.mark.parametrize("lay", schema.LAYOUTS, ids=lambda lay: lay.id)
+def test_every_layout_has_a_tiny_model(lay):
+    """Each layout is checked for exactness on at least one tiny model (read from its config alone)."""
+    import transformers as tr
+
+    def layout_of(t):
+        return registry.for_config(getattr(tr, t.config)(**t.kwargs)).layout
+
+    assert any(layout_of(t) == lay for t in TINY.values()), f"add a tiny model of the {lay.label} layout"
 
 
 @pytest.mark.parametrize("kind", TINY)

@@ -15,7 +15,7 @@ from report_builder import config as config_mod
 from report_builder.analyses.base import Subject
 from report_builder.engine import Tokens, decompose_sequences
 from report_builder.errors import ConfigError, ModelError
-from report_builder.models import loading, placement
+from report_builder.models import device_plan, loading, placement
 from report_builder.models.capture import capture_hooks
 from tests.tiny_models import save_tiny
 
@@ -105,9 +105,9 @@ def test_capture_streams_one_layer_at_a_time(saved):
 def test_auto_map_offloads_what_does_not_fit(saved):
     """``device_map: auto`` on a CPU with a small weights budget keeps the rest on disk, same results."""
     cfg = config_mod.replace(config_mod.Config(), device_map="auto", device_memory="1MB")
-    opts = loading.placement_options(cfg)
+    opts = device_plan.placement_options(cfg)
     assert opts["device_map"] == "auto" and opts["device_memory"] == 10**6
-    planned = loading.planned_placement(str(saved["llama"]), cfg)
+    planned = device_plan.planned_placement(str(saved["llama"]), cfg)
     spread = loading.load(str(saved["llama"]), name="spread", **opts)
     assert spread.placement.layer_storage == planned.layer_storage
     assert "disk" in spread.placement.layer_storage

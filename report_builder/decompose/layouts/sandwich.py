@@ -1,26 +1,17 @@
-"""Layer layouts beyond the two templates (SPEC §7): sandwich norms and parallel attention + FF.
+"""The sandwich-norm layout (SPEC §7; Gemma-2/3, OLMo-2), one sequence at a time.
 
-Sandwich (Gemma-2/3, OLMo-2):
     h = x + N_pa(ATTN(N_in(x))),   y = h + N_po(FF(N_pf(h)))
     scopes ATB (N_in, ATTN, N_pa, RES), ATBLN (N_pf), ATBLNFF, ATBLNFFLN (N_po), ATBLNFFLNRES (= layer).
-    Every norm is applied term by term with its scale frozen at the real vector it normalises
-    (``N(t) = M(t) / s_i``, beta to the bias term), so the terms still sum exactly to the real tensor.
-Parallel (GPT-NeoX with ``use_parallel_residual``, Phi):
-    y = x + ATTN(N1(x)) + FF(N2(x))
-    scopes ATB (x + attention branch), ATBPFF (= layer: + FF branch). In the per-layer view FF at
-    position i reads only x_i, so its whole output is attributed to token i: the FF branch only
-    changes the diagonal of the map (stated on the site).
 
-K21 methods on these layouts: ATTN-N is the attention output before any post-attention norm,
-ATTNRES-N is ATB and ATTNRESLN-N is the norm in front of FF (sandwich: ATBLN). A parallel layer
-has no norm after the attention block, so its ATTNRESLN-N is not defined (NaN).
+Every norm is applied term by term with its scale frozen at the real vector it normalises
+(``N(t) = M(t) / s_i``, beta to the bias term), so the terms still sum exactly to the real tensor.
+K21 methods here: ATTN-N is the attention output before the post-attention norm, ATTNRES-N is ATB
+and ATTNRESLN-N is the norm in front of FF (ATBLN).
 
-Pitfall: a norm's scale ``s_i`` comes from the real (summed) input, never from a term; the sandwich
-FF step holds ``c * n * d'`` numbers per query chunk, ``chunk_rows`` follows the memory budget.
+Pitfall: a norm's scale ``s_i`` comes from the real (summed) input, never from a term; the FF step
+holds ``c * n * d'`` numbers per query chunk, ``chunk_rows`` follows the memory budget.
 """
 from __future__ import annotations
-
-from typing import Iterable
 
 import torch
 from torch import Tensor
@@ -28,14 +19,11 @@ from torch import Tensor
 from report_builder.decompose.attention import (
     attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
 )
-from report_builder.decompose.feedforward import (
-    IGOptions, elementwise_kappa, ff_forward, gated_integrals,
-)
-from report_builder.decompose.layer import (
-    LayerResult, LayerWeights, _norm32, _ratio, _src_diag, default_chunk_rows, relative_error,
-)
+from report_builder.decompose.chunks import default_chunk_rows
+from report_builder.decompose.feedforward import IGOptions, elementwise_kappa, ff_forward, gated_integrals
+from report_builder.decompose.layer import LayerResult, LayerWeights
+from report_builder.decompose.layouts.common import k21_weight_maps, norm32, ratio, src_diag
 from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
-from report_builder.schema import K21_METHODS, PARALLEL, SANDWICH
 
 
 def _beta(nw: NormWeights, like: Tensor) -> Tensor:
@@ -90,7 +78,7 @@ class _HeadFF:
         ps = []
         for u, ux in zip(self.u, self.ux):
             p = torch.bmm(a_s, u)  # (n, c, d')
-            _src_diag(p, start).add_((ux[start:stop] * self.inv_x[start:stop]).T)
+            src_diag(p, start).add_((ux[start:stop] * self.inv_x[start:stop]).T)
             ps.append(p)
         if self.fw.gated:
             hidden = ps[0].mul_(self.i1[start:stop]).addcmul_(ps[1], self.i2[start:stop])
@@ -100,93 +88,10 @@ class _HeadFF:
         return hidden @ self.fw.w2, self.bias[start:stop]
 
 
-def decompose_layout(lw: LayerWeights, x: Tensor, alpha: Tensor, *, maps: Iterable[str] = (), ratios: bool = False,
-                     refs: dict[str, Tensor] | None = None, extras: bool = False, ig: IGOptions = IGOptions(),
-                     chunk_rows: int | None = None, budget_bytes: int = 512 << 20) -> LayerResult:
-    """`decompose_layer` for the sandwich and parallel layouts (same arguments and result)."""
-    want = set(maps)
-    unknown = want - set(lw.scopes) - set(K21_METHODS)
-    if unknown:
-        raise ValueError(f"unknown scopes {sorted(unknown)}; this layer has {lw.scopes} and {K21_METHODS}")
-    if lw.layout is SANDWICH:
-        res = _sandwich(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes)
-    elif lw.layout is PARALLEL:
-        res = _parallel(lw, x, alpha, want, ratios, extras)
-    else:
-        raise ValueError(f"layout {lw.layout.id!r} is decomposed by decompose_layer, not here")
-    if refs:
-        for key, ref in refs.items():
-            if key in res.sums:
-                res.errors[key] = relative_error(res.sums[key], ref)
-    return res
-
-
-def _k21_weight_maps(res: LayerResult, alpha: Tensor, want: set, ratios: bool) -> None:
-    a_mean = alpha.mean(0)
-    if "ATTN-W" in want:
-        res.maps["ATTN-W"] = a_mean.float()
-    if "ATTNRES-W" in want:
-        eye = torch.eye(a_mean.shape[0], device=alpha.device, dtype=alpha.dtype)
-        res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
-    if ratios:
-        diag = torch.diagonal(a_mean).float()
-        res.ratios["ATTN-W"] = 1 - diag
-        res.ratios["ATTNRES-W"] = 0.5 * (1 - diag)
-
-
-def _parallel(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: bool, extras: bool) -> LayerResult:
-    """Parallel layer: every map through the Gram identity; FF only changes the diagonal."""
-    n, d = x.shape
-    res = LayerResult()
-    y1 = apply_norm(lw.ln1, x)  # N1(x_j) depends on x_j alone: attributed wholly to j
-    res.sums["LN1"] = y1
-    w = value_vectors(lw.attn, y1)
-    b_o = output_bias(lw.attn, d, x)
-    total = attn_total(alpha, w)
-    res.sums["ATTN"] = total + b_o
-    atb = total + b_o + x
-    res.sums["ATB"] = atb
-    y2 = apply_norm(lw.ln2, x)
-    res.sums["LN2"] = y2
-    ff = ff_forward(lw.ff, y2)  # FF(N2(x_i)) reads x_i alone: attributed wholly to token i
-    res.sums["FF"] = ff
-    out = atb + ff
-    res.sums["ATBPFF"] = out
-    zero = torch.zeros_like(x[0])  # the norms' beta and the FF branch are attributed to the token they read
-    res.bias.update(LN1=zero, ATTN=b_o, ATB=b_o, LN2=zero, FF=zero, ATBPFF=b_o)
-    _k21_weight_maps(res, alpha, want, ratios)
-    self_attn = attn_self(alpha, w)
-    if want & {"ATTN-N", "ATTNRES-N", "ATB", "ATBPFF", "ATTNRESLN-N"}:
-        g = gram_norms(alpha, w)
-        if "ATTN-N" in want:
-            res.maps["ATTN-N"] = g.clone()
-        for key, diag in (("ATB", self_attn + x), ("ATBPFF", self_attn + x + ff)):
-            if key in want or (key == "ATB" and "ATTNRES-N" in want):
-                m = g.clone()
-                m.diagonal().copy_(_norm32(diag))
-                if key in want:
-                    res.maps[key] = m
-                if key == "ATB" and "ATTNRES-N" in want:
-                    res.maps["ATTNRES-N"] = m
-        if "ATTNRESLN-N" in want:
-            res.maps["ATTNRESLN-N"] = torch.full((n, n), float("nan"), device=x.device)
-    if ratios:
-        ctx = total - self_attn
-        res.ratios["ATTN-N"] = _ratio(ctx, self_attn)
-        res.ratios["ATTNRES-N"] = _ratio(ctx, self_attn + x)
-        res.ratios["ATTNRESLN-N"] = torch.full((n,), float("nan"), device=x.device)
-    if extras:
-        res.extras["ff"] = ff
-        res.extras["residual"] = atb
-        if lw.next_norm is not None:
-            res.extras["ln_ff"] = norm_linear(lw.next_norm, ff) / norm_scale(lw.next_norm, out)
-            res.extras["ln_weight"] = lw.next_norm.weight
-    return res
-
-
-def _sandwich(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: bool, extras: bool, ig: IGOptions,
-              chunk_rows: int | None, budget_bytes: int) -> LayerResult:
-    """Sandwich layer: attention-side quantities in closed form, the maps by query-row chunks."""
+def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, ratios: bool, extras: bool,
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+    """Sandwich layer, x (n, d), alpha (H, n, n): attention-side quantities in closed form, the maps by
+    query-row chunks."""
     n, d = x.shape
     res = LayerResult()
     n_pa, n_pf, n_po = lw.post_attn_norm, lw.ln2, lw.post_ff_norm
@@ -207,15 +112,15 @@ def _sandwich(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: boo
     b_al = norm_linear(n_pa, b_o.expand(n, d)) / s_pa + _beta(n_pa, x)  # (n, d) bias after N_pa
     res.bias.update(LN1=torch.zeros_like(x[0]), ATTN=b_o, ATTNLN=b_al, ATB=b_al,
                     ATBLN=norm_linear(n_pf, b_al) / s_pf + _beta(n_pf, x))
-    _k21_weight_maps(res, alpha, want, ratios)
+    k21_weight_maps(res, alpha, want, ratios)
     self_attn = attn_self(alpha, w)
     if ratios:
         ctx = total - self_attn
-        res.ratios["ATTN-N"] = _ratio(ctx, self_attn)
+        res.ratios["ATTN-N"] = ratio(ctx, self_attn)
         ctx_atb = norm_linear(n_pa, ctx) / s_pa
         self_atb = norm_linear(n_pa, self_attn) / s_pa + x
-        res.ratios["ATTNRES-N"] = _ratio(ctx_atb, self_atb)
-        res.ratios["ATTNRESLN-N"] = _ratio(norm_linear(n_pf, ctx_atb), norm_linear(n_pf, self_atb))
+        res.ratios["ATTNRES-N"] = ratio(ctx_atb, self_atb)
+        res.ratios["ATTNRESLN-N"] = ratio(norm_linear(n_pf, ctx_atb), norm_linear(n_pf, self_atb))
     if "ATTN-N" in want:
         res.maps["ATTN-N"] = gram_norms(alpha, w)
 
@@ -239,16 +144,16 @@ def _sandwich(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: boo
         rows = slice(start, stop)
         t = _norm_terms(n_pa, attn_terms_src(alpha[:, rows], w), s_pa[rows])  # (n, c, d) N_pa(ATTN) terms
         tb = _norm_bias(n_pa, b_o.expand(stop - start, d), s_pa[rows])
-        _src_diag(t, start).add_(x[rows].T)  # RES: x_i to the j = i term
+        src_diag(t, start).add_(x[rows].T)  # RES: x_i to the j = i term
         if "ATB" in mp:
-            mp["ATB"][rows] = _norm32(t).T
+            mp["ATB"][rows] = norm32(t).T
         if "ATTNRES-N" in mp:
-            mp["ATTNRES-N"][rows] = _norm32(t).T
+            mp["ATTNRES-N"][rows] = norm32(t).T
         if want & {"ATBLN", "ATTNRESLN-N"}:
             u = _norm_terms(n_pf, t, s_pf[rows])
             for k in ("ATBLN", "ATTNRESLN-N"):
                 if k in mp:
-                    mp[k][rows] = _norm32(u).T
+                    mp[k][rows] = norm32(u).T
             del u
         if not need_ff:
             continue
@@ -256,19 +161,19 @@ def _sandwich(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, ratios: boo
         acc[sc[2]][rows] = f.sum(0) + fb
         bias[sc[2]][rows] = fb
         if sc[2] in mp:
-            mp[sc[2]][rows] = _norm32(f).T
+            mp[sc[2]][rows] = norm32(f).T
         f = _norm_terms(n_po, f, s_po[rows])
         fb = _norm_bias(n_po, fb, s_po[rows])
         acc[sc[3]][rows] = f.sum(0) + fb
         bias[sc[3]][rows] = fb
         if sc[3] in mp:
-            mp[sc[3]][rows] = _norm32(f).T
+            mp[sc[3]][rows] = norm32(f).T
         t.add_(f)
         del f
         acc[sc[4]][rows] = t.sum(0) + tb + fb
         bias[sc[4]][rows] = tb + fb
         if sc[4] in mp:
-            mp[sc[4]][rows] = _norm32(t).T
+            mp[sc[4]][rows] = norm32(t).T
         del t
     res.maps.update(mp)
     res.sums.update(acc)

@@ -1,0 +1,145 @@
+"""One Transformer layer as exact token-to-token terms at every scope of its layout (SPEC §1, §7).
+
+`decompose_layer` (one sequence) and `decompose_batch` (a right-padded batch) dispatch on the layer's
+`schema.Layout` through `MATHS`, one row per layout: post-LN and pre-LN share the batched fast path
+(`post_pre`), sandwich norms (`sandwich`) and parallel attention + FF (`parallel`) run one sequence
+at a time. Shared building blocks are in `common`; the chunk rule is `decompose.chunks`.
+
+Every result carries the relative reconstruction error of each check point against the tensors the
+real HF model computed (when given). Pitfall: a new layout is a `schema.Layout` row, a module here
+and its row in `MATHS`; a layout without a row is refused, never decomposed by another's mathematics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from torch import Tensor
+
+from report_builder.decompose.feedforward import IGOptions
+from report_builder.decompose.layer import LayerResult, LayerWeights, relative_error
+from report_builder.decompose.layouts import parallel, post_pre, sandwich
+from report_builder.schema import K21_METHODS, PARALLEL, POST_LN, PRE_LN, SANDWICH, Layout
+
+
+@dataclass(frozen=True)
+class LayoutMaths:
+    """How one layout is decomposed.
+
+    Attributes:
+        one: ``(lw, x (n, d), alpha (H, n, n), want, *, ratios, extras, ig, chunk_rows, budget_bytes)``
+            -> `LayerResult` of one unpadded sequence (errors not yet recorded).
+        batch: the same for a right-padded batch, with the real ``lengths`` after alpha, -> one result
+            per sequence; None: the batch runs one sequence at a time through ``one``.
+    """
+
+    one: Callable[..., LayerResult]
+    batch: Callable[..., list[LayerResult]] | None = None
+
+
+_POST_PRE = LayoutMaths(post_pre.decompose_one, post_pre.decompose_batch)
+MATHS: dict[Layout, LayoutMaths] = {
+    POST_LN: _POST_PRE,
+    PRE_LN: _POST_PRE,
+    SANDWICH: LayoutMaths(sandwich.decompose_one),
+    PARALLEL: LayoutMaths(parallel.decompose_one),
+}
+"""Layout -> its mathematics (every row of `schema.LAYOUTS`)."""
+
+
+def _maths(lw: LayerWeights) -> LayoutMaths:
+    try:
+        return MATHS[lw.layout]
+    except KeyError:
+        raise ValueError(f"layout {lw.layout.id!r} has no mathematics in decompose.layouts "
+                         f"(known: {', '.join(lay.id for lay in MATHS)})") from None
+
+
+def _wanted(lw: LayerWeights, maps: Iterable[str]) -> set[str]:
+    want = set(maps)
+    unknown = want - set(lw.scopes) - set(K21_METHODS)
+    if unknown:
+        raise ValueError(f"unknown scopes {sorted(unknown)}; this layer has {lw.scopes} and {K21_METHODS}")
+    return want
+
+
+def _record_errors(res: LayerResult, refs: dict[str, Tensor] | None) -> None:
+    for key, ref in (refs or {}).items():
+        if key in res.sums:
+            res.errors[key] = relative_error(res.sums[key], ref)
+
+
+def decompose_layer(
+    lw: LayerWeights,
+    x: Tensor,
+    alpha: Tensor,
+    *,
+    maps: Iterable[str] = (),
+    ratios: bool = False,
+    refs: dict[str, Tensor] | None = None,
+    extras: bool = False,
+    ig: IGOptions = IGOptions(),
+    chunk_rows: int | None = None,
+    budget_bytes: int = 512 << 20,
+) -> LayerResult:
+    """Decompose one layer for one (unpadded) sequence.
+
+    Args:
+        lw: the layer's weights, on x's device and dtype.
+        x: (n, d) layer input.
+        alpha: (H, n, n) attention probabilities read from the model (eager attention).
+        maps: which maps to compute: any of the layer's scopes and the K21 methods (`K21_METHODS`).
+        ratios: compute the five K21 context-mixing ratios (no n x n x d tensor needed).
+        refs: HF tensors at the check points (`LayerWeights.checks`), each (n, d); errors are computed
+            for every check point whose sum was computed.
+        extras: also return FF output, residual and the norm-after-FF quantities (K24 RES/LN analyses).
+        ig: IG options (closed form by default).
+        chunk_rows: query rows per chunk of the FF step (default: from ``budget_bytes``).
+    Returns:
+        A `LayerResult`.
+    """
+    maths = _maths(lw)
+    res = maths.one(lw, x, alpha, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig, chunk_rows=chunk_rows,
+                    budget_bytes=budget_bytes)
+    _record_errors(res, refs)
+    return res
+
+
+def decompose_batch(
+    lw: LayerWeights,
+    x: Tensor,
+    alpha: Tensor,
+    lengths: list[int],
+    *,
+    maps: Iterable[str] = (),
+    ratios: bool = False,
+    refs: dict[str, Tensor] | None = None,
+    extras: bool = False,
+    ig: IGOptions = IGOptions(),
+    chunk_rows: int | None = None,
+    budget_bytes: int = 512 << 20,
+) -> list[LayerResult]:
+    """Decompose one layer for a right-padded batch at once (one set of GEMMs for all sequences).
+
+    Args:
+        x: (B, n_max, d) layer inputs; alpha: (B, H, n_max, n_max) probabilities; ``lengths`` the real
+            lengths; refs: (B, n_max, d) per check point. Other arguments as in `decompose_layer`;
+            ``budget_bytes`` bounds the whole batch's chunk.
+    Returns:
+        One `LayerResult` per sequence over its real tokens only. Pads are masked exactly: their
+        inputs and attention probabilities (as queries and as keys) are set to zero, so every term a
+        real token receives from a pad is an exact zero and pad rows are dropped. Equal to
+        `decompose_layer` on each sequence alone up to float rounding (the GEMM shapes differ). A
+        layout without a batched path (`LayoutMaths.batch`) runs its sequences one at a time.
+    """
+    maths = _maths(lw)
+    if maths.batch is None:
+        return [decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
+                                refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
+                                chunk_rows=chunk_rows, budget_bytes=budget_bytes)
+                for b, n in enumerate(lengths)]
+    out = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
+                      chunk_rows=chunk_rows, budget_bytes=budget_bytes)
+    for b, (r, n) in enumerate(zip(out, lengths)):
+        _record_errors(r, None if refs is None else {k: t[b, :n] for k, t in refs.items()})
+    return out

@@ -1,0 +1,45 @@
+"""Building blocks shared by the layouts' mathematics: float32 norms, context-mixing ratios, the
+diagonal of a source-major chunk, and K21's weight-based maps.
+
+Pitfall: `src_diag` returns a *view*; the layouts add the residual (diagonal) term through it in
+place, so the chunk must be contiguous in its source-major order ``(..., n_src, c, D)``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from report_builder.decompose.layer import LayerResult
+
+
+def norm32(t: Tensor) -> Tensor:
+    """Euclidean norm over the last dim, accumulated in float32 whatever t's dtype."""
+    return torch.linalg.vector_norm(t, dim=-1, dtype=torch.float32)
+
+
+def ratio(ctx: Tensor, self_: Tensor) -> Tensor:
+    """Context-mixing ratio ``||ctx|| / (||ctx|| + ||self||)`` per token (K21)."""
+    c = norm32(ctx)
+    s = norm32(self_)
+    return c / (c + s).clamp_min(1e-30)
+
+
+def src_diag(t: Tensor, start: int) -> Tensor:
+    """View of the diagonal terms of a source-major chunk: t (..., n, c, D) holds query rows
+    ``start .. start + c``; returns the (..., D, c) view of ``t[..., start + k, k, :]``."""
+    c = t.shape[-2]
+    return torch.diagonal(t[..., start:start + c, :, :], dim1=-3, dim2=-2)
+
+
+def k21_weight_maps(res: LayerResult, alpha: Tensor, want: set, ratios: bool) -> None:
+    """K21's weight-based maps and ratios (ATTN-W, ATTNRES-W) of one sequence, alpha (H, n, n)."""
+    a_mean = alpha.mean(0)
+    if "ATTN-W" in want:
+        res.maps["ATTN-W"] = a_mean.float()
+    if "ATTNRES-W" in want:
+        eye = torch.eye(a_mean.shape[0], device=alpha.device, dtype=alpha.dtype)
+        res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
+    if ratios:
+        diag = torch.diagonal(a_mean).float()
+        res.ratios["ATTN-W"] = 1 - diag
+        res.ratios["ATTNRES-W"] = 0.5 * (1 - diag)

@@ -1,0 +1,270 @@
+"""The post-LN and pre-LN layouts (SPEC §1), with their fast paths (§6), batched.
+
+post-LN (BERT family):  x' = LN1(x + ATTN(x)),   y = LN2(x' + FF(x'))
+    scopes ATB (= ATTNRESLN), ATBFF, ATBFFRES, ATBFFRESLN; K21 intermediates ATTN, ATTNRES.
+pre-LN (GPT-2, Llama):  x' = x + ATTN(LN1(x)), y = x' + FF(LN2(x'))
+    scopes ATB (= LN1+ATTN+RES), ATBLN, ATBLNFF, ATBLNFFRES; intermediates LN1, ATTN.
+
+Both share one structure: the FF input term is ``(1/s_i)(sum_h alpha^h_ij M w^h_j + delta_ij M x_i)``
+with M the linear part of the norm in front of FF and s_i its frozen scale, so one code path serves
+both, and the first FF matmul goes through the heads (``U^h_j = M w^h_j W1``). The mathematics runs
+on a batch (leading dimension B); one sequence is a batch of one.
+
+Pitfall: the per-query chunk loop must never hold more than ``c * n * d'`` numbers; ``chunk_rows``
+follows a memory budget (`decompose.chunks`).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from report_builder.decompose.attention import (
+    attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
+)
+from report_builder.decompose.chunks import default_chunk_rows
+from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals
+from report_builder.decompose.layer import LayerResult, LayerWeights
+from report_builder.decompose.layouts.common import norm32, ratio, src_diag
+from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
+
+
+def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], *, ratios: bool, extras: bool,
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+    """One (unpadded) sequence, x (n, d), alpha (H, n, n): the batched mathematics on a batch of one."""
+    n = x.shape[0]
+    full = _decompose(lw, x.unsqueeze(0), alpha.unsqueeze(0), want, ratios, extras, ig, chunk_rows, budget_bytes)
+    return _take(full, 0, n)
+
+
+def decompose_batch(lw: LayerWeights, x: Tensor, alpha: Tensor, lengths: list[int], want: set[str], *, ratios: bool,
+                    extras: bool, ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> list[LayerResult]:
+    """A right-padded batch, x (B, n_max, d), alpha (B, H, n_max, n_max): one result per sequence over
+    its real tokens. Pads are masked exactly (their inputs and probabilities, as queries and as keys,
+    are zeroed), so every term a real token receives from a pad is an exact zero."""
+    B, n_max, _ = x.shape
+    real = torch.arange(n_max, device=x.device)[None, :] < torch.tensor(lengths, device=x.device)[:, None]
+    keep = real.to(x.dtype)
+    x = x * keep[..., None]
+    alpha = alpha * (keep[:, None, :, None] * keep[:, None, None, :]).to(alpha.dtype)
+    full = _decompose(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes)
+    return [_take(full, b, n) for b, n in enumerate(lengths)]
+
+
+def _take(full: LayerResult, b: int, n: int) -> LayerResult:
+    """Sequence ``b`` of a batched result, its first ``n`` (real) tokens; shared (d,) tensors as they are."""
+    def rows(t: Tensor) -> Tensor:
+        return t if t.dim() == 1 else t[b, :n]
+    return LayerResult(maps={k: v[b, :n, :n] for k, v in full.maps.items()},
+                       ratios={k: v[b, :n] for k, v in full.ratios.items()},
+                       sums={k: rows(v) for k, v in full.sums.items()},
+                       bias={k: rows(v) for k, v in full.bias.items()},
+                       extras={k: rows(v) for k, v in full.extras.items()})
+
+
+def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratios: bool, extras: bool,
+               ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+    """The layer's mathematics on a batch: x (B, n, d), alpha (B, H, n, n); results keep the batch
+    dimension ((B, n, n) maps, (B, n) ratios, (B, n, d) sums; token-independent bias terms (d,))."""
+    lay = lw.layout
+    post = not lay.norm_first  # the mathematics below serves the two layouts of `schema.LAYOUTS`
+    B, n, d = x.shape
+    res = LayerResult()
+    aw = lw.attn
+
+    # --- attention input and per-head transformed values
+    if post:
+        y = x
+    else:
+        y = apply_norm(lw.ln1, x)  # pre-LN: LN1(x_j) depends on x_j alone, attributed wholly to j
+        res.sums["LN1"] = y
+        res.bias["LN1"] = x.new_zeros(d)
+    w = value_vectors(aw, y)  # (B, n, H, d)
+    b_o = output_bias(aw, d, x)
+    total = attn_total(alpha, w)
+    res.sums["ATTN"] = total + b_o
+    xres = total + b_o + x  # ATTN + RES: post LN1 input, pre x'
+    res.sums[lay.attn_res] = xres
+    res.bias["ATTN"] = res.bias[lay.attn_res] = b_o
+
+    # --- the norm in front of FF (post: LN1, pre: LN2), frozen at the real input's scale
+    nrm = lw.ln1 if post else lw.ln2
+    s = norm_scale(nrm, xres)  # (B, n, 1)
+    beta = nrm.bias if nrm.bias is not None else torch.zeros_like(b_o)
+    mw = norm_linear(nrm, w)
+    mx = norm_linear(nrm, x)
+    n_bias = norm_linear(nrm, b_o.expand(B, n, d)) / s + beta  # (B, n, d) bias term after the norm
+    xin = norm_linear(nrm, xres) / s + beta  # FF input (post: ATB, pre: ATBLN)
+    ln_scope = lay.ff_input
+    res.sums[ln_scope] = xin
+    res.bias[ln_scope] = n_bias
+
+    need_self = ratios or bool(want & {"ATTNRES-N", "ATTNRESLN-N", lay.attn_res, ln_scope})
+    if need_self:
+        self_attn = attn_self(alpha, w)  # (B, n, d)
+    a_mean = alpha.mean(1)
+    eye = torch.eye(n, device=x.device, dtype=alpha.dtype)
+
+    # --- K21 maps via the Gram identity (diagonal computed explicitly)
+    if "ATTN-W" in want:
+        res.maps["ATTN-W"] = a_mean.float()
+    if "ATTNRES-W" in want:
+        res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
+    # pre-LN: the ATTN + RES check point is also a K24 scope (ATB); post-LN: it is not (ATTNRES)
+    attn_res_map = lay.attn_res in lay.scopes and lay.attn_res in want
+    g_w = gram_norms(alpha, w) if want & {"ATTN-N", "ATTNRES-N"} or attn_res_map else None
+    if "ATTN-N" in want:
+        res.maps["ATTN-N"] = g_w
+    if want & {"ATTNRES-N"} or attn_res_map:
+        m = g_w.clone() if "ATTN-N" in want else g_w
+        m.diagonal(dim1=-2, dim2=-1).copy_(norm32(self_attn + x))
+        if "ATTNRES-N" in want:
+            res.maps["ATTNRES-N"] = m
+        if attn_res_map:
+            res.maps[lay.attn_res] = m
+    if want & {"ATTNRESLN-N", ln_scope}:
+        m = gram_norms(alpha, mw) / s.float()
+        m.diagonal(dim1=-2, dim2=-1).copy_(norm32(norm_linear(nrm, self_attn + x) / s))
+        for k in ("ATTNRESLN-N", ln_scope):
+            if k in want:
+                res.maps[k] = m
+
+    # --- K21 ratios: two vectors per token
+    if ratios:
+        ctx = total - self_attn
+        self_res = self_attn + x
+        diag = torch.diagonal(a_mean, dim1=-2, dim2=-1).float()
+        res.ratios["ATTN-W"] = 1 - diag
+        res.ratios["ATTNRES-W"] = 0.5 * (1 - diag)
+        res.ratios["ATTN-N"] = ratio(ctx, self_attn)
+        res.ratios["ATTNRES-N"] = ratio(ctx, self_res)
+        res.ratios["ATTNRESLN-N"] = ratio(norm_linear(nrm, ctx), norm_linear(nrm, self_res))
+
+    ff_scopes = set(lay.ff_scopes)
+    # FF is decomposed only when an FF scope map or the K24 extras are asked for: the ratios and the
+    # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
+    ff_wanted = bool(want & ff_scopes) or extras
+    if ff_wanted:
+        _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras)
+    return res
+
+
+def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras):
+    """Decompose FF (through the heads), FF+RES and (post-LN) LN2, chunked over query rows."""
+    B, n, d = x.shape
+    fw: FFWeights = lw.ff
+    dff = fw.d_ff
+    sf = s  # (B, n, 1)
+    if fw.gated:
+        ua = mw @ fw.w_gate  # (n, H, d')
+        ub = mw @ fw.w_up
+        uxa, uxb = mx @ fw.w_gate, mx @ fw.w_up
+        bias_a = n_bias @ fw.w_gate + (fw.b_gate if fw.b_gate is not None else 0)
+        bias_b = n_bias @ fw.w_up + (fw.b_up if fw.b_up is not None else 0)
+        a_tot = xin @ fw.w_gate + (fw.b_gate if fw.b_gate is not None else 0)
+        b_tot = xin @ fw.w_up + (fw.b_up if fw.b_up is not None else 0)
+        i1, i2 = gated_integrals(fw.act, a_tot, b_tot, ig)
+        ff_bias_hidden = bias_a * i1 + bias_b * i2
+        uab = torch.cat([ua, ub], dim=-1)  # (B, n, H, 2 d')
+        uxab = torch.cat([uxa, uxb], dim=-1)
+        del ua, ub
+    else:
+        u = mw @ fw.w1
+        ux = mx @ fw.w1
+        bias_p = n_bias @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
+        p_tot = xin @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
+        kappa, g0 = elementwise_kappa(fw.act, p_tot, ig)
+        ff_bias_hidden = bias_p * kappa + g0
+    ff_bias = ff_bias_hidden @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
+    res_bias = n_bias if post else output_bias(lw.attn, d, x).expand(B, n, d)
+
+    ff_total = ff_forward(fw, xin)  # the un-decomposed FF output: fixes the following norm's scale
+    lay = lw.layout
+    resid = xin if post else res.sums[lay.attn_res]
+    after_res = resid + ff_total
+    if post:
+        s2 = norm_scale(lw.ln2, after_res)
+        beta2 = lw.ln2.bias if lw.ln2.bias is not None else torch.zeros(d, device=x.device, dtype=x.dtype)
+
+    ff_name, ffres_name, ln2_name = lay.ff_after, lay.scope_after("RES"), lay.whole_layer
+    maps_ff = torch.empty(B, n, n, dtype=torch.float32, device=x.device) if ff_name in want else None
+    maps_ffres = torch.empty(B, n, n, dtype=torch.float32, device=x.device) if ffres_name in want else None
+    maps_ln2 = torch.empty(B, n, n, dtype=torch.float32, device=x.device) if post and ln2_name in want else None
+    sum_ff = torch.zeros(B, n, d, dtype=x.dtype, device=x.device)
+    sum_ffres = torch.zeros_like(sum_ff)
+
+    c = chunk_rows or default_chunk_rows(n, d, fw.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size(),
+                                        gated=fw.gated, batch=B)
+    inv_all = 1.0 / sf  # (B, n, 1)
+    # Chunks are source-major, (n_src, c, .): every head-sum is one batched GEMM over the source
+    # token, the FF second matmul is one (n c, d') x (d', d) GEMM, and the diagonal (residual) terms
+    # are a strided view. 1/s_i is folded into the chunk's attention rows once.
+    for start in range(0, n, c):
+        stop = min(n, start + c)
+        cc = stop - start
+        a_c = alpha[:, :, start:stop]  # (B, H, c, n)
+        inv = inv_all[:, start:stop]  # (B, c, 1)
+        # (B, n, c, H), rows scaled by 1/s_i
+        a_s = (a_c * inv.unsqueeze(1)).permute(0, 3, 2, 1).contiguous()
+        if fw.gated:
+            # gate and up terms in one GEMM over the source token: (B, n, c, 2 d'); the hidden terms
+            # overwrite the gate half in place and feed the second matmul as a strided 2-D view
+            pab = a_s @ uab
+            src_diag(pab, start).add_((uxab[:, start:stop] * inv).transpose(-1, -2))
+            hidden = pab[..., :dff].mul_(i1[:, None, start:stop]).addcmul_(pab[..., dff:], i2[:, None, start:stop])
+            f = torch.mm(pab.view(B * n * cc, 2 * dff)[:, :dff], fw.w2).view(B, n, cc, d)  # the n^2 d d' part
+            del pab, hidden
+        else:
+            p = a_s @ u  # (B, n, c, d')
+            src_diag(p, start).add_((ux[:, start:stop] * inv).transpose(-1, -2))
+            hidden = p.mul_(kappa[:, None, start:stop])
+            f = hidden @ fw.w2  # (B, n, c, d): the n^2 d d' part
+            del hidden
+        sum_ff[:, start:stop] = f.sum(1)
+        if maps_ff is not None:
+            maps_ff[:, start:stop] = norm32(f).transpose(-1, -2)
+        # residual terms: post = ATB terms (normalised), pre = ATTN + RES terms
+        if post:
+            r = a_s @ mw
+            src_diag(r, start).add_((mx[:, start:stop] * inv).transpose(-1, -2))
+        else:
+            r = attn_terms_src(a_c, w)
+            src_diag(r, start).add_(x[:, start:stop].transpose(-1, -2))
+        t = f.add_(r)
+        del r
+        sum_ffres[:, start:stop] = t.sum(1)
+        if maps_ffres is not None:
+            maps_ffres[:, start:stop] = norm32(t).transpose(-1, -2)
+        if maps_ln2 is not None:
+            # ||M(t)|| / s2_i with M = LN2's linear part, in place on t (no longer needed)
+            if lw.ln2.kind != "RMSNorm":
+                t.sub_(t.mean(-1, keepdim=True))
+            t.mul_(lw.ln2.weight)
+            maps_ln2[:, start:stop] = norm32(t).transpose(-1, -2) / s2[:, start:stop].float()
+        del t
+    if post:
+        # LN2 is linear with its scale frozen: the sum of its terms is M(sum of FFRES terms) / s2
+        sum_ln2 = norm_linear(lw.ln2, sum_ffres) / s2
+
+    res.sums[ff_name] = sum_ff + ff_bias
+    res.sums[ffres_name] = sum_ffres + res_bias + ff_bias
+    res.bias[ff_name] = ff_bias
+    res.bias[ffres_name] = res_bias + ff_bias
+    if maps_ff is not None:
+        res.maps[ff_name] = maps_ff
+    if maps_ffres is not None:
+        res.maps[ffres_name] = maps_ffres
+    if post:
+        ln2_bias = norm_linear(lw.ln2, res_bias + ff_bias) / s2 + beta2
+        res.sums[ln2_name] = sum_ln2 + ln2_bias
+        res.bias[ln2_name] = ln2_bias
+        if maps_ln2 is not None:
+            res.maps[ln2_name] = maps_ln2
+    if extras:
+        res.extras["ff"] = ff_total
+        res.extras["residual"] = resid
+        follow = lw.ln2 if post else lw.next_norm
+        if follow is not None:
+            s_f = norm_scale(follow, after_res)
+            res.extras["ln_ff"] = norm_linear(follow, ff_total) / s_f
+            res.extras["ln_weight"] = follow.weight
+
