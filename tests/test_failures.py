@@ -72,7 +72,7 @@ def test_cli_options_are_validated_like_yaml_keys(tmp_path):
 
 
 def test_one_size_parser_gb_is_decimal_gib_is_binary():
-    from report_builder.bench import parse_bytes
+    from report_builder.bench.memory import parse_bytes
 
     assert parse_size("2GB") == 2 * 10**9 and parse_size("2GiB") == 2 * 2**30
     assert parse_size("512MiB") == 512 * 2**20 and parse_size("1.5 gb") == 1_500_000_000

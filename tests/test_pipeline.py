@@ -191,5 +191,5 @@ def test_presets_resolve():
 
 
 def test_example_config_is_valid():
-    cfg = load_config(Path(__file__).resolve().parents[1] / "examples" / "config.yaml")
+    cfg = load_config(Path(__file__).resolve().parents[1] / "docs" / "examples" / "config.yaml")
     assert cfg.models[0].role == "primary_encoder" and cfg.datasets[0].id == "wiki"

@@ -1,5 +1,6 @@
 """The built wheel, installed (not editable) into a fresh virtual environment, builds a site from a
-directory outside the checkout: templates, mkdocs.yml and the hand-written pages ship in the package."""
+directory outside the checkout: the top-level templates/, mkdocs.yml and docs/ ship inside the package
+(``report_builder/_site/``, pyproject.toml's force-include)."""
 from __future__ import annotations
 
 import os
@@ -39,15 +40,20 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_holds_the_site_inputs(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for rel in ("report_builder/site/resources/mkdocs.yml",
-                "report_builder/site/resources/templates/figure.md.j2",
-                "report_builder/site/resources/templates/pages/api.md.j2",
-                "report_builder/site/resources/templates/overrides/main.html",
-                "report_builder/site/resources/templates/assets/charts.js",
-                "report_builder/site/resources/docs/methods.md",
-                "report_builder/resources/k21_reported.yaml"):
+    for rel in ("report_builder/_site/mkdocs.yml",
+                "report_builder/_site/templates/figure.md.j2",
+                "report_builder/_site/templates/pages/api.md.j2",
+                "report_builder/_site/templates/overrides/main.html",
+                "report_builder/_site/templates/assets/charts.js",
+                "report_builder/_site/docs/methods.md",
+                "report_builder/resources/k21_reported.yaml",
+                "report_builder/bench/memory_child.py"):
         assert rel in names, rel
-    assert not any(n.startswith(("tests/", "docs/", "templates/")) for n in names)
+    # the one copy of each source is the repository's top-level file, mapped into the package
+    tops = {p.relative_to(ROOT).as_posix() for d in ("templates", "docs") for p in (ROOT / d).rglob("*.md*")
+            if "generated" not in p.parts}
+    assert {f"report_builder/_site/{t}" for t in tops} <= names
+    assert not any(n.startswith(("tests/", "docs/", "templates/", "report_builder/site/resources/")) for n in names)
 
 
 def test_installed_wheel_builds_a_site_outside_the_checkout(wheel, tmp_path):

@@ -48,7 +48,7 @@ SHARD = Shard(items=_items, map=_map, reduce=_reduce)
 
 WORK = Work("full", 2.5e-4, 1.4e-7)
 """The full layer, plus the pass's host statistics (`stats.host_stats.HostStats`), as
-`bench_host.compare_host_stats` timed them (what ``bench --k24-pass`` prints: random float32 maps of
+`tests.tools.bench_stats` timed them (what ``bench --k24-pass`` prints: random float32 maps of
 synthetic sequences, every layer, fastest of 3; development machine, 2 shared cores, load ~3, one
 thread): BERT-base (post-LN, all n^2 pairs) 0.35 / 0.73 / 2.3 ms and Llama/SmolLM2 (pre-LN, causal:
 n(n+1)/2 pairs) 0.32 / 0.50 / 1.4 ms per sequence and layer at n = 32 / 64 / 128, fitted as ~0.25 ms

@@ -26,7 +26,7 @@ def capture_bytes(s: Shape, n: int, itemsize: int) -> int:
 
 
 def sequence_capture_bytes(n: int, d: int, heads: int, layers: int, itemsize: int) -> int:
-    """`capture_bytes` from the sizes alone (``bench.batch_for_budget`` sizes forward batches by it)."""
+    """`capture_bytes` from the sizes alone (``bench.memory.batch_for_budget`` sizes forward batches by it)."""
     return itemsize * layers * (2 * heads * n * n + 8 * n * d)
 
 

@@ -229,34 +229,38 @@ def _tree_digest(root: Path, date: str = "", known: dict[str, str] | None = None
     `figure_cache`, which never hold a build date): taken as they are instead of read again."""
     if not root.is_dir():
         return None
+    return _files_digest({p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
+                          if p.is_file() and p.name != guard.SITE_MARKER}, date, known)
+
+
+def _files_digest(files: dict[str, Path], date: str = "", known: dict[str, str] | None = None) -> str:
+    """SHA-256 over ``files`` (relative path -> file), in their order (see `_tree_digest`)."""
     known = known or {}
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and p.name != guard.SITE_MARKER:
-            rel = p.relative_to(root).as_posix()
-            if rel in known:
-                digest = bytes.fromhex(known[rel])
-            else:
-                data = p.read_bytes()
-                if date:
-                    data = data.replace(date.encode("utf-8"), b"\0DATE\0")
-                digest = hashlib.sha256(data).digest()
-            h.update(rel.encode("utf-8") + b"\0" + digest)
+    for rel, p in files.items():
+        if rel in known:
+            digest = bytes.fromhex(known[rel])
+        else:
+            data = p.read_bytes()
+            if date:
+                data = data.replace(date.encode("utf-8"), b"\0DATE\0")
+            digest = hashlib.sha256(data).digest()
+        h.update(rel.encode("utf-8") + b"\0" + digest)
     return h.hexdigest()
 
 
 def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url: str | None,
                    known: dict[str, str] | None = None) -> str:
     """Everything mkdocs turns into the site: the generated pages and files (build date masked), the
-    site's resources (mkdocs.yml, templates, hand-written pages), the extra files, the site URL and
-    the versions of mkdocs and report_builder (``known``: see `_tree_digest`)."""
+    site's sources (mkdocs.yml, templates, hand-written pages: `paths.source_files`), the extra files,
+    the site URL and the versions of mkdocs and report_builder (``known``: see `_tree_digest`)."""
     import mkdocs
 
     from report_builder import __version__
-    from report_builder.site.paths import RESOURCES
+    from report_builder.site.paths import RESOURCES, source_files
 
     h = hashlib.sha256()
-    for part in (_tree_digest(docs, date, known), _tree_digest(RESOURCES), json.dumps(
+    for part in (_tree_digest(docs, date, known), _files_digest(source_files(RESOURCES)), json.dumps(
             {k: v.replace(date, "\0DATE\0") if date else v for k, v in sorted(extra_files.items())}),
             str(site_url), mkdocs.__version__, __version__):
         h.update(str(part).encode("utf-8") + b"\0")

@@ -14,9 +14,11 @@ as HTML, the page's spec, the reading, the title) with the SHA-256 of every file
   model's tokenizer style and causality, from all the tables: `figures.display.DisplayTables.judged`);
 - the roles, the papers' reported numbers, the inline limit;
 - the declaration (every `FigureSpec` field, the builder's qualified name, `FigureSpec.version`);
-- the package's own code (every ``.py`` and data file of ``report_builder`` except the site's page
-  resources, which only shape pages: pages are generated again on every build) and the versions of
-  Altair, vl-convert, pandas and NumPy.
+- the code a figure depends on (`render_code.render_files`: every module of ``figures/`` and
+  ``site/`` and every ``report_builder`` module they import, transitively, read with `ast`; not the
+  compute stages nor the benchmark, so editing those keeps every stored figure), the package's
+  data files (the papers' reported numbers) and the versions of Altair, vl-convert, pandas and
+  NumPy. Not the templates: they shape pages, and pages are generated again on every build.
 
 A hit copies the stored files (hard links where possible; each verified against its SHA-256 first)
 into the new docs folder; a miss builds the figure and stores it.
@@ -42,6 +44,7 @@ import pandas as pd
 
 from report_builder import guard
 from report_builder.figures.spec import FigureSpec
+from report_builder.site.render_code import files_digest
 
 FORMAT = 1
 """Version of the entry layout and of what goes into the key."""
@@ -118,19 +121,13 @@ class ReadTracker(Mapping):
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """SHA-256 over the package's code and data files (relative path and bytes), page resources and
-    caches excluded; with the versions of the libraries that shape figure files."""
+    """SHA-256 over the code a figure depends on and the package's data files
+    (`render_code.files_digest`), with the versions of the libraries that shape figure files."""
     import altair
     import numpy
     import vl_convert
 
-    root = Path(__file__).resolve().parents[1]
-    pages = root / "site" / "resources"
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if (p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".json", ".csv", ".txt")
-                and "__pycache__" not in p.parts and pages not in p.parents):
-            h.update(p.relative_to(root).as_posix().encode("utf-8") + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    h = hashlib.sha256(files_digest(Path(__file__).resolve().parents[1]).encode("ascii"))
     for lib in (altair, vl_convert, pd, numpy):
         h.update(f"{lib.__name__} {lib.__version__}\0".encode("utf-8"))
     return h.hexdigest()

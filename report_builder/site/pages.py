@@ -1,9 +1,9 @@
 """Jinja rendering of the Markdown pages (Home, K21, K24, Methods, Models & data, Changes, Cite).
 
-Templates live in the package's ``site/resources/templates/``; hand-written prose in
-``site/resources/docs/`` is pulled in with
-``{{ handwritten("methods.md") }}`` (LaTeX converted to MathML on the way). Pitfall: every raw HTML
-block is emitted on its own lines with blank lines around it, or Markdown would wrap or mangle it.
+Templates live in the top-level ``templates/``, hand-written prose in ``docs/`` (both found by
+`site.paths`); the prose is pulled in with ``{{ handwritten("methods.md") }}`` (LaTeX converted to
+MathML on the way). Pitfall: every raw HTML block is emitted on its own lines with blank lines
+around it, or Markdown would wrap or mangle it.
 """
 from __future__ import annotations
 

@@ -182,7 +182,7 @@ def test_build_with_a_device_map_gives_the_same_tables_and_keys(tmp_path, saved)
     assert set(b.provenance["device_map"]) == {"enc", "dec"} and a.provenance["device_map"] == {}
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run by scripts/gpu_check.sh)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run by tests/tools/gpu_check.sh)")
 def test_gpu_map_decomposes_like_one_gpu(saved):
     """On a GPU machine: layers over the GPUs (two when there are), one kept in CPU memory and one on
     disk (both run on GPU 0): the results of the single-GPU load."""

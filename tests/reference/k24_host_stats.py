@@ -1,4 +1,5 @@
-"""The K24 pass's host statistics timed against their previous implementation (issue #16).
+"""The K24 pass's host statistics as they were before issue #16, frozen: the unit tests' bit-for-bit
+reference and the timing baseline of ``python -m tests.tools.bench_stats``.
 
 `NaiveHostStats` is the code `k24_compute.scope_partials` ran per sequence and layer before the
 rewrite, kept verbatim as the baseline: every scope pair ranked both of its maps (a stable mergesort
@@ -6,14 +7,14 @@ per map, twice per scope and per pair it is in), and every layer recomputed the 
 categories as an ``(n, n)`` array of strings and counted them with ``np.unique``. The current code
 (`stats.host_stats.HostStats`) ranks each scope once with the fast unstable sort (exact average ranks
 whatever order ties come in), computes categories once per sequence as int codes, and skips
-top-pair candidates under the running k-th value. `compare_host_stats` runs both on the same random
-maps, interleaved, and checks their tables are equal to the last bit.
+top-pair candidates under the running k-th value. `tables_identical` compares two sets of tables to
+the last bit.
 
-Pure numpy/pandas (no torch): the maps are random, not a model's.
+Pure numpy/pandas (no torch). Pitfall: only what the rewrite replaced is frozen here; the rest (masks,
+word ids, name spans, snippets, `TopPairs`) is read from today's `k24_stats`, so a change there
+moves both sides alike and only a test against fixed numbers catches it.
 """
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ from report_builder.stats.pair_categories import (CATEGORY_ORDER, _token_name_id
 from report_builder.stats.top_pairs import PAYLOAD, SeqInfo, TopPairs
 
 
-def _old_rank(x: np.ndarray) -> np.ndarray:
+def old_rank(x: np.ndarray) -> np.ndarray:
     order = np.argsort(x, kind="mergesort")
     xs = x[order]
     first = np.r_[True, xs[1:] != xs[:-1]]
@@ -37,11 +38,11 @@ def _old_rank(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _old_spearman(x: np.ndarray, y: np.ndarray) -> float:
+def old_spearman(x: np.ndarray, y: np.ndarray) -> float:
     if x.size < 2:
         return float("nan")
-    rx = _old_rank(x)
-    ry = _old_rank(y)
+    rx = old_rank(x)
+    ry = old_rank(y)
     rx = rx - rx.mean()
     ry = ry - ry.mean()
     den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
@@ -59,7 +60,7 @@ def old_ctx_change(map_s: np.ndarray, map_t: np.ndarray, causal: bool, mask: np.
     m = valid_pairs_mask(a.shape[0], causal)
     if mask is not None:
         m = m & np.asarray(mask, dtype=bool)
-    rho = _old_spearman(a[m], b[m])
+    rho = old_spearman(a[m], b[m])
     if np.isnan(rho):
         return float("nan")
     return float(np.clip(1.0 - rho, 0.0, 2.0))
@@ -169,35 +170,6 @@ class NaiveHostStats:
         }
 
 
-def random_maps(lay, causal: bool, lengths: list[int], n_layers: int, seed: int = 0,
-                ties: bool = False) -> list[list[dict[str, np.ndarray]]]:
-    """Random float32 scope maps ``[seq][layer][scope]`` (lower triangle only if ``causal``); with
-    ``ties`` values are drawn from 8 levels, so ranks have large tie groups."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for n in lengths:
-        per_layer = []
-        for _ in range(n_layers):
-            maps = {}
-            for s in lay.scopes:
-                m = (rng.integers(0, 8, (n, n)) / 8.0 if ties else rng.random((n, n))).astype(np.float32)
-                maps[s] = np.tril(m) if causal else m
-            per_layer.append(maps)
-        out.append(per_layer)
-    return out
-
-
-def _run(cls, lay, causal: bool, encoded: list, maps, top_k: int, include_special: bool) -> tuple[float, dict]:
-    n_layers = len(maps[0]) if maps else 0
-    st = cls(lay, causal, top_k=top_k, include_special=include_special, n_layers=n_layers)
-    t0 = time.perf_counter()
-    for e, per_layer in zip(encoded, maps):
-        for layer, m in enumerate(per_layer):
-            st.add(e, layer, m)
-    secs = time.perf_counter() - t0
-    return secs, st.tables()
-
-
 def tables_identical(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> bool:
     """Same tables, columns, dtypes and values to the last bit (nan equal to nan)."""
     if a.keys() != b.keys():
@@ -214,34 +186,3 @@ def tables_identical(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> 
             elif list(u) != list(v):
                 return False
     return True
-
-
-def compare_host_stats(lay, causal: bool, encoded: list, n_layers: int, *, top_k: int = 20,
-                       include_special: bool = True, repeats: int = 2, seed: int = 0, ties: bool = False) -> dict:
-    """Time `stats.host_stats.HostStats` and `NaiveHostStats` on the same random maps of ``encoded``'s
-    lengths (``n_layers`` layers each), interleaved, fastest of ``repeats`` each.
-
-    Returns seconds per (sequence, layer) of each (``host_s``, ``host_old_s``), their ratio
-    (``host_speedup``) and whether the tables are bit-identical (``host_identical``).
-    """
-    from report_builder.stats.host_stats import HostStats
-
-    maps = random_maps(lay, causal, [len(e) for e in encoded], n_layers, seed=seed, ties=ties)
-    new_t, old_t, identical = [], [], True
-    for _ in range(max(1, repeats)):
-        t_new, tab_new = _run(HostStats, lay, causal, encoded, maps, top_k, include_special)
-        t_old, tab_old = _run(NaiveHostStats, lay, causal, encoded, maps, top_k, include_special)
-        new_t.append(t_new)
-        old_t.append(t_old)
-        identical = identical and tables_identical(tab_new, tab_old)
-    units = max(1, len(encoded) * n_layers)
-    new_s, old_s = min(new_t) / units, min(old_t) / units
-    return {"host_seqs": len(encoded), "host_layers": n_layers, "host_s": new_s, "host_old_s": old_s,
-            "host_speedup": old_s / new_s if new_s > 0 else float("nan"), "host_identical": identical}
-
-
-def format_host(r: dict) -> str:
-    return (f"host statistics (random maps, {r['host_seqs']} sequences x {r['host_layers']} layers): "
-            f"{r['host_s'] * 1e3:.2f} ms per sequence and layer, previous implementation "
-            f"{r['host_old_s'] * 1e3:.2f} ms ({r['host_speedup']:.1f}x); tables "
-            + ("bit-identical" if r["host_identical"] else "DIFFER"))

@@ -1,4 +1,4 @@
-"""The naive K21 baseline for `report_builder.bench`: full tensors, the way the K21 authors' code works.
+"""The naive K21 baseline of the benchmark: full tensors, the way the K21 authors' code works.
 
 K21's modified ``BertAttention`` builds the per-head transformed vectors ``f^h(x_j)`` (H, n, d), the
 weighted per-head terms ``alpha^h_ij f^h(x_j)`` as one (H, n, n, d) tensor (einsum
@@ -50,7 +50,7 @@ def naive_k21(lw, x: Tensor, alpha: Tensor, *, maps: bool = True, ratios: bool =
     n, d = x.shape
     H, dh = aw.n_heads, aw.head_dim
     rep = H // aw.n_kv_heads
-    post = lw.ln_position == "post"
+    post = not lw.layout.norm_first  # post-LN: the norm after ATTN + RES; else LN1 before attention
     y = x if post else _ln_lin(lw.ln1, x) / _ln_scale(lw.ln1, x) + (lw.ln1.bias if lw.ln1.bias is not None else 0)
     v = y @ aw.w_v + (aw.b_v if aw.b_v is not None else 0)
     v = v.view(n, aw.n_kv_heads, dh).repeat_interleave(rep, dim=1).permute(1, 0, 2)  # (H, n, dh)

@@ -1,25 +1,47 @@
-"""Peak-memory child of `report_builder.bench`: ``python -m report_builder.bench_mem '<json args>'``.
+"""Peak-memory child of the benchmark: ``python -m report_builder.bench.memory_child '<json args>'``,
+started by `run_child` in the parent.
 
 Builds the model in a fresh interpreter, runs one forward pass with capture for layer 0 (one
 sequence), then one method (``fast_full`` or ``naive_full``) and prints one JSON line with the
 process's peak RSS (model and interpreter included), the RSS just before the method and the peak
-during the method (the peak is reset just before it where Linux allows) and their difference. With ``max_memory`` the chunk budget is derived from it as in the parent; with
-``check`` the result carries the maximum reconstruction error against the HF tensors.
+during the method (the peak is reset just before it where Linux allows) and their difference. With
+``max_memory`` the chunk budget is derived from it as in the parent; with ``check`` the result
+carries the maximum reconstruction error against the HF tensors.
+
+Pitfall: everything the child imports counts in its peak, so it imports torch and the engine inside
+`main`, and the package's ``__init__`` imports nothing.
 """
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
+
+
+def run_child(args: dict, timeout: float = 900) -> dict:
+    """Run this module in a fresh interpreter with ``args``; its last stdout line is JSON (an
+    ``error`` entry when it failed or timed out)."""
+    env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
+    cmd = [sys.executable, "-m", "report_builder.bench.memory_child", json.dumps(args)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300], "returncode": p.returncode}
+    return json.loads(lines[-1])
 
 
 def main(argv: list[str]) -> int:
     args = json.loads(argv[0])
     import torch
 
-    from report_builder.bench import (
-        MIB, _dims, _inputs, build, chunk_budget, default_chunk_rows, reset_rss_peak, rss_now, rss_peak,
-    )
+    from report_builder.bench.memory import MIB, chunk_budget, reset_rss_peak, rss_now, rss_peak
+    from report_builder.bench.shapes import build, layer_dims, random_inputs
+    from report_builder.decompose.chunks import default_chunk_rows
     from report_builder.decompose.layouts import decompose_layer
     from report_builder.schema import K21_METHODS
     from report_builder.models.capture import forward_capture
@@ -27,9 +49,9 @@ def main(argv: list[str]) -> int:
     if args.get("threads"):
         torch.set_num_threads(int(args["threads"]))
     lm = build(args.get("shape"), args.get("model"), args.get("device", "cpu"), args.get("dtype", "float32"))
-    dims = _dims(lm)
+    dims = layer_dims(lm)
     n = int(args["seq_len"])
-    inputs = _inputs(lm, n, 1)
+    inputs = random_inputs(lm, n, 1)
     with torch.no_grad():
         cap = forward_capture(lm.model, lm.adapter, inputs, [0])[0]
         lw = lm.layer_weights(0)

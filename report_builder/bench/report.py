@@ -1,0 +1,107 @@
+"""The text report of `bench.run.run_bench`'s result: a fixed-width table, the roofline, memory, errors
+and each target marked ✓/✗.
+
+Pitfall: a method can be missing from the result (naive baselines skipped when their tensors would not
+fit); every line reads what is there and says "skipped" or "n/a" for the rest.
+"""
+from __future__ import annotations
+
+from report_builder.bench.memory import fmt_bytes
+
+
+def _f(v, spec: str, none: str = "n/a") -> str:
+    return none if v is None else format(v, spec)
+
+
+def format_bench(result: dict) -> str:
+    """A fixed-width text report of `run_bench`'s result, with each target marked ✓/✗."""
+    c = result["config"]
+    pl, tps, cost, sp = result["seconds_per_layer"], result["tokens_per_s"], result["cost_vs_forward"], result["speedup"]
+    head = (f"{c['description']} ({c['family']}, {c['ln_position']}-LN, d {c['d_model']}, {c['heads']} heads"
+            + (f" / {c['kv_heads']} kv" if c["kv_heads"] != c["heads"] else "")
+            + f", FF {c['d_ff']}{' gated' if c['gated'] else ''} {c['activation']}, {c['layers_total']} layers)")
+    lines = [
+        "report-builder bench: " + head,
+        f"n = {c['seq_len']}, batch {c['batch']}, {c['device']} {c['dtype']}, {c['threads']} threads, "
+        f"{c['repeats']} repeats; {c['cpu']}; torch {c['torch']}",
+        f"load average at start {c['loadavg_start'][0]:.2f}, at end {c['loadavg_end'][0]:.2f}",
+        f"decomposed layers: {c['layers_timed']} of {c['layers_total']} (per-layer medians; tokens/s model-equivalent "
+        f"= batch x n / (s/layer x {c['layers_total']}))",
+        f"chunk budget {fmt_bytes(c['chunk_budget_bytes'])} -> {c['chunk_rows']} query rows per FF chunk; "
+        f"forward batch for this budget: {c['recommended_batch']}"
+        + (f"; --max-memory {fmt_bytes(c['max_memory_bytes'])}" if c["max_memory_bytes"] else ""),
+        "",
+        f"{'method':<44}{'s/layer':>10}{'tokens/s':>11}{'x fwd':>8}{'vs naive':>10}",
+    ]
+    rows = [("forward", "HF forward (eager, attention probabilities)", None),
+            ("naive_k21_ratios", "naive K21 ratios (H,n,n,d tensors)", None),
+            ("naive_k21_maps", "naive K21 maps (H,n,n,d tensors)", None),
+            ("naive_full", "naive full layer (reference_layer + norms)", None),
+            ("fast_ratios", "fast (a) K21 ratios only", "k21_ratios"),
+            ("fast_k21_maps", "fast (b) K21 maps ATTN/ATTNRES/ATTNRESLN-N", "k21_maps"),
+            ("fast_full", "fast (c) full layer, every scope + check", "full_layer"),
+            ("fast_ff", "fast FF decomposition (maps to FF scope)", None)]
+    for key, label, spk in rows:
+        if key not in pl:
+            lines.append(f"{label:<44}{'skipped':>10}")
+            continue
+        x = "1.00" if key == "forward" else _f(cost.get(key), ".2f")
+        s = (_f(sp.get(spk), ".1f") + "x") if spk and sp.get(spk) is not None else ""
+        lines.append(f"{label:<44}{pl[key]:>10.4f}{tps[key]:>11.1f}{x:>8}{s:>10}")
+    r = result["roofline"]
+    mm = r["matmul"]
+    lines += [
+        "",
+        f"FF decomposition: {r['ff_flops_per_layer'] / 1e9:.2f} GFLOP per layer in {r['ff_seconds_per_layer']:.4f} s "
+        f"= {r['ff_gflops']:.1f} GFLOP/s; plain matmul {mm['shape'][0]}x{mm['shape'][1]} @ {mm['shape'][1]}x"
+        f"{mm['shape'][2]} (x{mm['calls']}, interleaved): {r['matmul_gflops']:.1f} GFLOP/s -> "
+        f"{100 * r['fraction']:.0f}% of roofline",
+        f"  ({r['flop_count']})",
+    ]
+    if result.get("efficiency"):
+        lines.append("efficiency vs that matmul (costs FLOP model; `report-builder plan` uses such factors): "
+                     + ", ".join(f"{k} {v:.2f}" for k, v in result["efficiency"].items()))
+    mem = result["memory"]
+    if mem.get("method"):
+        parts = []
+        for k in ("fast_full", "naive_full"):
+            m = mem.get(k) or {}
+            if "peak_rss_bytes" in m:
+                parts.append(f"{k} {fmt_bytes(m['peak_rss_bytes'])} (+{fmt_bytes(m['delta_bytes'])} over the "
+                             f"{fmt_bytes(m['rss_before_bytes'])} before it)")
+            elif "peak_bytes" in m:
+                parts.append(f"{k} {fmt_bytes(m['peak_bytes'])} (+{fmt_bytes(m['delta_bytes'])})")
+            elif m:
+                parts.append(f"{k} {m.get('skipped') or 'error: ' + str(m.get('error'))}")
+        lines.append(f"peak memory, one sequence and layer ({mem['method']}): " + "; ".join(parts))
+    e = result["errors"]
+    lines.append(f"max reconstruction error, fast full layer vs HF tensors ({e['dtype']}): "
+                 f"{_f(e['max_rel_error'], '.2e')} "
+                 + (f"(bound {e['bound']:g})" if e["bound"] else "(the 1e-4 bound applies to float32)")
+                 + "; fast vs naive maps: "
+                 f"{_f(e['fast_vs_naive_max_map_diff'], '.2e')}")
+    bc = result["budget_check"]
+    if "peak_rss_bytes" in bc:
+        lines.append(f"budget check: BERT-base shape, n = {bc['seq_len']}, full layer with the chunk budget from "
+                     f"{fmt_bytes(bc['limit_bytes'])}: peak RSS {fmt_bytes(bc['peak_rss_bytes'])} (model "
+                     f"{fmt_bytes(bc.get('rss_before_bytes'))} before the layer), {bc['chunk_rows']} rows per chunk, "
+                     f"{bc['seconds']:.1f} s, max error {bc['max_error']:.1e}")
+    elif "error" in bc:
+        lines.append(f"budget check failed to run: {bc['error']}")
+    lines += ["", "targets" + ("" if result["targets_setting"] else
+                               " (defined for BERT-base shape, n = 128, float32, CPU; same thresholds here)") + ":"]
+    for t in result["targets"]:
+        mark = {True: "✓", False: "✗", None: "-"}[t["ok"]]
+        if t["value"] is None:
+            val = "not measured" + (f" ({bc['skipped']})" if t["unit"] == "bytes" and "skipped" in bc else "")
+        elif t["unit"] == "x":
+            val = f"{t['value']:.1f}x"
+        elif t["unit"] == "%":
+            val = f"{100 * t['value']:.0f}%"
+        else:
+            val = f"{fmt_bytes(t['value'])} peak"
+        lines.append(f"  {mark} {t['name']:<46} {val}")
+    lines.append("GPU: " + ("run on " + c["device"] if result["gpu"]["run"] else "not run (no GPU in this session)"))
+    for note in result["notes"]:
+        lines.append("note: " + note)
+    return "\n".join(lines)

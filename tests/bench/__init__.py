@@ -1,0 +1,1 @@
+"""Tests of report_builder.bench (the user-facing benchmark)."""

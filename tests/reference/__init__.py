@@ -1,0 +1,1 @@
+"""Frozen copies of code the package replaced, kept as bit-for-bit references and timing baselines."""
