@@ -238,7 +238,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     cfg = plan.cfg
     kind = "cuda" if (gpu or gpu_flops is not None or str(cfg.device).startswith("cuda")) else "cpu"
     if threads is None:
-        from report_builder.api import choose_threads
+        from report_builder.config import choose_threads
 
         threads = choose_threads(cfg.threads)
     workers = threads if kind == "cpu" else 1
