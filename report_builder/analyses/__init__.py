@@ -1,3 +1,3 @@
-"""Analyses: one module per analysis (declared in `base.Analysis`), listed in `registry`, planned and
-executed by `runner`, assembled into tables by `assemble`; the torch passes (`k21_compute`,
-`k24_compute`) and the torch-free statistics (`k21_stats`, `k24_stats`) they share."""
+"""Analyses: one module per analysis (declared in `base.Analysis`), listed in `registry`, planned by
+`planning` (run by `report_builder.executors`), assembled into tables by `assemble`; the torch passes
+(`k21_compute`, `k24_compute`) and the torch-free statistics (`k21_stats`, `k24_stats`) they share."""

@@ -18,7 +18,7 @@ from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, dis
 from report_builder.costs.text import fmt_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from report_builder.analyses.runner import Plan, Task
+    from report_builder.analyses.planning import Plan, Task
     from report_builder.cache import Cache
 
 
