@@ -24,7 +24,7 @@ from report_builder.last_build import tables_from_cache
 from report_builder.provenance import placements  # noqa: F401 - api.placements
 from report_builder.schema import ERROR_BOUND
 from report_builder.site.configured import render_configured, roles_of  # noqa: F401 - api.roles_of
-from report_builder.site.summary import summary_lines
+from report_builder.site.summary import summary_lines, summary_memo
 
 __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build", "check", "clean", "configure",
            "executor", "format_bench", "format_plan", "list_datasets", "list_figures", "list_models", "plan", "render",
@@ -187,8 +187,6 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
     Returns:
         ``(AnalyzeReport, RenderReport)``: the result tables and provenance, and what the site holds.
     """
-    from report_builder.site.summary import summary_memo
-
     cfg, log = as_config(config, **overrides), log or (lambda *_: None)
     out = out or log
     t0 = time.perf_counter()
@@ -239,9 +237,8 @@ def list_figures() -> list[dict]:
 def list_models(cfg: Config) -> list[dict]:
     from report_builder.models.loading import EMBEDDED
 
-    rows = [dict(name=m.name, source=m.source, role=m.role) for m in cfg.models]
-    rows += [dict(name=k, source=k, role="embedded default: " + v) for k, v in EMBEDDED.items()]
-    return rows
+    return ([dict(name=m.name, source=m.source, role=m.role) for m in cfg.models]
+            + [dict(name=k, source=k, role="embedded default: " + v) for k, v in EMBEDDED.items()])
 
 
 def list_datasets() -> list[dict]:
