@@ -119,21 +119,16 @@ def _add_plan_args(p) -> None:
 
 
 def _add_executor_args(p) -> None:
-    g = p.add_argument_group("execution")
-    g.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local: this process (default); ray: every task as a Ray task on a cluster "
-                        "(needs pip install 'report_builder[distributed]'; README \"Run on a cluster\")")
-    g.add_argument("--address", metavar="ADDR",
-                   help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here; "
-                        "HOST:PORT of a cluster with token authentication also needs RAY_AUTH_MODE=token and "
-                        "its token, README \"Run on a cluster\"); default: start a local Ray")
-    g.add_argument("--ray-num-cpus", dest="ray_num_cpus", type=int, metavar="N",
-                   help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)")
+    from report_builder import executors
+
+    executors.add_arguments(p)  # --executor and each executor's own options
 
 
 def _executor(args, quiet: bool):
-    return api.executor(args.executor, address=args.address, num_cpus=args.ray_num_cpus, log=log.info,
-                        progress=not (args.no_progress or quiet))
+    from report_builder import executors
+
+    return api.executor(args.executor, log=log.info, progress=not (args.no_progress or quiet),
+                        **executors.options_of(args))
 
 
 def _print_table(rows: list[dict], as_json: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""Build configuration: frozen dataclasses, YAML loading with key-naming errors, and presets.
+"""Build configuration: frozen dataclasses, YAML loading with key-naming errors, presets, the thread policy.
 
 Presets: ``default`` (offline: MiniLM + SmolLM2 on the offline sets, ~15 min on 2 cores),
 ``smoke`` (same models, a few sequences, for tests and quick looks), ``paper`` (the papers' models
@@ -88,7 +88,7 @@ class Config:
     device: str = "cpu"
     dtype: str = "float32"
     batch_size: int = 8
-    threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (api.choose_threads)
+    threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (choose_threads)
     shard_size: int | None = None  # split sequence analyses into shards of N sequences (results do not depend on it)
     max_memory: str = "1GiB"
     device_map: str = "none"  # none | auto | balanced | balanced_low_0 | sequential: spread a model over devices
@@ -281,6 +281,8 @@ def validate(cfg: Config) -> Config:
     """Check every value of a `Config`; raise `ConfigError` naming the key and the allowed values.
 
     Called by `from_dict`, `replace` and `with_models`, so CLI options are checked like YAML keys.
+    Dataset and figure ids are checked against their registries, which sit above the configuration,
+    by `housekeeping.check_ids` (the front runs it before any work).
     """
     import re
 
@@ -324,29 +326,13 @@ def validate(cfg: Config) -> Config:
         need(m.role in ROLES, f"models[{k}].role", f"{m.role!r} is not one of {', '.join(ROLES)}")
         need(bool(str(m.name).strip()), f"models[{k}].name", "must not be empty")
         need(bool(str(m.source).strip()), f"models[{k}].source", "must not be empty")
-    from report_builder.data.registry import DATASETS
-
     ids = [d.id for d in cfg.datasets]
     for k, d in enumerate(cfg.datasets):
         count(d.n, f"datasets[{k}].n", optional=True)
         count(d.k24_n, f"datasets[{k}].k24_n", optional=True)
         count(d.max_length, f"datasets[{k}].max_length", low=4)
-        custom = bool(getattr(d, "path", None) or getattr(d, "hub", None))
-        need(d.id in DATASETS or custom, f"datasets[{k}].id",
-             f"{d.id!r} is not a built-in dataset ({', '.join(DATASETS)}); for your own data give `path:` "
-             f"(a .txt/.jsonl/.csv/.tsv file) or `hub:`")
         need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{d.id!r} is listed twice; dataset ids must be unique")
-    if not isinstance(cfg.figures, str):
-        try:
-            from report_builder.figures.registry import all_figures
-
-            known = [f.id for f in all_figures()]
-        except ImportError:  # a compute-only install (no altair): `render` checks the ids
-            known = list(cfg.figures)
-        for k, f in enumerate(cfg.figures):
-            need(f in known, f"figures[{k}]", f"unknown figure id {f!r}; `report-builder list figures` shows the "
-                                              f"{len(known)} ids (e.g. {', '.join(known[:3])})")
-    else:
+    if isinstance(cfg.figures, str):
         need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {cfg.figures!r}")
     return cfg
 
@@ -373,13 +359,19 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None) ->
     return from_dict({"preset": preset or "default"})
 
 
-def with_models(cfg: Config, sources: list[str], roles: list[str]) -> Config:
-    """Replace the configured models (CLI ``--model``)."""
+def with_models(cfg: Config, sources: list[str], causal: list[bool]) -> Config:
+    """Replace the configured models (CLI ``--model``): each becomes the primary encoder or the primary
+    causal model by its causality (``causal``, from its adapter), later ones of the same kind variants."""
     import os
 
     def name(s: str) -> str:  # a local path is named by its folder (no local path in the report)
         return os.path.basename(os.path.normpath(s)) if os.path.exists(os.path.expanduser(s)) else s
 
+    roles, seen = [], set()
+    for c in causal:
+        kind = "primary_causal" if c else "primary_encoder"
+        roles.append(kind if kind not in seen else "variant")
+        seen.add(kind)
     ms = tuple(ModelConfig(name=name(s), source=s, role=r) for s, r in zip(sources, roles))
     return validate(Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "models": ms}))
 
@@ -387,3 +379,37 @@ def with_models(cfg: Config, sources: list[str], roles: list[str]) -> Config:
 def replace(cfg: Config, **changes) -> Config:
     """``cfg`` with top-level ``changes`` (CLI options), validated like a YAML file."""
     return validate(Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **changes}))
+
+
+def as_config(config: Any = "default", **changes) -> Config:
+    """A `Config` from a preset name (``"default"``, ``"smoke"``, ``"paper"``), a YAML file path, a
+    mapping as in the YAML file or a ``Config``, with top-level ``changes`` applied (as `replace`)."""
+    import os
+
+    if isinstance(config, Config):
+        cfg = config
+    elif isinstance(config, dict):
+        cfg = from_dict(config)
+    elif isinstance(config, (str, os.PathLike)) and str(config) in PRESETS:
+        cfg = load_config(preset=str(config))
+    elif isinstance(config, (str, os.PathLike)):
+        cfg = load_config(config)
+    else:
+        raise TypeError("config: expected a preset name, a YAML file path, a mapping or a Config")
+    return replace(cfg, **changes) if changes else cfg
+
+
+def choose_threads(requested: int | None) -> int:
+    """The thread policy: CPU worker threads for a build (``threads``, `engine.set_cpu_workers`): as
+    configured, else all cores on an idle machine and one thread when other work keeps the cores busy
+    (OpenMP barriers then stall each small op for a scheduler slice: measured 10x slower on 2 busy cores)."""
+    import os
+
+    cores = os.cpu_count() or 1
+    if requested:
+        return max(1, int(requested))
+    try:
+        busy = os.getloadavg()[0] >= max(1.0, cores - 0.5)
+    except OSError:
+        busy = False
+    return 1 if busy else cores

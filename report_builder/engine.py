@@ -12,6 +12,8 @@ Two paths, one contract (``(seq_index, layer, LayerResult)`` in input order):
   `decompose_batch` (pads masked exactly), so short sequences do not launch thousands of tiny kernels.
   Results equal the per-sequence ones to float rounding (~1e-6), not bit for bit.
 
+`check_model` (``report-builder check``) reports those errors for a few sentences.
+
 Pitfall: the reconstruction error is measured against the HF tensors of the *same* forward pass,
 before anything is stripped or reordered.
 """
@@ -258,3 +260,27 @@ def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_ba
             del per_layer
             if on_batch is not None:
                 on_batch(len(group))
+
+
+def check_model(source: str, texts: list[str] | None = None, *, device: str = "cpu",
+                dtype: str = "float32") -> list[dict]:
+    """Decompose a few sentences with the model at ``source`` and return the max relative
+    reconstruction error per layer and check point (``report-builder check``; nothing enforced)."""
+    from report_builder.models import loading
+
+    lm = loading.load(source, device=device, dtype=dtype)
+    texts = texts or ["The man went to the store. He bought a gallon of milk.",
+                      "Residual connections and layer normalisation shrink the mixing of tokens."]
+    tok = lm.tokenizer
+    seqs = []
+    for t in texts:
+        enc = tok(t)
+        seqs.append(Tokens(enc["input_ids"], enc.get("token_type_ids")))
+    rows: dict[tuple[int, str], float] = {}
+    scopes = lm.layer_weights(0).scopes
+    for _, layer, r in decompose_sequences(lm, seqs, maps=scopes, ratios=True, enforce=False):
+        for s, e in r.errors.items():
+            rows[(layer, s)] = max(rows.get((layer, s), 0.0), e)
+    order = lm.layer_weights(0).checks
+    return [dict(model=source, layer=l, scope=s, max_rel_error=rows[(l, s)])
+            for l in range(lm.n_layers) for s in order if (l, s) in rows]

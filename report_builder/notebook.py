@@ -12,7 +12,7 @@ res.to_frame("k24_maps")                # tidy pandas DataFrame with the result 
 res.plot(3, "ATB")                      # an Altair chart (imports the render side lazily)
 
 tables = rb.load_results(".cache/report_builder")   # the last build's result tables
-rb.build("smoke", out_dir="my-site")                # the whole report, as `report-builder build`
+rb.build("smoke", out_dir="my-site")                # the whole report: `api.build`, as `report-builder build`
 ```
 
 ``decompose`` works on any model the report supports: an embedded name (``minilm``, ``smollm2``), a
@@ -28,7 +28,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -38,10 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - for the type checker and the API docs on
     import altair as alt
     import torch
 
-    from report_builder.api import AnalyzeReport
-    from report_builder.config import Config
     from report_builder.models.loading import LoadedModel
-    from report_builder.site.build import RenderReport
 
 NOTEBOOK_DATASET = "notebook"
 """The ``dataset`` column of frames built from texts passed to [`decompose`][report_builder.notebook.decompose]."""
@@ -367,59 +364,6 @@ def decompose(
                          sequences=seqs)
 
 
-def _config_of(config: Any, overrides: dict[str, Any]) -> "Config":
-    from report_builder import config as C
-
-    if isinstance(config, C.Config):
-        cfg = config
-    elif isinstance(config, dict):
-        cfg = C.from_dict(config)
-    elif isinstance(config, (str, os.PathLike)) and str(config) in C.PRESETS:
-        cfg = C.load_config(preset=str(config))
-    elif isinstance(config, (str, os.PathLike)):
-        cfg = C.load_config(config)
-    else:
-        raise TypeError("config: expected a preset name, a YAML file path, a mapping or a Config")
-    return C.replace(cfg, **overrides) if overrides else cfg
-
-
-def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, progress: bool = False,
-          **overrides: Any) -> "tuple[AnalyzeReport, RenderReport]":
-    """Run the analyses (cached) and render the site, as ``report-builder build`` does.
-
-    Args:
-        config: A preset name (``"default"``, ``"smoke"``, ``"paper"``), a YAML file, a mapping as in
-            the YAML file, or a ``Config``.
-        log: Where build messages go (``None``: silent).
-        progress: Show progress bars.
-        **overrides: Top-level configuration keys to replace, e.g. ``out_dir="my-site"``,
-            ``cache_dir=...``, ``device="cuda"``.
-
-    Returns:
-        ``(AnalyzeReport, RenderReport)``: the result tables and provenance, and what the site holds.
-    """
-    from report_builder import api
-
-    return api.build(_config_of(config, overrides), log=log or (lambda *_: None), progress=progress)
-
-
-def render(config: Any = "default", *, log: Callable[[str], Any] | None = print,
-           **overrides: Any) -> "RenderReport":
-    """Render the site from the cached results of the last build (no torch needed).
-
-    Args:
-        config: As for [`build`][report_builder.notebook.build] (its ``cache_dir`` and ``out_dir`` are used).
-        log: Where messages go (``None``: silent).
-        **overrides: Top-level configuration keys to replace.
-
-    Returns:
-        The ``RenderReport``.
-    """
-    from report_builder import api
-
-    return api.render(_config_of(config, overrides), log=log or (lambda *_: None))
-
-
 def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str, pd.DataFrame]:
     """The results of a build as DataFrames, from its cache folder or from a built site.
 
@@ -436,12 +380,12 @@ def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str,
     """
     p = Path(path)
     if (p / "last_build.json").is_file():
-        from report_builder import api
         from report_builder import config as C
+        from report_builder.last_build import tables_from_cache
 
         meta = json.loads((p / "last_build.json").read_text(encoding="utf-8"))
         cfg = C.replace(C.from_dict(meta["provenance"]["config"]), cache_dir=str(p))
-        tables, _ = api.tables_from_cache(cfg)
+        tables, _ = tables_from_cache(cfg)
         return tables
     figs = p / "figures"
     if figs.is_dir():

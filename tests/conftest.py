@@ -1,6 +1,6 @@
 """Test-wide settings: offline hub, one torch thread (tiny models are dominated by thread sync); the
 session's smoke build, shared by tests/test_smoke_build.py, tests/test_reproducible_build.py and
-tests/test_ray_executor.py, and how builds are compared (their tables' bytes, their figure hashes)."""
+tests/executors/test_ray.py, and how builds are compared (their tables' bytes, their figure hashes)."""
 import json
 import os
 import re

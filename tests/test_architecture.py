@@ -27,9 +27,11 @@ STAGES: list[set[str]] = [
     {"models"},                                                           # adapters (declare decompose's weights), loading
     {"engine"},                                                           # models x sequences -> layer results
     {"analyses"},                                                         # declarations, plan, their passes
-    {"executors", "costs"},                                               # run a plan; price a plan
+    {"executors", "costs", "provenance", "last_build"},                   # run a plan; price a plan; what a build
+                                                                          # used; its record (entries -> tables)
     {"figures"},                                                          # pure Altair builders
-    {"site", "bench", "envinfo"},                                         # pages + mkdocs; the benchmark; `env`
+    {"site", "bench", "envinfo", "housekeeping"},                         # pages + mkdocs; the benchmark; `env`;
+                                                                          # checks before any work, `clean`
     {"api"},                                                              # the thin front
     {"cli", "notebook", "__main__"},                                      # what users call
 ]

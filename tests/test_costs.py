@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from report_builder import api, cli, costs
-from report_builder.analyses import base, registry, runner
+from report_builder.analyses import planning, registry
 from report_builder.config import from_dict
 from report_builder.models import loading
 
@@ -76,7 +76,7 @@ def test_flop_model_matches_a_direct_count(family):
 def test_plan_prices_every_task_from_the_real_lengths_without_weights(tmp_path, no_weights):
     cfg = _cfg(tmp_path)
     est = api.plan(cfg)
-    p = runner.plan(cfg)
+    p = planning.plan(cfg)
     assert [(r["analysis"], r["key"]) for r in est["tasks"]] == [(t.analysis, t.key) for t in p.tasks]
     from report_builder.data import encode
 
@@ -106,7 +106,7 @@ def test_plan_prices_every_task_from_the_real_lengths_without_weights(tmp_path, 
 
 def test_cached_tasks_cost_nothing(tmp_path, no_weights):
     cfg = _cfg(tmp_path)
-    p = runner.plan(cfg)
+    p = planning.plan(cfg)
     from report_builder.cache import Cache
 
     cache = Cache(cfg.cache_dir)
@@ -126,7 +126,7 @@ def test_cached_tasks_cost_nothing(tmp_path, no_weights):
 def test_absent_gpu_named_gpu_and_n_gpus(tmp_path, no_weights, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cfg = _cfg(tmp_path, device="cuda")
-    p = runner.plan(cfg)
+    p = planning.plan(cfg)
     none = costs.estimate(p, None)
     assert none["device"]["flops_per_s"] is None and none["totals"]["seconds"] is None
     assert [n for n in none["notes"] if "no CUDA device here" in n and "--gpu" in n] == none["notes"]
@@ -209,8 +209,8 @@ def test_paper_preset_plan_with_real_shapes_and_no_weights(tmp_path):
 
 
 def test_shard_tasks_cost_their_range_and_split_the_n_gpu_time(tmp_path, no_weights):
-    whole = costs.estimate(runner.plan(_cfg(tmp_path)), None, gpu="H100", gpus=4)
-    sharded = costs.estimate(runner.plan(_cfg(tmp_path, shard_size=1)), None, gpu="H100", gpus=4)
+    whole = costs.estimate(planning.plan(_cfg(tmp_path)), None, gpu="H100", gpus=4)
+    sharded = costs.estimate(planning.plan(_cfg(tmp_path, shard_size=1)), None, gpu="H100", gpus=4)
     one = {(r["analysis"], r["dataset"]): r for r in whole["tasks"] if r["dataset"] == "wiki"}
     for name in ("k21_mixing", "k24_scopes"):
         parts = [r for r in sharded["tasks"] if r["analysis"] == name and r["dataset"] == "wiki"]

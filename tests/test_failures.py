@@ -16,6 +16,7 @@ import yaml
 from report_builder import api, cli
 from report_builder.config import ConfigError, from_dict, parse_size, replace
 from report_builder.errors import EXIT_CODES
+from report_builder.housekeeping import check_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = {"preset": "smoke"}
@@ -56,10 +57,32 @@ def _one_error_line(stderr: str) -> str:
     ({"figures": ["k21-tab1", "k99-fig1"]}, "figures[1]", "list figures"),
 ])
 def test_every_value_is_checked_with_key_and_allowed_values(override, key, allowed):
+    """`config.validate` checks every value; dataset and figure ids against their registries, which
+    sit above the configuration, are checked by the front before any work (`housekeeping.check_ids`)."""
     with pytest.raises(ConfigError) as exc:
-        from_dict({**SMOKE, **override})
+        check_ids(from_dict({**SMOKE, **override}))
     msg = str(exc.value)
     assert msg.startswith(f"{key}:") and allowed in msg, msg
+
+
+@pytest.mark.parametrize("override, message", [
+    ("datasets.0.id=wikipedia", "error: datasets[0].id: 'wikipedia' is not a built-in dataset (wiki, "),
+    ("figures=[k21-tab1, k99-fig1]", "error: figures[1]: unknown figure id 'k99-fig1'; `report-builder list figures`"),
+])
+def test_unknown_ids_fail_in_the_front_before_any_work(override, message, tmp_path, capsys, monkeypatch):
+    """The command line (and `api.configure`/`with_overrides`, `analyze`, `render`, `build`, `plan`)
+    refuses an unknown dataset or figure id with one line and exit code 3, as a bad YAML value."""
+    monkeypatch.setattr(api, "analyze", lambda *a, **k: pytest.fail("an analysis ran"))
+    code = cli.main(["build", "--preset", "smoke", "--set", override, "--cache", str(tmp_path / "c"),
+                     "--out", str(tmp_path / "site"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == EXIT_CODES["config"] == 3 and _one_error_line(err).startswith(message), err
+    cfg = from_dict({**SMOKE, "cache_dir": str(tmp_path / "c"), "out_dir": str(tmp_path / "site")})
+    bad = from_dict({**SMOKE, "datasets": [{"id": "wikipedia", "n": 2}], "out_dir": str(tmp_path / "site")})
+    for call in (lambda: api.render(bad, {}, {}), lambda: api.plan(bad), lambda: api.build(bad, progress=False)):
+        with pytest.raises(ConfigError, match="not a built-in dataset"):
+            call()
+    assert check_ids(cfg) is cfg
 
 
 def test_cli_options_are_validated_like_yaml_keys(tmp_path):

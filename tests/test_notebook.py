@@ -52,6 +52,25 @@ def test_top_level_import_is_light():
         rb.no_such_thing  # noqa: B018
 
 
+def test_decompose_is_a_plain_function_whatever_is_imported_first():
+    """`rb.decompose` is the notebook's function (same signature), also after the `decompose/` package
+    (the mathematics) or its modules are imported, in either order; `rb.build`/`rb.render` are the api's."""
+    import inspect
+    import types
+
+    from report_builder import api, notebook
+
+    code = ("import types, report_builder as rb; import report_builder.decompose.norms; "
+            "from report_builder.decompose import layer; import report_builder.decompose; "
+            "assert isinstance(rb.decompose, types.FunctionType), rb.decompose")
+    for first in ("", "import report_builder.decompose.attention; "):
+        subprocess.run([sys.executable, "-c", first + code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert isinstance(rb.decompose, types.FunctionType)
+    assert inspect.signature(rb.decompose) == inspect.signature(notebook.decompose)
+    assert rb.build is api.build and rb.render is api.render
+    assert not hasattr(notebook, "build") and not hasattr(notebook, "render")
+
+
 def test_decompose_maps_ratios_bias_errors(tiny_bert):
     res = rb.decompose(tiny_bert, TEXTS)
     assert len(res) == 2 and res.layout is schema.POST_LN and res.layers == (0, 1)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from report_builder.analyses.runner import Plan, Result
+    from report_builder.analyses.planning import Plan, Result
     from report_builder.config import Config
 
 

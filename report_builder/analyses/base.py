@@ -1,9 +1,10 @@
 """What an analysis is: a declaration (id, version, cache-key parameters, inputs, size, compute).
 
 Each module of `report_builder.analyses` (``architecture``, ``k21_mixing``, ...) defines one
-``ANALYSIS = Analysis(...)``; `analyses.registry` lists them and `analyses.runner` plans and runs
-them. A `Subject` names what one task is about (one configured model and, for per-dataset
-analyses, one dataset) with plain, picklable data only, so a task can travel to another process.
+``ANALYSIS = Analysis(...)``; `analyses.registry` lists them, `analyses.planning` plans them and
+`executors` run them. A `Subject` names what one task is about (one configured model and, for
+per-dataset analyses, one dataset) with plain, picklable data only, so a task can travel to another
+process.
 
 Pitfall: ``params`` is the cache key. It must name every configuration value that changes the
 analysis' tables (and nothing that does not), and it must never change for an unchanged result,
@@ -17,8 +18,8 @@ Shards: an analysis that aggregates over sequences may declare a `Shard` — ``m
 sufficient statistics for a contiguous range ``[lo, hi)`` of its items in their canonical order
 (item index = ``EncodedSeq.seq``), ``reduce`` turns the partials of consecutive ranges into its
 tables. Its ``compute`` is ``reduce([map(all items)])`` (`Shard.whole`), so a sharded build and an
-unsharded one run the same code and give the same bytes (the runner plans the shards, see
-`analyses.runner`). Pitfall: a reduce must not depend on where the boundaries fall — counts are
+unsharded one run the same code and give the same bytes (`analyses.planning` plans the
+shards). Pitfall: a reduce must not depend on where the boundaries fall — counts are
 summed, maxima taken, top-k merged under a total order, per-sequence rows concatenated in sequence
 order, and float sums folded over per-sequence values in sequence order (never over shard subtotals).
 """
@@ -210,7 +211,7 @@ class Analysis:
 
 
 class Run:
-    """What an analysis' ``compute`` may use; provided by an executor (see `analyses.runner`).
+    """What an analysis' ``compute`` may use; provided by an executor (`executors.base.TaskRun`).
 
     Attributes:
         subject: the `Subject`.

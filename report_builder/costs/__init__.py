@@ -1,6 +1,6 @@
 """What a build will cost before it runs: FLOPs, seconds, peak memory and disk of every planned task.
 
-`estimate` prices the tasks of `analyses.runner.plan` without loading any weights: model sizes come
+`estimate` prices the tasks of `analyses.planning.plan` without loading any weights: model sizes come
 from the config (through the adapter's facts), token lengths from the real evaluation sets encoded
 with each model's tokenizer (the sequences each task decomposes: the first ``task.size`` items of
 its set — a shard task: its range — the K21 pair or the K24 examples). Seconds = FLOPs / (matmul FLOP/s x efficiency), where

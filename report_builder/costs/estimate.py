@@ -18,7 +18,7 @@ from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, dis
 from report_builder.costs.text import fmt_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from report_builder.analyses.runner import Plan, Task
+    from report_builder.analyses.planning import Plan, Task
     from report_builder.cache import Cache
 
 
@@ -240,7 +240,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     cfg = plan.cfg
     kind = "cuda" if (gpu or gpu_flops is not None or str(cfg.device).startswith("cuda")) else "cpu"
     if threads is None:
-        from report_builder.api import choose_threads
+        from report_builder.config import choose_threads
 
         threads = choose_threads(cfg.threads)
     workers = threads if kind == "cpu" else 1

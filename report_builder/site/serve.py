@@ -36,8 +36,19 @@ def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> ht
 
 
 def serve(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
-    """Serve ``site_dir`` on http://<host>:<port>/ until interrupted (blocking)."""
-    server = make_server(site_dir, port, host)
+    """Serve ``site_dir`` on http://<host>:<port>/ until interrupted (blocking); `UsageError` when the
+    port is taken."""
+    import errno
+
+    from report_builder.errors import UsageError
+
+    try:
+        server = make_server(site_dir, port, host)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} on {host} is already in use (another server?); choose another with "
+                             f"--port, or --port 0 for a free one") from None
+        raise
     shown = f"[{host}]" if ":" in host else host
     print(f"Serving {Path(site_dir).resolve()} at http://{shown}:{server.server_address[1]}/ (Ctrl+C stops)",
           flush=True)

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from report_builder import api
-from report_builder.analyses import runner
+from report_builder.analyses import planning
 
 GOLDEN = Path(__file__).with_name("cache_keys_smoke.json")
 
@@ -22,7 +22,7 @@ def test_smoke_plan_keeps_the_cached_keys(monkeypatch):
     from report_builder.models import loading
 
     monkeypatch.setattr(loading, "load", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no weights")))
-    plan = runner.plan(api.configure(preset="smoke"))
+    plan = planning.plan(api.configure(preset="smoke"))
     keys = [[t.analysis, t.subject.label, t.key] for t in plan.tasks]
     if os.environ.get("UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(keys, indent=1, ensure_ascii=False) + "\n")

@@ -11,9 +11,10 @@ import json
 import pytest
 
 from report_builder import schema
-from report_builder.analyses import registry, runner
+from report_builder.analyses import planning, registry
 from report_builder.cache import Cache, result_key
 from report_builder.config import from_dict
+from report_builder.executors.local import LocalExecutor
 from tests.tiny_models import save_tiny
 
 # the configuration values every analysis' key must name (a change to any must reach the key)
@@ -32,8 +33,8 @@ def run(tmp_path_factory):
         "k24": {"top_k": 3, "examples": 2},
         "cache_dir": str(tmp / "cache"), "out_dir": str(tmp / "site"),
     })
-    plan = runner.plan(cfg)
-    results = list(runner.LocalExecutor(Cache(cfg.cache_dir), log=lambda *_: None, progress=False).execute(plan))
+    plan = planning.plan(cfg)
+    results = list(LocalExecutor(Cache(cfg.cache_dir), log=lambda *_: None, progress=False).execute(plan))
     return cfg, plan, results
 
 
@@ -67,7 +68,7 @@ def test_analysis_contract(analysis, run):
 
 def test_tables_are_identical_when_reused(run):
     cfg, plan, results = run
-    again = list(runner.LocalExecutor(Cache(cfg.cache_dir), log=lambda *_: None, progress=False).execute(plan))
+    again = list(LocalExecutor(Cache(cfg.cache_dir), log=lambda *_: None, progress=False).execute(plan))
     assert all(r.reused for r in again)
     for a, b in zip(results, again):
         assert a.task == b.task

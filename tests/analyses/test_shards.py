@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 
 from report_builder import api, cli
-from report_builder.analyses import registry, runner
+from report_builder.analyses import planning, registry
 from report_builder.analyses.base import shard_id
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import from_dict
+from report_builder.executors.base import run_task
+from report_builder.executors.local import LocalExecutor
 from report_builder.errors import ConfigError
 from tests.tiny_models import save_tiny
 
@@ -65,17 +67,17 @@ def unsharded(tmp_path_factory, tiny_dirs):
 def test_sharded_build_gives_the_unsharded_tables_byte_for_byte(tmp_path, tiny_dirs, unsharded, size):
     rep0, want = unsharded
     cfg = _cfg(tmp_path, tiny_dirs, "sharded", size)
-    plan = runner.plan(cfg)
+    plan = planning.plan(cfg)
     shards = [t for t in plan.tasks if t.partial]
     if size >= N_WIKI:  # no task decomposes more sequences than one shard holds: the unsharded plan
-        assert shards == [] and [t.key for t in plan.tasks] == [t.key for t in runner.plan(_cfg(tmp_path, tiny_dirs, "x")).tasks]
+        assert shards == [] and [t.key for t in plan.tasks] == [t.key for t in planning.plan(_cfg(tmp_path, tiny_dirs, "x")).tasks]
         return
     assert {t.base for t in shards} == {"k21_mixing", "k21_frequency", "k24_scopes"}
     assert not any(t.base == "k21_frequency" and t.subject.causal for t in shards)  # reuses the mixing pass
     for t in plan.tasks:
         if t.reduce:
             ranges = [s.shard for s in shards if (s.analysis, s.key) in t.needs]
-            assert ranges == runner.shard_ranges(registry.get(t.base).shard.items(t.subject), size)
+            assert ranges == planning.shard_ranges(registry.get(t.base).shard.items(t.subject), size)
     rep = _analyze(cfg)
     assert _digest(rep.tables) == want
     assert rep.entries == rep0.entries  # the final entries are the unsharded build's (same keys)
@@ -85,18 +87,18 @@ def test_sharded_build_gives_the_unsharded_tables_byte_for_byte(tmp_path, tiny_d
 def test_reduce_ignores_the_order_shards_finish_in(tmp_path, tiny_dirs, unsharded):
     _, want = unsharded
     cfg = _cfg(tmp_path, tiny_dirs, "shuffled", 2)
-    plan = runner.plan(cfg)
+    plan = planning.plan(cfg)
     cache = Cache(cfg.cache_dir)
-    ex = runner.LocalExecutor(cache, log=lambda *_: None, progress=False)
+    ex = LocalExecutor(cache, log=lambda *_: None, progress=False)
     shards = [t for t in plan.tasks if t.partial]
     random.Random(3).shuffle(shards)
     for t in shards:  # every shard first, in a shuffled order, then the plan in order (shards reused)
         ex._model_name, ex._lm = t.subject.model.name, None
-        runner.run_task(t, cache, plan.sets, lambda s=t.subject: ex.model(s), show_progress=False)
+        run_task(t, cache, plan.sets, lambda s=t.subject: ex.model(s), show_progress=False)
     ex._model_name = None
     results = list(ex.execute(plan))
     assert all(r.reused for r in results if r.task.partial)
-    final = runner.final_results(results)
+    final = planning.final_results(results)
     from report_builder.analyses import assemble
 
     assert _digest(assemble.concat_tables((r.entry.tables for r in final), cfg, plan.sets)) == want
@@ -112,11 +114,11 @@ def test_resume_recomputes_only_the_missing_shard(tmp_path, tiny_dirs, capsys):
     cfg = _cfg(tmp_path, tiny_dirs, "resume", 2)
     first = _analyze(cfg)
     cache = Cache(cfg.cache_dir)
-    assert not any(t.partial for t in runner.plan(cfg, cache).tasks)  # every final entry is cached: no shard
-    final = next(t for t in runner.plan(_cfg(tmp_path, tiny_dirs, "resume", None)).tasks
+    assert not any(t.partial for t in planning.plan(cfg, cache).tasks)  # every final entry is cached: no shard
+    final = next(t for t in planning.plan(_cfg(tmp_path, tiny_dirs, "resume", None)).tasks
                  if t.analysis == "k24_scopes" and t.subject.model.name == "enc" and t.subject.dataset.id == "wiki")
     shutil.rmtree(cache.path("k24_scopes", final.key))
-    plan = runner.plan(cfg, cache)
+    plan = planning.plan(cfg, cache)
     shards = [t for t in plan.tasks if t.partial]
     assert [t.shard for t in shards] == [(0, 2), (2, 4), (4, 5)] and all(t.base == "k24_scopes" for t in shards)
     shutil.rmtree(cache.path(shards[1].analysis, shards[1].key))
@@ -156,7 +158,7 @@ def test_frequency_waits_for_mixing_only_where_it_reads_it(tmp_path, tiny_dirs):
     its task, or its reduce and shards, needs `k21_mixing`; an encoder's needs nothing, so an executor
     runs it beside the mixing shards instead of after their reduce. Cache keys do not change."""
     for shard_size in (None, 2):
-        plan = runner.plan(_cfg(tmp_path, tiny_dirs, f"plan{shard_size}", shard_size))
+        plan = planning.plan(_cfg(tmp_path, tiny_dirs, f"plan{shard_size}", shard_size))
         freq = [t for t in plan.tasks if t.analysis in ("k21_frequency", shard_id("k21_frequency"))]
         assert freq
         for t in freq:

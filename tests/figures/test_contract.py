@@ -138,8 +138,9 @@ def test_base_module_imports_no_plugin():
 def test_config_checks_figure_ids_against_the_registry():
     from report_builder import config
     from report_builder.errors import ConfigError
+    from report_builder.housekeeping import check_ids
 
     base = {"models": [{"name": "m", "source": "minilm", "role": "primary_encoder"}], "datasets": [{"id": "wiki"}]}
-    assert config.from_dict({**base, "figures": [FIGURES[0].id]}).figures[0] == FIGURES[0].id
+    assert check_ids(config.from_dict({**base, "figures": [FIGURES[0].id]})).figures[0] == FIGURES[0].id
     with pytest.raises(ConfigError, match="unknown figure id"):
-        config.from_dict({**base, "figures": ["k21-no-such-figure"]})
+        check_ids(config.from_dict({**base, "figures": ["k21-no-such-figure"]}))

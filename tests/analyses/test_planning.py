@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from report_builder import api
-from report_builder.analyses import registry, runner
+from report_builder.analyses import planning, registry
 from report_builder.config import from_dict
 from report_builder.models import loading
 
@@ -28,7 +28,7 @@ def no_weights(monkeypatch):
 
 
 def test_plan_order_keys_and_needs(tmp_path, no_weights):
-    plan = runner.plan(_cfg(tmp_path))
+    plan = planning.plan(_cfg(tmp_path))
     order = [(t.analysis, t.subject.dataset.id if t.subject.dataset else None) for t in plan.tasks]
     model_ids = [a.id for a in registry.ANALYSES if a.scope == "model"]
     assert order[:len(model_ids)] == [(a, None) for a in model_ids]
@@ -45,7 +45,7 @@ def test_plan_order_keys_and_needs(tmp_path, no_weights):
 
 
 def test_task_size_and_mask_rate_follow_the_adapter(tmp_path, no_weights):
-    plan = runner.plan(_cfg(tmp_path))
+    plan = planning.plan(_cfg(tmp_path))
     t = {(x.analysis, x.subject.dataset.id if x.subject.dataset else None): x for x in plan.tasks}
     assert not t[("architecture", None)].subject.causal
     assert t[("k21_mixing", "wiki")].size == 2 and t[("k24_scopes", "wiki")].size == 1
@@ -54,7 +54,7 @@ def test_task_size_and_mask_rate_follow_the_adapter(tmp_path, no_weights):
 
 
 def test_tasks_are_plain_data(tmp_path, no_weights):
-    plan = runner.plan(_cfg(tmp_path))
+    plan = planning.plan(_cfg(tmp_path))
     back = pickle.loads(pickle.dumps(plan.tasks))
     assert back == plan.tasks
 

@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from report_builder import api, distributed
-from report_builder.analyses import runner
+from report_builder import api
+from report_builder.executors import ray as ray_executor
+from report_builder.analyses import planning
 from report_builder.cache import Cache
 from report_builder.config import from_dict
 from tests.conftest import figure_hashes, table_bytes
@@ -34,7 +35,7 @@ from tests.tiny_models import save_tiny
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'report_builder[distributed]')")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 FIGURES = ["k21-tab2", "k21-fig3", "k21-tab8", "k24-ctx-ff", "k24-ffamp-top", "k24-res-norms", "k24-ln-dims"]
 """Figures drawn from every analysis' tables (K21 tokens, freq, expansion; K24 ctx, pairs, norms, LN dims)."""
@@ -92,7 +93,7 @@ def cluster(tmp_path_factory):
     hold = tmp_path_factory.mktemp("hold")
     proc = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=hold,
-                            env=_env(**{distributed.TEST_HOLD_ENV: str(hold)}))
+                            env=_env(**{ray_executor.TEST_HOLD_ENV: str(hold)}))
     line = proc.stdout.readline().strip()
     if not line:
         proc.kill()
@@ -255,7 +256,7 @@ def test_killed_worker_is_retried_without_partial_entries(cluster, models, local
     hold = cluster.hold
     d = _cfg(tmp_path, models, "killed")
     d["models"], d["datasets"] = d["models"][:1], d["datasets"][:1]
-    tasks = runner.plan(from_dict(d)).tasks
+    tasks = planning.plan(from_dict(d)).tasks
     key = next(t.key for t in tasks if t.analysis == "k21_mixing")
     flag = hold / f"hold-k21_mixing-{key}"
     flag.write_text("")
@@ -349,8 +350,8 @@ def test_could_not_join_names_the_address_and_token_authentication(monkeypatch):
         def init(**kw):
             raise ConnectionError(f"Failed to connect to Ray cluster at {kw['address']}.\nmore")
 
-    ex = distributed.RayExecutor(address="10.0.0.9:6379", log=lambda *_: None, progress=False)
-    monkeypatch.setattr(distributed, "_check_reachable", lambda address: None)  # something answers there
+    ex = ray_executor.RayExecutor(address="10.0.0.9:6379", log=lambda *_: None, progress=False)
+    monkeypatch.setattr(ray_executor, "_check_reachable", lambda address: None)  # something answers there
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     with pytest.raises(DistributedError) as e:
         ex._connect(NoCluster)
@@ -384,40 +385,40 @@ def test_nothing_listening_at_the_address_fails_at_once():
         def init(**kw):
             raise AssertionError("ray.init must not be reached")
 
-    ex = distributed.RayExecutor(address=f"127.0.0.1:{port}", log=lambda *_: None, progress=False)
+    ex = ray_executor.RayExecutor(address=f"127.0.0.1:{port}", log=lambda *_: None, progress=False)
     with pytest.raises(DistributedError) as e:
         ex._connect(Untouched)
     assert str(e.value) == (f"could not join the Ray cluster at --address 127.0.0.1:{port}: nothing accepts "
                             "connections there (Connection refused); check the head's address and port "
                             "(`ray status` on the head prints them), or leave out --address to start a local Ray")
-    assert distributed._host_port("auto") is None and distributed._host_port("ray://head:10001") is None
-    assert distributed._host_port("[::1]:6379") == ("::1", 6379)
-    assert distributed._host_port("head:6379") == ("head", 6379)
+    assert ray_executor._host_port("auto") is None and ray_executor._host_port("ray://head:10001") is None
+    assert ray_executor._host_port("[::1]:6379") == ("::1", 6379)
+    assert ray_executor._host_port("head:6379") == ("head", 6379)
 
 def test_resources_per_task():
-    from report_builder.analyses.runner import Task
+    from report_builder.analyses.planning import Task
 
     decomposing = Task("k21_mixing", 1, None, {}, "k", size=4)  # type: ignore[arg-type]
     weights = Task("architecture", 1, None, {}, "k", size=0)  # type: ignore[arg-type]
-    assert distributed.task_resources(decomposing, "cuda") == {"num_gpus": 1.0, "num_cpus": 1.0}
-    assert distributed.task_resources(decomposing, "cuda:1") == {"num_gpus": 1.0, "num_cpus": 1.0}
-    assert distributed.task_resources(decomposing, "cpu") == {"num_cpus": 1.0}
-    assert distributed.task_resources(weights, "cpu") == {"num_cpus": distributed.WEIGHTS_ONLY_SHARE}
-    assert distributed.task_resources(weights, "cuda") == {"num_gpus": distributed.WEIGHTS_ONLY_SHARE,
-                                                          "num_cpus": distributed.WEIGHTS_ONLY_SHARE}
-    assert distributed.task_resources(decomposing, "cuda", gpus=4) == {"num_gpus": 4.0, "num_cpus": 1.0}
-    assert distributed.task_resources(weights, "cuda", gpus=4)["num_gpus"] == 4.0
+    assert ray_executor.task_resources(decomposing, "cuda") == {"num_gpus": 1.0, "num_cpus": 1.0}
+    assert ray_executor.task_resources(decomposing, "cuda:1") == {"num_gpus": 1.0, "num_cpus": 1.0}
+    assert ray_executor.task_resources(decomposing, "cpu") == {"num_cpus": 1.0}
+    assert ray_executor.task_resources(weights, "cpu") == {"num_cpus": ray_executor.WEIGHTS_ONLY_SHARE}
+    assert ray_executor.task_resources(weights, "cuda") == {"num_gpus": ray_executor.WEIGHTS_ONLY_SHARE,
+                                                          "num_cpus": ray_executor.WEIGHTS_ONLY_SHARE}
+    assert ray_executor.task_resources(decomposing, "cuda", gpus=4) == {"num_gpus": 4.0, "num_cpus": 1.0}
+    assert ray_executor.task_resources(weights, "cuda", gpus=4)["num_gpus"] == 4.0
     reduce = Task("k21_mixing", 1, None, {}, "k", size=0, reduce=True)  # type: ignore[arg-type]
-    assert distributed.task_resources(reduce, "cuda", gpus=4) == {"num_cpus": distributed.WEIGHTS_ONLY_SHARE}
+    assert ray_executor.task_resources(reduce, "cuda", gpus=4) == {"num_cpus": ray_executor.WEIGHTS_ONLY_SHARE}
 
     class Cfg:
         device, device_map = "cuda", "auto"
 
-    assert distributed.gpus_per_task(Cfg, [0, 8, 4]) == 4  # the smallest GPU node holds the map
+    assert ray_executor.gpus_per_task(Cfg, [0, 8, 4]) == 4  # the smallest GPU node holds the map
     Cfg.device_map = "none"
-    assert distributed.gpus_per_task(Cfg, [8]) == 1
+    assert ray_executor.gpus_per_task(Cfg, [8]) == 1
     Cfg.device, Cfg.device_map = "cpu", "auto"
-    assert distributed.gpus_per_task(Cfg, [8]) == 1
+    assert ray_executor.gpus_per_task(Cfg, [8]) == 1
 
 
 @needs_ray

@@ -1,11 +1,10 @@
-"""Plan, then execute: the analyses a configuration needs as a list of tasks, run by an executor.
+"""The plan: the analyses a configuration needs, as a list of tasks any executor can run.
 
 `plan` turns a configuration into `Task` objects (analysis x model x dataset, each with its cache key
 and size in sequences) without loading any model weights: it hashes the weights, loads the
-evaluation sets and asks each model's adapter whether it is causal. An `Executor` then runs the
-tasks: `LocalExecutor` runs them in order in this process, loading each model once, reusing cached
-results and printing the build log; a distributed executor runs the same tasks elsewhere (a task is
-plain data: configuration and ids, no closures). `analyses.assemble` turns the results into tables.
+evaluation sets and asks each model's adapter whether it is causal. An executor (`executors`) then
+runs the tasks — `executors.local` in this process, `executors.ray` on a cluster (a task is plain
+data: configuration and ids, no closures) — and `analyses.assemble` turns the results into tables.
 
 Shards: with ``cfg.shard_size`` set, an analysis that declares a `Shard` and decomposes more
 sequences than that is planned as shard tasks over consecutive ranges ``[lo, hi)`` of its items
@@ -16,9 +15,9 @@ entry already in the cache is planned as a plain task (its shards are not schedu
 already in the cache are reused, so an interrupted build recomputes only the missing ones.
 
 Contract for executors: a task's identity is ``(task.analysis, task.key)``; ``task.needs`` names
-tasks earlier in the plan (or entries already cached); `run_task` runs any task (plain, shard or
-reduce) given only those; an executor yields a `Result` for every task, in plan order; only the
-results of tasks that are not ``partial`` are tables of the build (`final_results`).
+tasks earlier in the plan (or entries already cached); `executors.base.run_task` runs any task
+(plain, shard or reduce) given only those; an executor yields a `Result` for every task, in plan
+order; only the results of tasks that are not ``partial`` are tables of the build (`final_results`).
 
 Pitfall: tasks run in plan order, and that order is the row order of the concatenated tables; an
 executor that runs tasks in parallel must return results in plan order.
@@ -26,18 +25,14 @@ executor that runs tasks in parallel must return results in plan order.
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Iterable
 
 from report_builder.analyses import registry
-from report_builder.analyses.base import Analysis, Run, Subject, base_id, shard_id
+from report_builder.analyses.base import Analysis, Subject, base_id, shard_id
 from report_builder.cache import Cache, Entry, result_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
     from report_builder.config import Config
     from report_builder.data import EvalSet
 
@@ -181,131 +176,6 @@ def plan(cfg: "Config", cache: Cache | None = None) -> Plan:
     return Plan(cfg, tasks, sets)
 
 
-class Executor(Protocol):
-    """Runs a plan's tasks and yields their results in plan order."""
-
-    def execute(self, plan: Plan) -> Iterator[Result]:
-        ...
-
-
-class Progress:
-    """A tqdm bar (unit: sequences) with an estimate of the time left; a context manager."""
-
-    def __init__(self, desc: str, total: int, enabled: bool = True):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, desc=desc, unit="seq", disable=not enabled, leave=True,
-                        dynamic_ncols=True, file=sys.stderr)
-
-    def __call__(self, k: int) -> None:
-        self.bar.update(k)
-
-    def __enter__(self) -> "Progress":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.bar.close()
-
-
-class TaskRun(Run):
-    """`Run` for one task: the model comes from ``lm`` (called on first use), the evaluation sets
-    from ``sets``, and the tables of the task's ``needs`` from ``done`` or the cache. Any executor
-    (local or on a worker) runs a task through `run_task`, which builds one of these."""
-
-    def __init__(self, task: Task, cache: Cache, sets: dict[str, "EvalSet"], lm: Callable[[], Any], *,
-                 done: dict[tuple[str, str], Entry] | None = None, show_progress: bool = True):
-        self.task, self.subject, self.cache, self.sets = task, task.subject, cache, sets
-        self._lm, self.done, self.show_progress = lm, done if done is not None else {}, show_progress
-
-    def lm(self):
-        return self._lm()
-
-    def eval_set(self):
-        return self.sets[self.subject.dataset.id]
-
-    def progress(self, what: str, total: int) -> Progress:
-        return Progress(f"{self.subject.label} · {what}", total, self.show_progress)
-
-    def _entry(self, analysis: str, key: str) -> Entry:
-        entry = self.done.get((analysis, key)) or self.cache.get(analysis, key)
-        if entry is None:
-            raise RuntimeError(f"{self.task.label} needs {analysis}/{key}, which has not run")
-        return entry
-
-    def result(self, analysis: str) -> "dict[str, pd.DataFrame]":
-        return self._entry(analysis, dict(self.task.needs)[analysis]).tables
-
-    def results(self, analysis: str) -> "list[dict[str, pd.DataFrame]]":
-        """The tables of every need named ``analysis``, in the order the task lists them."""
-        return [self._entry(a, k).tables for a, k in self.task.needs if a == analysis]
-
-
-def run_task(task: Task, cache: Cache, sets: dict[str, "EvalSet"], lm: Callable[[], Any], *,
-             done: dict[tuple[str, str], Entry] | None = None, show_progress: bool = True) -> Entry:
-    """Run one task through the cache: its entry is reused when present, else computed and published
-    atomically (under the entry's lock, so concurrent workers compute it once)."""
-    a = registry.get(task.base)
-    run = TaskRun(task, cache, sets, lm, done=done, show_progress=show_progress)
-    if task.shard is not None:
-        def compute():
-            return a.shard.map(run, *task.shard), {"shard": list(task.shard)}
-    elif task.reduce:
-        def compute():
-            return a.shard.reduce(task.subject, run.results(shard_id(a.id))), {"shards": task.shards}
-    else:
-        def compute():
-            return a.compute(run), {}
-    return cache.get_or_compute(task.analysis, task.version, task.params, compute)
-
-
 def final_results(results: "Iterable[Result]") -> "list[Result]":
     """The results that are tables of the build (every one but the shards' partial tables), in order."""
     return [r for r in results if not r.task.partial]
-
-
-class LocalExecutor:
-    """Runs tasks one after another in this process, reusing cached results.
-
-    Loads a model on the first task that needs to compute (never when all its results are cached)
-    and keeps one model in memory at a time. Logs ``model <name> (<source>)`` before a model's tasks,
-    ``computed``/``reused`` per task, and ``loaded <name> in <s>s``. ``before_load`` runs once, right
-    before the first model is loaded (`api.analyze` sets up the CPU engine there, so a build whose
-    results are all cached never imports torch).
-    """
-
-    def __init__(self, cache: Cache, *, log: Callable[[str], Any] = print, progress: bool = True,
-                 before_load: Callable[[], Any] | None = None):
-        self.cache, self.log, self.show_progress = cache, log, progress
-        self.before_load = before_load
-        self.done: dict[tuple[str, str], Entry] = {}
-        self._model_name: str | None = None
-        self._lm = None
-
-    def model(self, subject: Subject):
-        """The subject's loaded model (loaded once per model, on first use)."""
-        if self._lm is None:
-            from report_builder.models import loading
-
-            mc, cfg = subject.model, subject.cfg
-            if self.before_load is not None:
-                setup, self.before_load = self.before_load, None
-                setup()
-            t0 = time.perf_counter()
-            self._lm = loading.load_for(mc, cfg)
-            placed = "" if self._lm.placement is None else f" ({self._lm.placement.describe()})"
-            self.log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s{placed}")
-        return self._lm
-
-    def execute(self, plan: Plan) -> Iterator[Result]:
-        for task in plan.tasks:
-            mc = task.subject.model
-            if mc.name != self._model_name:
-                self._model_name, self._lm = mc.name, None
-                self.log(f"model {mc.name} ({mc.source})")
-            entry = run_task(task, self.cache, plan.sets, lambda s=task.subject: self.model(s), done=self.done,
-                             show_progress=self.show_progress)
-            self.done[(task.analysis, task.key)] = entry
-            self.log(f"  {'reused  ' if entry.reused else 'computed'} {task.label}"
-                     + ("" if entry.reused else f" in {entry.meta.get('seconds', 0):.1f}s"))
-            yield Result(task, entry)
-        self._lm = None

@@ -1,11 +1,13 @@
-"""The build log's headline lines (`api.summary_lines`) are reused from the results cache while the
-tables they read are unchanged, and computed again when one of them changes."""
+"""The build log's headline lines (`site.summary.summary_lines`, also `api.summary_lines`) are reused
+from the results cache while the tables they read are unchanged, and computed again when one of them
+changes (`summary_memo`)."""
 from __future__ import annotations
 
 import pytest
 
 from report_builder import api
 from report_builder.cache import frame_hash
+from report_builder.site import summary
 from tests import site_helpers as h
 
 
@@ -16,21 +18,21 @@ def test_summary_lines_are_memoised_on_the_tables_they_read(tmp_path, monkeypatc
     tables = {k: v.assign(model=v["model"].replace(names)) if "model" in v else v for k, v in tables.items()}
     (tmp_path / "cache").mkdir()
     hashes = {k: frame_hash(v) for k, v in tables.items()}
-    first = api._summary_memo(cfg, tables, hashes)
-    assert first == api.summary_lines(tables, cfg)
+    first = summary.summary_memo(cfg, tables, hashes)
+    assert first == summary.summary_lines(tables, cfg) and api.summary_lines is summary.summary_lines
     calls = []
-    real = api.summary_lines
-    monkeypatch.setattr(api, "summary_lines", lambda t, c: calls.append(1) or real(t, c))
-    assert api._summary_memo(cfg, tables, hashes) == first and calls == []
+    real = summary.summary_lines
+    monkeypatch.setattr(summary, "summary_lines", lambda t, c: calls.append(1) or real(t, c))
+    assert summary.summary_memo(cfg, tables, hashes) == first and calls == []
     # a table the lines do not read: still reused
     unread = next(n for n in tables if n not in ("k21_tokens", "k21_freq", "k21_expansion", "k24_ctx", "models"))
     changed = {**tables, unread: tables[unread].iloc[:1]}
-    assert api._summary_memo(cfg, changed, {**hashes, unread: frame_hash(changed[unread])}) == first and calls == []
+    assert summary.summary_memo(cfg, changed, {**hashes, unread: frame_hash(changed[unread])}) == first and calls == []
     # a table they read: computed again, from the new table
     if "k21_expansion" not in tables:
         pytest.skip("no k21_expansion in the fixtures")
     exp = tables["k21_expansion"].assign(expansion_rate=tables["k21_expansion"]["expansion_rate"] * 2)
     changed = {**tables, "k21_expansion": exp}
-    again = api._summary_memo(cfg, changed, {**hashes, "k21_expansion": frame_hash(exp)})
+    again = summary.summary_memo(cfg, changed, {**hashes, "k21_expansion": frame_hash(exp)})
     assert calls == [1] and again == real(changed, cfg) and again != first
     assert "nan" not in " ".join(first[:4])

@@ -1,6 +1,7 @@
-"""The Ray executor: a build's planned tasks run as Ray tasks on a cluster (``--executor ray``).
+"""The Ray executor (``--executor ray``, options ``--address``, ``--ray-num-cpus``): a build's planned
+tasks run as Ray tasks on a cluster.
 
-`RayExecutor.execute(plan)` submits every task of a `runner.Plan` that is not already in the cache
+`RayExecutor.execute(plan)` submits every task of a `planning.Plan` that is not already in the cache
 as one Ray task (`_run_task_remote`) whose arguments include the ObjectRefs of the task's ``needs``,
 so Ray runs a task only after the tasks it reads have finished: the executor is generic over the
 plan's dependency DAG (plain tasks, sequence shards and their reduce tasks alike). Each Ray task
@@ -9,7 +10,7 @@ CPU; a weights-only task half of one, a reduce task half a CPU. Ray retries a ta
 error the task raises itself (a bad model, a missed error bound) is not retried and reaches the
 caller as that error.
 
-A worker runs its task through `runner.run_task`, i.e. through the content-addressed cache opened by
+A worker runs its task through `executors.base.run_task`, i.e. through the content-addressed cache opened by
 path: reuse, or compute and publish atomically under the entry's file lock. So a worker killed
 mid-task leaves no partial entry (its temporary folder is swept once its process is gone), the
 retry computes the entry once, and a resumed build reuses every entry that finished. The worker
@@ -37,12 +38,13 @@ import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
-from report_builder.errors import DistributedError, MissingDependency, ReportBuilderError
+from report_builder.errors import DistributedError, MissingDependency, UsageError
+from report_builder.executors.base import Option
 
 if TYPE_CHECKING:  # pragma: no cover
-    from report_builder.analyses.runner import Plan, Result, Task
+    from report_builder.analyses.planning import Plan, Result, Task
     from report_builder.cache import Cache
 
 INSTALL = "pip install 'report_builder[distributed]'"
@@ -53,7 +55,7 @@ WEIGHTS_ONLY_SHARE = 0.5
 TEST_HOLD_ENV = "REPORT_BUILDER_TEST_HOLD_DIR"
 """Test-only: with this set to a folder holding ``hold-<analysis>-<key>``, a worker computing that entry
 writes ``started-<analysis>-<key>-<pid>`` there once it holds the entry's lock, then waits until the
-hold file is removed (how `tests/test_ray_executor.py` kills a worker mid-task). Unset: no effect."""
+hold file is removed (how `tests/executors/test_ray.py` kills a worker mid-task). Unset: no effect."""
 
 
 def require_ray():
@@ -136,8 +138,8 @@ def _test_hold(task: "Task") -> None:
 
 def _run_task_remote(task: "Task", cache_root: str, sets_box: list, cwd: str, *needs: Any) -> dict[str, Any]:
     """One task on a Ray worker (``needs``: the finished needs' returns, here only for ordering)."""
-    from report_builder.analyses.runner import run_task
     from report_builder.cache import Cache
+    from report_builder.executors.base import run_task
 
     if cwd and os.path.isdir(cwd) and os.getcwd() != cwd:
         os.chdir(cwd)  # relative model paths resolve as on the driver
@@ -228,7 +230,7 @@ def _auth_hint() -> str:
 
 
 class RayExecutor:
-    """Runs a plan's tasks as Ray tasks; yields their results in plan order (`runner.Executor`).
+    """Runs a plan's tasks as Ray tasks; yields their results in plan order (`executors.base.Executor`).
 
     Args:
         address: the cluster to join (``auto``: the one `ray start` runs on this machine; ``ray://``
@@ -239,6 +241,26 @@ class RayExecutor:
     Raises:
         MissingDependency: Ray is not installed (at construction, before any work).
     """
+
+    name: ClassVar[str] = "ray"
+    summary: ClassVar[str] = ("every task as a Ray task on a cluster (needs pip install 'report_builder[distributed]'; "
+                              "README \"Run on a cluster\")")
+    options: ClassVar[tuple[Option, ...]] = (
+        Option("--address", "address", metavar="ADDR",
+               help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here; "
+                    "HOST:PORT of a cluster with token authentication also needs RAY_AUTH_MODE=token and "
+                    "its token, README \"Run on a cluster\"); default: start a local Ray"),
+        Option("--ray-num-cpus", "num_cpus", type=int, metavar="N",
+               help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)"),
+    )
+
+    @classmethod
+    def from_options(cls, *, log: Callable[[str], Any], progress: bool, address: str | None = None,
+                     num_cpus: int | None = None) -> "RayExecutor":
+        """The executor ``--executor ray [--address ADDR | --ray-num-cpus N]`` asks for."""
+        if address is not None and num_cpus is not None:
+            raise UsageError("--ray-num-cpus sizes a Ray started here; a cluster joined with --address has its own")
+        return cls(address=address, num_cpus=num_cpus, log=log, progress=progress)
 
     def __init__(self, *, address: str | None = None, num_cpus: int | None = None,
                  log: Callable[[str], Any] = print, progress: bool = True, max_retries: int = MAX_RETRIES):
@@ -271,7 +293,7 @@ class RayExecutor:
         return True
 
     def execute(self, plan: "Plan") -> Iterator["Result"]:
-        from report_builder.analyses.runner import Result
+        from report_builder.analyses.planning import Result
         from report_builder.cache import Cache
 
         ray = require_ray()
@@ -341,7 +363,7 @@ class RayExecutor:
                  total_seqs: int, Result) -> Iterator["Result"]:
         from tqdm import tqdm
 
-        from report_builder.analyses.runner import Progress
+        from report_builder.executors.base import Progress
 
         n = len(plan.tasks)
         remaining, nxt = list(refs), 0
@@ -377,3 +399,6 @@ class RayExecutor:
                                  + ("" if info["reused"] else f" in {info['seconds']:.1f}s"))
                     bar(task.size)
                     bar.bar.set_postfix_str(f"tasks {len(entries)}/{n}")
+
+
+EXECUTOR = RayExecutor
