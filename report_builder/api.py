@@ -19,8 +19,10 @@ import pandas as pd
 from report_builder import last_build
 from report_builder.cache import Cache
 from report_builder.config import Config, as_config, choose_threads  # noqa: F401 - api.choose_threads
+from report_builder.extras import require
 from report_builder.housekeeping import check_ids, clean, preflight
 from report_builder.last_build import tables_from_cache
+from report_builder.listing import list_datasets, list_figures, list_models  # noqa: F401 - `list` answers
 from report_builder.provenance import placements  # noqa: F401 - api.placements
 from report_builder.schema import ERROR_BOUND
 from report_builder.site.configured import render_configured, roles_of  # noqa: F401 - api.roles_of
@@ -146,17 +148,20 @@ def format_plan(est: dict[str, Any]) -> str:
     return costs.format_plan(est)
 
 
-def render(config: Any = "default", tables: dict[str, pd.DataFrame] | None = None, provenance: dict | None = None,
+def render(config: Any = None, tables: dict[str, pd.DataFrame] | None = None, provenance: dict | None = None,
            *, log: Callable[[str], Any] | None = print, **overrides: Any):
-    """Render the site from result tables (default: the last build's, read from the cache; no torch
-    needed) and return the ``RenderReport`` (what the site holds).
+    """Render the site from result tables (default: the last build's, read from the cache alone, from any
+    directory: no torch, no data files) and return the ``RenderReport`` (what the site holds).
 
     Args:
-        config: A ``Config``, a preset name, a YAML file or a mapping (as for `build`); its ``cache_dir``
-            and ``out_dir`` are used. **overrides: top-level configuration keys to replace.
+        config: None (default): the configuration the cache's last build recorded. Or a ``Config``, a
+            preset name, a YAML file or a mapping (as for `build`), which must agree with that record on
+            every key that changes results (`last_build.RESULT_KEYS`; `ConfigError` names the keys that
+            differ). **overrides: top-level keys, e.g. ``cache_dir=``, ``out_dir=``, ``site_url=``.
         log: Where messages go (``None``: silent).
     """
-    cfg, log = as_config(config, **overrides), log or (lambda *_: None)
+    log, cfg = log or (lambda *_: None), (as_config(config or "default", **overrides) if tables is not None
+                                          else last_build.render_config(config, **overrides))
     preflight(cfg, cache=False)
     if tables is None:
         tables, provenance = tables_from_cache(cfg)
@@ -202,6 +207,7 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
 
 def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", dtype: str = "float32") -> list[dict]:
     """Decompose a few sentences and return the max relative error per layer and check point."""
+    require("torch", "transformers", purpose="`check`")
     from report_builder.engine import check_model
 
     return check_model(source, texts, device=device, dtype=dtype)
@@ -226,23 +232,3 @@ def serve(site_dir: str | Path = "site", port: int = 8000, *, host: str = "127.0
     from report_builder.site.serve import serve as _serve
 
     _serve(Path(site_dir), port, host=host)
-
-
-def list_figures() -> list[dict]:
-    from report_builder.figures.registry import all_figures
-
-    return [dict(id=s.id, paper=s.paper, kind=s.kind, title=s.title) for s in all_figures()]
-
-
-def list_models(cfg: Config) -> list[dict]:
-    from report_builder.models.embedded import EMBEDDED
-
-    rows = [dict(name=m.name, source=m.source, role=m.role) for m in cfg.models]
-    rows += [dict(name=k, source=k, role="embedded default: " + e.description) for k, e in EMBEDDED.items()]
-    return rows
-
-
-def list_datasets() -> list[dict]:
-    from report_builder.data import list_datasets as ld
-
-    return ld()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import sys
 
 from report_builder import __version__, api
@@ -28,8 +30,63 @@ class _Format(logging.Formatter):
         return msg if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {msg}"
 
 
-def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
-    """Send report_builder's log to stderr at the level ``-v``/``-q`` ask for (idempotent)."""
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+"""Terminal colour and cursor sequences (what a library's coloured log writes)."""
+_LIBRARIES = ("transformers", "huggingface_hub", "accelerate", "datasets")
+_factory = logging.getLogRecordFactory()
+
+
+def _plain_records(*args, **kwargs) -> logging.LogRecord:
+    """The libraries' records without colour codes when stderr is not a terminal."""
+    rec = _factory(*args, **kwargs)
+    if rec.name.split(".")[0] in _LIBRARIES and isinstance(rec.msg, str) and not _stderr_is_tty():
+        rec.msg = ANSI.sub("", rec.msg)
+    return rec
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def library_noise(verbose: int = 0, quiet: bool = False, progress: bool = True) -> None:
+    """What transformers and huggingface_hub may print: their warnings (e.g. the LOAD REPORT that lists a
+    checkpoint's unused heads) only with ``-v`` (``-vv``: their info too), their progress bars ("Loading
+    weights", downloads) unless ``-q``/``--no-progress``; colour codes only on a terminal. Set through
+    their environment variables (read when they are imported) and, when already imported, their APIs."""
+    level = "info" if verbose > 1 else "warning" if verbose else "error"
+    os.environ["TRANSFORMERS_VERBOSITY"] = os.environ["HF_HUB_VERBOSITY"] = level
+    bars = progress and not quiet
+    if not bars and "saved_bars" not in _NOISE:
+        _NOISE["saved_bars"] = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    elif bars and "saved_bars" in _NOISE:  # an earlier call in this process turned them off: restore
+        saved = _NOISE.pop("saved_bars")
+        if saved is None:
+            os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+        else:
+            os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = saved
+    logging.setLogRecordFactory(_plain_records)
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as tl
+
+        tl.set_verbosity(getattr(logging, level.upper()))
+        (tl.enable_progress_bar if bars else tl.disable_progress_bar)()
+    if "huggingface_hub" in sys.modules and not bars:
+        from huggingface_hub import utils as hu
+
+        hu.disable_progress_bars()
+
+
+_NOISE: dict[str, str | None] = {}
+
+
+def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) -> None:
+    """Send report_builder's log to stderr at the level ``-v``/``-q`` ask for, and quiet the libraries it
+    uses to match (`library_noise`; idempotent)."""
+    library_noise(verbose, quiet, progress)
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     for h in list(log.handlers):
         if getattr(h, "_report_builder", False):
@@ -48,8 +105,14 @@ def _config(args):
                if getattr(args, k, None) is not None}
     if getattr(args, "out", None):
         changes["out_dir"] = args.out
-    cfg = api.configure(args.config, preset=args.preset, models=getattr(args, "model", None) or (), **changes)
-    cfg = api.with_overrides(cfg, getattr(args, "set", None) or [])
+    if args.cmd == "render":  # the cache's recorded configuration, or a given one that must agree with it
+        from report_builder.last_build import render_config
+
+        given = api.configure(args.config, preset=args.preset) if (args.config or args.preset) else None
+        cfg = render_config(given, overrides=args.set or [], **changes)
+    else:
+        cfg = api.configure(args.config, preset=args.preset, models=getattr(args, "model", None) or (), **changes)
+        cfg = api.with_overrides(cfg, getattr(args, "set", None) or [])
     if log.isEnabledFor(logging.DEBUG):
         import yaml
 
@@ -70,7 +133,8 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
-def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
+def _add_config_args(p, *, models: bool = True, out: bool = True, cache: bool = True, data: bool = True) -> None:
+    """The configuration options; a command gets only those it uses (an option it would ignore is refused)."""
     g = p.add_argument_group("configuration")
     g.add_argument("--preset", choices=["default", "smoke", "paper"],
                    help="a named configuration: default (offline, ~10 min), smoke (a few sequences), "
@@ -99,11 +163,13 @@ def _add_config_args(p, *, models: bool = True, out: bool = True) -> None:
                        help="split each analysis over more than N sequences into shards of N (cached one by one, "
                             "reduced exactly: tables identical to an unsharded build; a resumed build reuses "
                             "every finished shard)")
-    g.add_argument("--data-dir", dest="data_dir", metavar="DIR",
-                   help="local datasets: DIR/SST-2/dev.tsv, DIR/MNLI/dev_matched.tsv, DIR/conll2003/valid.txt "
-                        "(fills the path of every such dataset entry that has none)")
-    g.add_argument("--cache", dest="cache_dir", metavar="DIR",
-                   help="results cache directory (default .cache/report_builder)")
+    if data:
+        g.add_argument("--data-dir", dest="data_dir", metavar="DIR",
+                       help="local datasets: DIR/SST-2/dev.tsv, DIR/MNLI/dev_matched.tsv, DIR/conll2003/valid.txt "
+                            "(fills the path of every such dataset entry that has none)")
+    if cache:
+        g.add_argument("--cache", dest="cache_dir", metavar="DIR",
+                       help="results cache directory (default .cache/report_builder)")
     if out:
         g.add_argument("--out", metavar="DIR", help="site output directory (default site)")
 
@@ -114,7 +180,7 @@ def _add_plan_args(p) -> None:
                    help="price a GPU that is not here by its datasheet peak: A100, H100 or H200")
     g.add_argument("--gpu-flops", dest="gpu_flops", type=float, metavar="TFLOPS",
                    help="price a GPU that is not here by the TFLOP/s a large matmul reaches on it")
-    g.add_argument("--gpus", type=int, default=1, metavar="N",
+    g.add_argument("--gpus", type=int, metavar="N",
                    help="also estimate the time on N GPUs (tasks balanced greedily; default 1)")
 
 
@@ -169,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", action="store_true",
                    help="print the tasks the build would run and what they cost (as `report-builder plan`) and stop")
     p.add_argument("--json", action="store_true", help="with --plan: one JSON object (tasks, totals, device)")
-    _add_plan_args(p)
+    _add_plan_args(p)  # with --plan only
     p = _sub(sub, "plan", "list the tasks a build would run, what each costs, and which results are cached",
              "Loads no weights: analysis x model x dataset, sequences, FLOPs, estimated time on the device "
              "(from a calibration matmul run now), peak memory and disk.", common)
@@ -182,14 +248,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = _sub(sub, "render", "render the site from the cached results of the last build",
-             "Needs no torch: a machine with report_builder[render] can rebuild the site from a cache.", common)
-    _add_config_args(p, models=False)
+             "Needs no torch and no data files: the cache records the build's configuration and data, so "
+             "`render --cache DIR` rebuilds the same site from any directory (a machine with the [render] "
+             "extra suffices). A --config/--preset/--set must agree with the recorded build on every key that "
+             "changes results (out_dir, site_url and figures may differ).", common)
+    _add_config_args(p, models=False, data=False)
     p = _sub(sub, "list", "list figures, models or datasets",
-             "figures: every figure id; models: the configured and embedded models; datasets: the "
-             "offline sets with their content hashes.", common)
+             "figures: every figure id (with a configuration: those it builds); models: the configured and "
+             "embedded models; datasets: the offline sets with their content hashes (with a configuration: "
+             "its own datasets first, as its build reads them).", common)
     p.add_argument("what", choices=["figures", "models", "datasets"], help="what to list")
     p.add_argument("--json", action="store_true", help="one JSON array of rows instead of a table")
-    _add_config_args(p, models=False)
+    _add_config_args(p, models=False, out=False, cache=False)
     p = _sub(sub, "check", "print per layer and check point the reconstruction error against the HF forward",
              "Exits non-zero when a float32 error exceeds 1e-4.", common)
     p.add_argument("--model", required=True, metavar="SOURCE",
@@ -201,11 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object (rows, worst error, bound, ok)")
     p = _sub(sub, "env", "show versions, the torch device, the embedded models and the caches",
              "Paste its output into a bug report.", common)
-    _add_config_args(p, models=False)
+    _add_config_args(p, models=False, data=False)
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p = _sub(sub, "clean", "remove the results cache and the generated site",
              "Only what report_builder made is removed (directories carrying its marker file).", common)
-    _add_config_args(p, models=False)
+    _add_config_args(p, models=False, data=False)
     p.add_argument("--all", action="store_true", dest="all",
                    help="also remove converted models in the user cache and stale temporary folders")
     p = _sub(sub, "serve", "preview the built site over HTTP",
@@ -218,13 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
              "The plain HF forward pass, the naive reference and the fast engine, measured in one run.", common)
     p.add_argument("--shape", default=None, help="a synthetic shape: tiny, base, large, gpt2-base or llama-small "
                                                  "(default base)")
-    p.add_argument("--model", default=None, metavar="SOURCE", help="bench a real model instead of a shape")
+    p.add_argument("--model", default=None, metavar="SOURCE", help="bench a real model instead of a shape "
+                                                                    "(not with --shape)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
     p.add_argument("--batch", type=int, default=1, help="sequences per batch (default 1)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats per method (default 3)")
+    p.add_argument("--repeats", type=int, help="timed repeats per method (default 3; not with --k24-pass)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
     p.add_argument("--k24-pass", type=int, default=None, metavar="N",
                    help="instead: time a full K24 pass over N random sequences of --seq-len tokens "
@@ -233,9 +304,40 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _inapplicable(args) -> str | None:
+    """The first option given that ``args.cmd`` would ignore, as a usage message (None: all apply).
+    Options a command never uses are not on its parser at all; these are the ones that depend on another."""
+    def given(*dests: str) -> bool:
+        return any(getattr(args, d, None) not in (None, False) for d in dests)
+
+    if given("verbose") and given("quiet"):
+        return "-v and -q contradict each other; give one"
+    if args.cmd == "build" and not args.plan:
+        for flag, dest in (("--json", "json"), ("--gpu", "gpu"), ("--gpu-flops", "gpu_flops"), ("--gpus", "gpus")):
+            if given(dest):
+                return f"{flag} applies to `build --plan` only (or use `report-builder plan`)"
+    if args.cmd == "build" and args.plan:
+        from report_builder import executors
+
+        if given("no_progress", *executors.options_of(args)) or args.executor != executors.DEFAULT:
+            return "--no-progress, --executor and the executors' options apply to a build, not to --plan"
+    if args.cmd == "bench" and args.shape and args.model:
+        return "--shape and --model exclude each other: bench a synthetic shape or a real model"
+    if args.cmd == "bench" and args.k24_pass and given("repeats"):
+        return "--repeats applies to the side-by-side benchmark, not to --k24-pass"
+    if args.cmd == "list" and args.what != "datasets" and given("data_dir"):
+        return "--data-dir applies to `list datasets` only"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(getattr(args, "verbose", 0) or 0, getattr(args, "quiet", False))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    wrong = _inapplicable(args)
+    if wrong:
+        _subparsers(parser)[args.cmd].error(wrong)  # exit 2, like any other usage error
+    setup_logging(getattr(args, "verbose", 0) or 0, getattr(args, "quiet", False),
+                  progress=not getattr(args, "no_progress", False))
 
     from report_builder.guard import install_sigterm
 
@@ -244,8 +346,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except BrokenPipeError:  # `report-builder list figures | head`: the reader left; not an error
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt as e:
@@ -257,17 +357,31 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - every failure is one `error:` line; --debug shows the traceback
         if debug:
             raise
-        msg, code = _describe(e)
+        msg, code = _describe(e, args.cmd)
         log.error(msg)
         return code
 
 
-def _describe(e: Exception) -> tuple[str, int]:
-    """The one-line message and exit code of a failure (see README "Exit codes")."""
+def _subparsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
+    """The one-line message and exit code of a failure (see README "Exit codes"); "internal error" only
+    for what a user cannot cause (a bug)."""
     import errno
+
+    from report_builder import extras
 
     if isinstance(e, ReportBuilderError):
         return str(e), exit_code(e)
+    cause: BaseException | None = e
+    while cause is not None:  # a missing optional module, however deep: the extra that installs it
+        missing = extras.from_import_error(cause, f"`report-builder {cmd}`" if cmd else None)
+        if missing is not None:
+            return str(missing), exit_code(missing)
+        cause = cause.__cause__ or cause.__context__
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         where = f" writing {e.filename}" if e.filename else ""
         return (f"the disk is full{where}; free some space or choose another --out/--cache "
@@ -310,21 +424,20 @@ def _dispatch(args) -> int:
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
-                        repeats=args.repeats, threads=args.threads)
+                        repeats=3 if args.repeats is None else args.repeats, threads=args.threads)
         print(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
         return 0
     if args.cmd == "serve":
         api.serve(args.dir, args.port, host=args.host)
         return 0
-    if args.cmd == "list" and args.what == "figures":
-        _print_table(api.list_figures(), args.json)
-        return 0
-    if args.cmd == "list" and args.what == "datasets":
-        _print_table(api.list_datasets(), args.json)
+    if args.cmd == "list" and args.what != "models" and not (args.config or args.preset or args.set or
+                                                              getattr(args, "data_dir", None)):
+        _print_table(api.list_figures() if args.what == "figures" else api.list_datasets(), args.json)
         return 0
     cfg = _config(args)
     if args.cmd == "list":
-        _print_table(api.list_models(cfg), args.json)
+        rows = {"figures": api.list_figures, "models": api.list_models, "datasets": api.list_datasets}[args.what](cfg)
+        _print_table(rows, args.json)
     elif args.cmd == "env":
         info = api.environment(cfg)
         print(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
@@ -337,7 +450,7 @@ def _dispatch(args) -> int:
                           executor=_executor(args, quiet))
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     elif args.cmd == "plan" or (args.cmd == "build" and args.plan):
-        est = api.plan(cfg, gpu=args.gpu, gpu_flops=args.gpu_flops, gpus=args.gpus)
+        est = api.plan(cfg, gpu=args.gpu, gpu_flops=args.gpu_flops, gpus=args.gpus or 1)
         placed = api.placements(cfg)
         if placed:
             est = {**est, "device_map": placed}

@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
+from report_builder.config import load_yaml
 from report_builder.errors import ConfigError
 
 _INDEX = re.compile(r"\[(\d+)\]")
@@ -35,10 +34,7 @@ def parse_assignment(item: str) -> tuple[list[str | int], Any]:
         if not part:
             raise ConfigError(f"--set {item!r}: empty part in the key {key!r}")
         parts.append(int(part) if part.isdigit() else part)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--set {key}: cannot read the value {raw!r} ({str(e).splitlines()[0]})") from None
+    value = load_yaml(raw, f"--set {key}") if raw.strip() else ""  # one error line; alias bombs refused
     return parts, value
 
 

@@ -21,7 +21,7 @@ PKG = Path(__file__).resolve().parents[1] / "report_builder"
 # A stage is the first component under report_builder/ (a folder or a root module).
 STAGES: list[set[str]] = [
     # vocabulary and file safety; "" is the package's lazy __init__ (only `__version__` at import time)
-    {"schema", "errors", "papers", "tokens", "atomic", "filehash", "guard", ""},
+    {"schema", "errors", "extras", "papers", "tokens", "atomic", "filehash", "guard", ""},
     {"config", "overrides", "cache"},                                     # configuration; the results store
     {"stats", "decompose", "data"},                                       # torch-free statistics; maths; eval sets
     {"models"},                                                           # adapters (declare decompose's weights), loading
@@ -30,8 +30,8 @@ STAGES: list[set[str]] = [
     {"executors", "costs", "provenance", "last_build"},                   # run a plan; price a plan; what a build
                                                                           # used; its record (entries -> tables)
     {"figures"},                                                          # pure Altair builders
-    {"site", "bench", "envinfo", "housekeeping"},                         # pages + mkdocs; the benchmark; `env`;
-                                                                          # checks before any work, `clean`
+    {"site", "bench", "envinfo", "housekeeping", "listing"},              # pages + mkdocs; the benchmark; `env`;
+                                                                          # checks before any work, `clean`; `list`
     {"api"},                                                              # the thin front
     {"cli", "notebook", "__main__"},                                      # what users call
 ]

@@ -112,7 +112,7 @@ def test_every_id_rendered(paper):
     tmp, log, _ = paper
     ids = [f["id"] for f in list_figures()]
     assert sum(i.startswith("k21-") for i in ids) == 28 and sum(i.startswith("k24-") for i in ids) == 11
-    m = re.search(r"site: (\d+) figures built, (\d+) not configured", log)
+    m = re.search(r"site: (\d+) figures on the site, (\d+) not configured", log)
     assert m and int(m.group(1)) == len(ids) and m.group(2) == "0", log[-2000:]
     site = tmp / "site"
     for fid in ids:

@@ -261,14 +261,15 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
 def adapter_of(source: str, revision: str | None = None) -> Adapter:
     """The adapter serving a model source (its variant for the config), from its config alone (no weights loaded)."""
+    e = EMBEDDED.get(source)
+    if e is None or e.model_type is None:  # first: a typo or a missing model fails before torch loads
+        path, kw = resolve(source, revision)
     from report_builder.models import registry
 
-    e = EMBEDDED.get(source)
     if e is not None and e.model_type is not None:  # its config lives in a GGUF: no conversion for this
         return registry.for_model_type(e.model_type)
     from transformers import AutoConfig
 
-    path, kw = resolve(source, revision)
     cfg = AutoConfig.from_pretrained(path, **kw)
     return registry.for_config(cfg)
 

@@ -12,6 +12,7 @@ asks `config_file` and `config_location`, which avoid that where the wheel allow
 """
 from __future__ import annotations
 
+import difflib
 import os
 import socket
 from pathlib import Path
@@ -48,6 +49,24 @@ def is_hub_id(source: str) -> bool:
                 or source.count("/") > 1)
 
 
+def near_miss(source: str) -> str | None:
+    """The embedded name ``source`` looks like a typo of (``minilmm`` -> ``minilm``), or None: a name that
+    is embedded, has a ``/`` (a hub id ``org/name`` or a path) or exists as a path is never a typo."""
+    if source in EMBEDDED or "/" in source or os.sep in source or Path(source).expanduser().exists():
+        return None
+    close = difflib.get_close_matches(source.strip().lower(), list(EMBEDDED), n=1, cutoff=0.7)
+    return close[0] if close else None
+
+
+def check_name(source: str) -> None:
+    """Refuse, before any hub probe or heavy import, a name that looks like a typo of an embedded model
+    and is not a model in the local HF cache (`UnknownModel`: "did you mean minilm?")."""
+    guess = near_miss(source)
+    if guess is not None and hub_snapshot_dir(source) is None:
+        raise UnknownModel(f"unknown model {source!r}: did you mean {guess}? (embedded models: "
+                           f"{', '.join(EMBEDDED)}; otherwise a local directory or a hub id such as org/name)")
+
+
 def check_revision(source: str, revision: str | None) -> None:
     """Refuse a revision for a source that is not a hub id."""
     if revision is not None and not is_hub_id(source):
@@ -78,6 +97,7 @@ def resolve(source: str, revision: str | None = None) -> tuple[str, dict]:
     check_revision(source, revision)
     if source in EMBEDDED:
         return str(embedded_dir(source)), {}
+    check_name(source)
     p = Path(source).expanduser()
     if p.is_dir():
         if not (p / "config.json").exists():

@@ -178,8 +178,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                      inline_limit)
         n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
         n_built = sum(1 for s in sections.values() if s.built and s.not_configured is None)
-        log(f"site: {n_drawn} figures drawn, {render_cache.hits + figure_cache.hits} reused; {n_built} built, "
-            f"{figure_cache.hits} not built (inputs unchanged)")
+        log(f"site: {n_built} figures rebuilt ({n_drawn} drawn, {n_built - n_drawn} drawings reused), "
+            f"{figure_cache.hits} unchanged (inputs unchanged: not rebuilt)")
         date = str(provenance.get("date") or "")
         known = {f"figures/{k}": v for k, v in figure_cache.known.items()}
         inputs = _inputs_digest(tmp_docs, date, extra_files or {}, site_url, known)
@@ -284,7 +284,7 @@ def _report(specs: list[FigureSpec], sections: dict[str, Section], changes: mani
             log: Callable[[str], Any], kept: bool = False) -> RenderReport:
     built = [s.id for s in specs if sections[s.id].not_configured is None]
     nc = {s.id: sections[s.id].not_configured.config_entry for s in specs if sections[s.id].not_configured}
-    log(f"site: {len(built)} figures built, {len(nc)} not configured, "
+    log(f"site: {len(built)} figures on the site, {len(nc)} not configured; "
         f"{len(changes.changed) + len(changes.new)} new or changed -> {out_dir}")
     return RenderReport(figures_built=built, not_configured=nc, changed=changes.new + changes.changed,
                         site_dir=out_dir, hashes={i: sections[i].content_hash for i in built}, kept=kept,

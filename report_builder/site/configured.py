@@ -40,7 +40,10 @@ def render_configured(cfg: "Config", tables: "dict[str, pd.DataFrame]", provenan
     from report_builder.site.build import render_site
 
     if "models" in tables and "source" in tables["models"]:  # local paths never reach the site
-        tables = {**tables, "models": tables["models"].assign(source=tables["models"]["source"].map(guard.public_path))}
+        public = {m: p.get("source") for m, p in (provenance.get("models") or {}).items() if isinstance(p, dict)}
+        m = tables["models"]  # the form the build published (a path's public form depends on the working dir)
+        tables = {**tables, "models": m.assign(source=[public.get(n) or guard.public_path(s)
+                                                       for n, s in zip(m["model"], m["source"])])}
     reported = load_reported()
     resolved = yaml.safe_dump(guard.public_config(cfg.to_dict()), sort_keys=False)
     figures = None

@@ -67,7 +67,7 @@ def test_noop_rebuild_keeps_site_and_changes_page(tmp_path):
                                out_dir=site, docs_dir=tmp_path / "docs" / "generated", log=logs.append,
                                figures=h.DUMMY_FIGURES)
     assert r2.kept and not r1.kept and r2.changed == [] and r2.hashes == r1.hashes
-    assert any(re.match(r"site: 0 figures drawn, 3 reused", x) for x in logs), logs
+    assert any(re.match(r"site: 0 figures rebuilt \(0 drawn, 0 drawings reused\), 3 unchanged", x) for x in logs), logs
     assert any("mkdocs skipped" in x for x in logs) and not any("mkdocs build" in x for x in logs)
     assert {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
     # a site (or generated docs) edited or deleted by the user is rebuilt, never kept
@@ -89,7 +89,7 @@ def test_noop_rebuild_keeps_site_and_changes_page(tmp_path):
     r3 = build_mod.render_site(tables, h.DUMMY_ROLES, h.provenance(), out_dir=site,
                                docs_dir=tmp_path / "docs" / "generated", log=logs.append, figures=h.DUMMY_FIGURES)
     assert not r3.kept and set(r3.changed) == {"k21-dummy-fig", "k21-dummy-tab"}
-    assert any(re.match(r"site: 2 figures drawn, 1 reused", x) for x in logs), logs
+    assert any(re.match(r"site: 2 figures rebuilt \(2 drawn, 0 drawings reused\), 1 unchanged", x) for x in logs), logs
     assert (site / "figures" / "k21-dummy-fig" / "chart.png").is_file()
     changes = (site / "changes.html").read_text(encoding="utf-8")
     assert "unchanged" in changes and "changed" in changes.replace("unchanged", "")

@@ -42,7 +42,7 @@ def test_unchanged_inputs_rebuild_nothing_and_each_input_rebuilds_its_readers(tm
     # nothing changed but the date: no builder runs, nothing is drawn, mkdocs is skipped, same bytes
     r2, logs = _render(tmp_path, date="2025-06-01T00:00:00+00:00")
     assert r2.rebuilt == [] and r2.drawn == [] and r2.kept and r2.hashes == r1.hashes
-    assert any(re.match(r"site: 0 figures drawn, 3 reused; 0 built, 3 not built", x) for x in logs), logs
+    assert any(re.match(r"site: 0 figures rebuilt \(0 drawn, 0 drawings reused\), 3 unchanged", x) for x in logs), logs
     assert _site(tmp_path) == before
 
     # one table changed: only the figure that reads it is built again
