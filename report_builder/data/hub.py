@@ -1,15 +1,15 @@
 """Optional loading through the ``datasets`` library (imported lazily).
 
-Pitfall: ``datasets`` is not a dependency and the hub is often unreachable; every failure becomes
-a :class:`DataError` that names both fixes (``pip install datasets`` with hub access, or a local
-file passed as ``path``).
+Pitfall: ``datasets`` is not a dependency (the [hub] extra) and the hub is often unreachable: its absence
+is a `MissingDependency`, every other failure a :class:`DataError`; both name the two fixes (the
+library with hub access, or a local file passed as ``path``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from report_builder.errors import DataError
+from report_builder.errors import DataError, MissingDependency
 
 from .layout import data_dir_hint
 
@@ -28,17 +28,17 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
         The ``datasets.Dataset``.
 
     Raises:
-        DataError: If ``datasets`` is missing or the split cannot be loaded.
+        MissingDependency: ``datasets`` (the [hub] extra) is not installed. DataError: the split cannot be loaded.
     """
     where = data_dir_hint(set_id)
     also = f", or {where}" if where else ""
     try:
         import datasets  # noqa: PLC0415 - optional, heavy
     except ImportError as exc:
-        raise DataError(
-            f"dataset {set_id!r} needs either the `datasets` library with hub access "
-            f"(`pip install datasets`) or a local file: pass path=<{local_hint}>{also}"
-        ) from exc
+        from report_builder.extras import message
+
+        raise MissingDependency(f"{message('datasets', f'dataset {set_id!r}')}; or give a local file instead: "
+                                f"pass path=<{local_hint}>{also}") from exc
     try:
         return datasets.load_dataset(repo, config, split=split)
     except Exception as exc:  # noqa: BLE001 - offline hub, missing config, ...

@@ -27,7 +27,7 @@ memory). With a device map on CUDA every model-loading task takes all the GPUs o
 (`gpus_per_task`), which Ray makes the task's visible GPUs. CPU workers run the deterministic CPU engine with torch's intra-op threads pinned to 1
 (`engine.set_cpu_workers`), so their tables are byte-identical to a local build's.
 
-Ray is optional (``pip install 'report_builder[distributed]'``); `require_ray` turns its absence
+Ray is optional (the ``[distributed]`` extra); `require_ray` turns its absence
 into one `MissingDependency` line. Pitfall: the ``ray`` module is imported inside functions only.
 """
 from __future__ import annotations
@@ -41,13 +41,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from report_builder.errors import DistributedError, MissingDependency, UsageError
+from report_builder.extras import install_line
 from report_builder.executors.base import Option
 
 if TYPE_CHECKING:  # pragma: no cover
     from report_builder.analyses.planning import Plan, Result, Task
     from report_builder.cache import Cache
 
-INSTALL = "pip install 'report_builder[distributed]'"
+INSTALL = "the [distributed] extra: " + install_line("distributed")
 MAX_RETRIES = 3
 """How often Ray reruns a task whose worker died (a killed process, a lost node) before giving up."""
 WEIGHTS_ONLY_SHARE = 0.5
@@ -243,7 +244,7 @@ class RayExecutor:
     """
 
     name: ClassVar[str] = "ray"
-    summary: ClassVar[str] = ("every task as a Ray task on a cluster (needs pip install 'report_builder[distributed]'; "
+    summary: ClassVar[str] = ("every task as a Ray task on a cluster (needs the [distributed] extra; "
                               "README \"Run on a cluster\")")
     options: ClassVar[tuple[Option, ...]] = (
         Option("--address", "address", metavar="ADDR",

