@@ -62,17 +62,17 @@ def build_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[Requir
     return [Requirement(r) for r in tomllib.loads(pyproject.read_text())["build-system"]["requires"]]
 
 
-def closure(extras: tuple[str, ...] = EXTRAS) -> dict[str, str]:
-    """Normalised name -> installed version of everything the project with ``extras`` and its build
-    backend need, transitively.
+def closure(extras: tuple[str, ...] = EXTRAS, *, make: bool = True) -> dict[str, str]:
+    """Normalised name -> installed version of everything the project with ``extras`` needs, transitively;
+    ``make``: with what ``make`` adds (the build backend and the embedded model wheels).
 
     Raises:
         importlib.metadata.PackageNotFoundError: a requirement is not installed in this environment.
     """
     seen: dict[str, str] = {}
-    roots = project_requirements(extras) + build_requirements()
+    roots = project_requirements(extras) + (build_requirements() if make else [])
     todo: list[tuple[str, tuple[str, ...]]] = [(r.name, tuple(r.extras)) for r in roots]
-    todo += [(name, ()) for name in EXTRA_ROOTS]
+    todo += [(name, ()) for name in (EXTRA_ROOTS if make else ())]
     expanded: set[tuple[str, tuple[str, ...]]] = set()
     while todo:
         name, want = todo.pop()
