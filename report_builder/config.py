@@ -386,7 +386,8 @@ def load_yaml(text: str, where: str):
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        problem = " ".join(str(x) for x in (e.context if e.problem_mark is None else None, e.problem) if x)
+        problem = ", ".join(str(x) for x in (e.context if not str(e.context or "").startswith("while") else None,
+                                             e.problem) if x)
         at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"{where}{at}: not valid YAML: {problem or 'syntax error'}") from None
     except yaml.YAMLError as e:

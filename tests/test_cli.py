@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -158,3 +159,99 @@ def test_plan_lists_tasks_and_what_is_cached(capsys, tiny_config):
     total = next(ln for ln in out.splitlines() if ln.startswith("total: "))
     assert code == 0 and total.startswith(f"total: {len(after)} tasks (") and "to compute" in total
     assert " 0 to compute" not in total  # a changed parameter invalidates the K24 entries
+
+
+# ------------------------------------------------------------------ issue #23: quiet is quiet, flags that apply
+
+
+@pytest.fixture(scope="module")
+def masked_lm_dir(tmp_path_factory) -> Path:
+    """A tiny *ForMaskedLM checkpoint: loading it as the base model makes transformers write its LOAD
+    REPORT (MISSING pooler.dense.weight, UNEXPECTED cls.*), in colour."""
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from test_pipeline import MINILM
+
+    path = tmp_path_factory.mktemp("mlm") / "tiny-mlm"
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=64, max_position_embeddings=128)).save_pretrained(path)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(MINILM / f, path / f)
+    return path
+
+
+def _cli(*argv, cwd=None, timeout=300):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("TRANSFORMERS_VERBOSITY", None)
+    return subprocess.run([sys.executable, "-m", "report_builder", *argv], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=timeout)
+
+
+def test_quiet_silences_the_libraries_and_verbose_shows_them_without_colour(masked_lm_dir):
+    """-q: nothing on stderr (no "Loading weights" bar, no LOAD REPORT); default: no LOAD REPORT; -v: the
+    report, without ANSI codes since stderr is not a terminal."""
+    args = ["check", "--model", str(masked_lm_dir), "--text", "A short test."]
+    quiet, default, verbose = _cli("-q", *args), _cli(*args), _cli("-v", *args)
+    assert quiet.returncode == default.returncode == verbose.returncode == 0, verbose.stderr
+    assert quiet.stderr == "" and "max relative reconstruction error" in quiet.stdout
+    assert "LOAD REPORT" not in default.stderr and "Loading weights" in default.stderr
+    assert "LOAD REPORT" in verbose.stderr and "pooler.dense.weight" in verbose.stderr
+    assert "\x1b[" not in verbose.stderr + default.stderr + quiet.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["build", "--json"], "--json applies to `build --plan` only"),
+    (["build", "--gpu", "H100"], "--gpu applies to `build --plan` only"),
+    (["build", "--gpus", "2"], "--gpus applies to `build --plan` only"),
+    (["build", "--plan", "--no-progress"], "apply to a build, not to --plan"),
+    (["build", "--plan", "--executor", "ray"], "apply to a build, not to --plan"),
+    (["-v", "env", "-q"], "-v and -q contradict each other"),
+    (["bench", "--shape", "tiny", "--model", "minilm"], "--shape and --model exclude each other"),
+    (["bench", "--k24-pass", "2", "--repeats", "2"], "--repeats applies to the side-by-side benchmark"),
+    (["list", "models", "--data-dir", "d"], "--data-dir applies to `list datasets` only"),
+    (["render", "--data-dir", "d"], "unrecognized arguments: --data-dir"),
+    (["list", "datasets", "--cache", "c"], "unrecognized arguments: --cache"),
+    (["list", "figures", "--out", "o"], "unrecognized arguments: --out"),
+    (["env", "--data-dir", "d"], "unrecognized arguments: --data-dir"),
+    (["clean", "--data-dir", "d"], "unrecognized arguments: --data-dir"),
+])
+def test_an_option_that_does_not_apply_is_refused(argv, message, capsys, monkeypatch):
+    """Refused with a usage error (exit 2), never silently ignored; nothing runs."""
+    monkeypatch.setattr(api, "build", lambda *a, **k: pytest.fail("a build ran"))
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_list_datasets_and_figures_of_a_configuration(capsys, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The first note.\nA second, longer note about nothing.\nThird.\n")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"preset": "smoke", "figures": ["k21-tab1", "k24-maps"], "datasets": [
+        {"id": "notes", "path": str(notes), "n": 2}, {"id": "wiki", "n": 3}]}))
+    code, out, _ = _run(capsys, "list", "datasets", "--config", str(cfg), "--json")
+    rows = json.loads(out)
+    assert code == 0 and [(r["id"], r["size"], r["configured"]) for r in rows[:2]] == [("notes", 2, "yes"),
+                                                                                       ("wiki", 3, "yes")]
+    assert {r["id"] for r in rows[2:]} >= {"sentiment-sample"} and {r["configured"] for r in rows[2:]} == {"no"}
+    code, out, _ = _run(capsys, "list", "datasets", "--json")
+    assert "notes" not in {r["id"] for r in json.loads(out)} and "configured" not in json.loads(out)[0]
+    code, out, _ = _run(capsys, "list", "figures", "--config", str(cfg), "--json")
+    assert [r["id"] for r in json.loads(out)] == ["k21-tab1", "k24-maps"]
+
+
+def test_the_site_counts_in_the_log_agree(smoke):
+    """The figures rebuilt plus the unchanged ones are the figures on the site, in both builds (a no-op build
+    logged "27 not built" then "27 figures built")."""
+    _, first, second, _, _ = smoke
+    for log in (first, second):
+        m = re.search(r"^site: (\d+) figures rebuilt \((\d+) drawn, (\d+) drawings reused\), (\d+) unchanged", log, re.M)
+        on = re.search(r"^site: (\d+) figures on the site, (\d+) not configured; (\d+) new or changed", log, re.M)
+        rebuilt, drawn, reused, unchanged = map(int, m.groups())
+        assert rebuilt + unchanged == int(on.group(1)) > 0 and drawn + reused == rebuilt
+        assert not re.search(r"\bnot built\b|\bfigures built\b", log)
+    assert re.search(r"^site: 0 figures rebuilt", second, re.M)

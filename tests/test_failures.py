@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -212,3 +213,128 @@ def test_exit_codes_are_documented():
     for name, code in EXIT_CODES.items():
         assert f"| {code} |" in readme, (name, code)
     assert "GiB" in readme and "10⁹" in readme and ".report_builder-site" in readme
+
+
+# ------------------------------------------------------------------ issue #23: errors that help
+
+TYPO_PROBE = """
+import socket, sys
+def no_network(*a, **k):
+    raise AssertionError("a network connection was attempted")
+socket.create_connection = no_network
+from report_builder.cli import main
+code = main(sys.argv[1:])
+heavy = {"torch", "transformers"} & set(sys.modules)
+assert not heavy, f"imported before refusing: {heavy}"
+raise SystemExit(code)
+"""
+
+
+@pytest.mark.parametrize("name, guess", [("minilmm", "minilm"), ("MiniLM", "minilm"), ("smollm", "smollm2"),
+                                         ("gemma3", "gemma3-270m")])
+def test_a_typo_of_an_embedded_name_is_refused_before_any_hub_probe(name, guess, tmp_path):
+    """`--model minilmm`: exit 4, "did you mean minilm?", with no network connection and no torch or
+    transformers import (what made it take ~6 s), and with the hub not offline."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "0", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    r = subprocess.run([sys.executable, "-c", TYPO_PROBE, "build", "--model", name, "--cache", str(tmp_path / "c"),
+                        "--out", str(tmp_path / "s")], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == EXIT_CODES["model"] == 4, r.stderr
+    assert f"unknown model {name!r}: did you mean {guess}?" in _one_error_line(r.stderr)
+    assert not (tmp_path / "c").exists()
+
+
+def test_names_that_are_no_typo_get_no_suggestion(tmp_path):
+    from report_builder.models.sources import near_miss
+
+    assert [near_miss(s) for s in ("minilm", "org/minilmm", "gpt2", "bert-base-uncased", str(tmp_path))] == [None] * 5
+    r = _cli("build", "--model", "someone/minilmm", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "s"))
+    assert r.returncode == 4 and "did you mean" not in r.stderr and "HF_HUB_OFFLINE=1" in _one_error_line(r.stderr)
+
+
+@pytest.mark.parametrize("text, where", [
+    ("models:\n  - {name: a, source: minilm\ndatasets: []\n", ":3:9: not valid YAML: expected ',' or '}'"),
+    ("models:\n  - name: a\n   source: x\n", ":3:4: not valid YAML: expected <block end>"),
+    ("preset: smoke\nk24:\n\ttop_k: 3\n", ":3:1: not valid YAML: found character '\\t'"),
+    ("preset: smoke\n---\npreset: default\n", ":2:1: not valid YAML: expected a single document in the stream, "
+                                              "but found another document"),
+])
+def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where, tmp_path):
+    p = tmp_path / "my config.yaml"
+    p.write_text(text)
+    r = _cli("list", "models", "--config", str(p))
+    line = _one_error_line(r.stderr)
+    assert r.returncode == 3 and line.startswith(f"error: {p}{where}"), line
+    assert "<unicode string>" not in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def _bomb(levels: int, width: int = 10) -> str:
+    lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+    for k in range(1, levels):
+        lines.append(f"a{k}: &a{k} [" + ", ".join([f"*a{k - 1}"] * width) + "]")
+    return "\n".join(lines) + f"\nmodels: *a{levels - 1}\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_unexpanded(tmp_path):
+    """A few hundred bytes whose aliases expand to billions of values: refused before expansion, exit 3, a
+    short line (it produced a 351 MB error line and 1.5 GB of memory); a few aliases stay fine."""
+    p = tmp_path / "bomb.yaml"
+    p.write_text(_bomb(9))
+    assert p.stat().st_size < 600
+    r = _cli("list", "models", "--config", str(p), timeout=120)
+    line = _one_error_line(r.stderr)
+    assert r.returncode == 3 and "YAML aliases expand to" in line and "alias bomb" in line and len(line) < 300
+    flow = "{" + ", ".join(_bomb(8).strip().splitlines()) + "}"  # the same bomb as one --set value
+    r = _cli("list", "models", "--preset", "smoke", "--set", "k24.examples=" + flow, timeout=120)
+    assert r.returncode == 3 and "YAML aliases expand to" in _one_error_line(r.stderr)
+    (tmp_path / "rec.yaml").write_text("a: &a [1, *a]\n")
+    r = _cli("list", "models", "--config", str(tmp_path / "rec.yaml"))
+    assert r.returncode == 3 and "recursive alias" in _one_error_line(r.stderr)
+    ok = tmp_path / "ok.yaml"  # aliases used as meant: a shared entry
+    ok.write_text("preset: smoke\nmodels: [{name: M, source: minilm, role: primary_encoder}]\n"
+                  "datasets: [{id: wiki, n: 2, max_length: &len 40}, {id: sentiment-sample, n: 2, max_length: *len}]\n")
+    r = _cli("list", "datasets", "--config", str(ok), "--json")
+    assert r.returncode == 0 and [x["size"] for x in json.loads(r.stdout)[:2]] == [2, 2], r.stderr
+
+
+BLOCK_TORCH = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split('.')[0] in ("torch", "transformers"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Block())
+from report_builder.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("args", [["check", "--model", "minilm"], ["-q", "analyze", "--preset", "smoke"]])
+def test_a_missing_extra_names_the_extra_to_install(args, tmp_path):
+    """Without torch, `check` and `analyze` say which extra to install (they said "internal error" and
+    suggested a model wheel); one mechanism (`extras`), exit 3."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-c", BLOCK_TORCH, *args, *(["--cache", str(tmp_path / "c")]
+                                                                  if "analyze" in args else [])],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    line = _one_error_line(r.stderr)
+    assert r.returncode == 3 and "needs torch (the [compute] extra), which is not installed" in line, r.stderr
+    assert "pip install -e '.[compute]'" in line and "internal error" not in line and "gt-all" not in line
+
+
+def test_internal_error_is_kept_for_real_bugs():
+    from report_builder.errors import MissingDependency
+
+    msg, code = cli._describe(ModuleNotFoundError("No module named 'report_builder.nope'", name="report_builder.nope"))
+    assert code == 1 and msg.startswith("internal error: ModuleNotFoundError")
+    msg, code = cli._describe(RuntimeError("x"), "build")
+    assert code == 1 and msg.startswith("internal error")
+    try:  # a missing optional module deep inside another error is still named by its extra
+        try:
+            raise ModuleNotFoundError("No module named 'ray'", name="ray")
+        except ImportError as inner:
+            raise RuntimeError("could not start") from inner
+    except RuntimeError as e:
+        msg, code = cli._describe(e, "build")
+    assert code == 3 and "[distributed] extra" in msg
+    assert isinstance(__import__("report_builder.extras").extras.from_import_error(
+        ModuleNotFoundError(name="altair")), MissingDependency)
