@@ -97,3 +97,28 @@ def test_citation_cff_is_valid_and_current():
     assert str(cff["version"]) == report_builder.__version__ == PYPROJECT["version"]
     titles = " ".join(r["title"] for r in cff["references"])
     assert "Residual and Normalization Layers" in titles and "Feed-Forward Blocks" in titles
+
+
+def test_extras_table_names_the_extra_of_every_declared_dependency():
+    """`extras.EXTRA_OF` (what a missing module's error names) agrees with pyproject.toml: each distribution of
+    the base install and of [compute], [render], [hub], [distributed] is listed under its own extra."""
+    from report_builder import extras
+
+    dist_of = {m: lock._norm(extras.DISTRIBUTION.get(m, m)) for m in extras.EXTRA_OF}
+    for extra in ("", "compute", "render", "hub", "distributed"):
+        reqs = PYPROJECT["dependencies"] if not extra else PYPROJECT["optional-dependencies"][extra]
+        declared = {lock._norm(lock.Requirement(r).name) for r in reqs}
+        listed = {dist_of[m] for m, e in extras.EXTRA_OF.items() if e == extra}
+        assert declared == listed, (extra or "base", declared ^ listed)
+    assert "scipy" not in dist_of.values() and extras.EXTRA_OF["gensim"] == "compute"
+
+
+def test_base_install_is_what_render_reads():
+    """The base dependencies are the results' readers (no statistics, no data sources, no torch): gensim is
+    [compute], datasets [hub], scipy only the tests' reference ([dev]); no module of the package imports scipy."""
+    base = {lock._norm(lock.Requirement(r).name) for r in PYPROJECT["dependencies"]}
+    assert base == {"numpy", "pandas", "pyarrow", "pyyaml", "filelock"}
+    assert any(r.startswith("gensim") for r in PYPROJECT["optional-dependencies"]["compute"])
+    assert any(r.startswith("scipy") for r in PYPROJECT["optional-dependencies"]["dev"])
+    pkg = ROOT / "report_builder"
+    assert not any("scipy" in _imports(p) for p in pkg.rglob("*.py"))

@@ -457,6 +457,7 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
              "previous": prev_figs.get(s.id, {}).get("hash") or "–"} for s in specs]
     write("changes.md", env.get_template("pages/changes.md.j2").render(changes=changes, rows=rows))
     write("api.md", env.get_template("pages/api.md.j2").render(version=prov.get("report_builder_version") or ""))
+    write("install.md", env.get_template("pages/install.md.j2").render())
     write("cite.md", env.get_template("pages/cite.md.j2").render(
         report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
         rows=[r for r in rows if r["hash"] != "–"]))
