@@ -312,8 +312,11 @@ def test_examples_script_runs(tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "notebook_api.py"), str(out)], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "max_error=" in run.stdout and "k21_tokens" in run.stdout
-    assert (out / "atb-layer5.html").is_file() and (out / "site" / "index.html").is_file()
+    assert "<Decomposition: MiniLM-L6 (post-LN), 2 sequences, layers 1, 6 of 6" in run.stdout
+    assert "k21_tokens" in run.stdout and "map cells joined" in run.stdout
+    assert (out / "atb-layer6.html").is_file() and (out / "site" / "index.html").is_file()
+    assert "layer 6" in (out / "atb-layer6.html").read_text()
+    assert _external_refs((out / "view.html").read_text()) == []
     # the configured site_url reaches mkdocs: canonical links point at the published address
     assert 'rel="canonical" href="https://example.org/my-report/' in (out / "site" / "index.html").read_text()
     # the API page is generated from the docstrings
@@ -325,3 +328,10 @@ def test_examples_script_runs(tmp_path):
     for name, df in tables.items():
         if name in schema.TABLES:
             assert set(df.columns) == set(schema.TABLES[name]), name
+    # load_results reads layers from 1, as every figure's data.csv
+    n = int(tables["models"]["layers"].iloc[0])
+    for name in ("k21_tokens", "k24_maps", "recon_errors", "k24_ctx"):
+        assert sorted(tables[name]["layer"].unique()) == list(range(1, n + 1)), name
+    csv = pd.read_csv(out / "site" / "figures" / "k21-fig1" / "data.csv")
+    joined = tables["k21_maps"].merge(csv, on=["model", "example", "layer", "method", "i", "j"])
+    assert len(joined) == len(csv) > 0 and np.allclose(joined["value_x"], joined["value_y"], atol=1e-6)
