@@ -335,3 +335,17 @@ def test_examples_script_runs(tmp_path):
     csv = pd.read_csv(out / "site" / "figures" / "k21-fig1" / "data.csv")
     joined = tables["k21_maps"].merge(csv, on=["model", "example", "layer", "method", "i", "j"])
     assert len(joined) == len(csv) > 0 and np.allclose(joined["value_x"], joined["value_y"], atol=1e-6)
+
+
+def test_a_view_too_large_keeps_what_is_shown_and_says_so(tiny_bert, monkeypatch):
+    from report_builder.notebook import view
+
+    res = rb.decompose(tiny_bert, TEXTS, progress=False)
+    monkeypatch.setattr(view, "VIEW_CELLS", 2 * 9 * 9)  # room for one 9-token map at both layers
+    shown = res.show(scope="ATB", seq=0)
+    assert json.dumps(shown.spec).count('"scope_nb"') >= 1
+    params = {p["name"]: p for p in shown.spec["params"]}
+    assert params["scope_nb"]["bind"]["options"] == ["ATB"] and params["example_nb"]["bind"]["options"] == [0]
+    assert "tiny-bert (text 1 of 2 only; ATB only: too large for one view)" in json.dumps(shown.spec)
+    monkeypatch.setattr(view, "VIEW_CELLS", 2 * 4 * 4)
+    assert "first 4 of 9 tokens" in json.dumps(res.show(scope="ATB").spec)

@@ -94,14 +94,15 @@ def map_view(res: "Decomposition", layer: int, name: str, seq: int, unit: str) -
     def cells() -> int:
         return sum(len(res[k]) ** 2 for k in seqs) * len(layers) * len(names)
 
-    if cells() > VIEW_CELLS:
-        seqs = [seq]
-    if cells() > VIEW_CELLS:
-        names = [name]
-    max_tokens, title = None, res.model
+    cut, max_tokens = [], None
+    if cells() > VIEW_CELLS and len(seqs) > 1:
+        seqs, cut = [seq], cut + [f"text {seq + 1} of {len(res)} only"]
+    if cells() > VIEW_CELLS and len(names) > 1:
+        names, cut = [name], cut + [f"{name} only"]
     if cells() > VIEW_CELLS:
         max_tokens = int((VIEW_CELLS / len(layers)) ** 0.5)
-        title = f"{res.model} (first {max_tokens} of {len(res[seq])} tokens)"
+        cut.append(f"first {max_tokens} of {len(res[seq])} tokens")
+    title = f"{res.model} ({'; '.join(cut)}: too large for one view)" if cut else res.model
     df = _maps(res, names, seqs, layers, unit, max_tokens)
     chart = map_explorer(df, names, title, key="nb", value_title=unit_label(unit),
                          start=(layer, name, sorted(df["example"].unique()).index(res.example_name(seq))))
