@@ -178,6 +178,10 @@ def test_short_reprs(tiny_bert):
                          f"max error {res.max_error:.1e}>")
     assert repr(res[0]).startswith("<SequenceResult: 9 tokens ([CLS] the man went to the …), layers 1, 2, max error")
     assert "\n" not in repr(res[1]) and len(repr(res[1])) < 120
+    import dataclasses
+
+    assert [f.name for f in dataclasses.fields(res[0])] == ["text", "tokens", "categories", "maps", "ratios",
+                                                          "bias", "errors"]  # the back-reference is no field
 
 
 def test_progress_bar_over_sequences_and_layers(tiny_bert, monkeypatch):

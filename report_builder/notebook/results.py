@@ -71,8 +71,8 @@ class SequenceResult:
     ratios: dict[int, dict[str, "torch.Tensor"]] = field(default_factory=dict)
     bias: dict[int, dict[str, "torch.Tensor"]] = field(default_factory=dict)
     errors: dict[int, dict[str, float]] = field(default_factory=dict)
-    _owner: Any = field(default=None, compare=False)
-    _index: int = field(default=0, compare=False)
+    _owner = None  # the Decomposition it belongs to, and its index there (set by it; not dataclass fields,
+    _index = 0     # so `dataclasses.asdict` and `==` see only the data)
 
     def __len__(self) -> int:
         return len(self.tokens)
