@@ -174,7 +174,10 @@ def decompose(
         ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts.
     """
     import torch
-    from tqdm.auto import tqdm
+
+    with warnings.catch_warnings():  # tqdm.auto without ipywidgets warns, then draws a text bar: fine
+        warnings.simplefilter("ignore")
+        from tqdm.auto import tqdm
 
     from report_builder.config import parse_size
     from report_builder.data import EvalSet, TextItem, encode
