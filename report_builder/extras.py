@@ -14,6 +14,7 @@ the CLI turns any other ``ModuleNotFoundError`` of a module listed here into the
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 from report_builder import __version__
 from report_builder.errors import MissingDependency
@@ -56,7 +57,9 @@ def message(module: str, purpose: str | None = None) -> str:
 
 
 def available(module: str) -> bool:
-    """Whether ``module`` can be imported (imports nothing)."""
+    """Whether ``module`` is imported already or can be (imports nothing)."""
+    if sys.modules.get(module) is not None:
+        return True
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):

@@ -65,7 +65,7 @@ def fetch(e: Embedded) -> Path:
         return done
     from report_builder.extras import require
 
-    require("torch", "transformers", purpose=f"the embedded {e.name!r}")  # no download a build could not use
+    require("torch", purpose=f"the embedded {e.name!r}")  # no download a build without [compute] could not use
     t = target(e)
     with guard.lock_for(t):
         done = fetched(e)
