@@ -2,7 +2,9 @@
 
 Conventions: results and tables go to stdout (``--json`` for machine-readable ones); the build log,
 progress bars, warnings and errors go to stderr through ``logging`` (``-q`` only warnings and errors,
-``-v`` also debug messages). ``--set KEY=VALUE`` overrides any configuration key.
+``-v`` also debug messages; the libraries underneath follow: `library_noise`). ``--set KEY=VALUE``
+overrides any configuration key. A command has only the options it uses; `_inapplicable` refuses those
+that depend on another. A failure is one ``error:`` line with its exit code (`_describe`).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 """Terminal colour and cursor sequences (what a library's coloured log writes)."""
 _LIBRARIES = ("transformers", "huggingface_hub", "accelerate", "datasets")
 _factory = logging.getLogRecordFactory()
+_NOISE: dict[str, str | None] = {}  # HF_HUB_DISABLE_PROGRESS_BARS as it was before -q/--no-progress changed it
 
 
 def _plain_records(*args, **kwargs) -> logging.LogRecord:
@@ -78,9 +81,6 @@ def library_noise(verbose: int = 0, quiet: bool = False, progress: bool = True) 
         from huggingface_hub import utils as hu
 
         hu.disable_progress_bars()
-
-
-_NOISE: dict[str, str | None] = {}
 
 
 def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) -> None:
