@@ -57,6 +57,8 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
         guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
     guard.check_not_nested(out, Path(cfg.cache_dir))  # before the cache is created
     c = None
+    if not cache:
+        Cache.existing(cfg.cache_dir)  # read from (render), not created: refused when it is not the tool's
     if cache:
         c = Cache(cfg.cache_dir)
         guard.check_writable(c.base, "the cache directory", "--cache")

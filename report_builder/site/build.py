@@ -2,7 +2,7 @@
 
 Atomic: pages and assets are rendered into a temporary docs folder and built into a temporary site
 folder next to the output (the build's own directory, never the working directory); only after mkdocs
-succeeded is the site replaced by renames, under a lock next to it (two builds of one output swap in
+succeeded is the site replaced by renames, under the output's lock (`guard.site_lock`: two builds of one output swap in
 turn). The output is replaced only when it is missing, empty or carries the ``.report_builder-site``
 marker every built site has (`report_builder.guard`). An error, KeyboardInterrupt or SIGTERM leaves
 the previous site untouched and removes the temporary folders.
@@ -466,6 +466,7 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
              "previous": prev_figs.get(s.id, {}).get("hash") or "–"} for s in specs]
     write("changes.md", env.get_template("pages/changes.md.j2").render(changes=changes, rows=rows))
     write("api.md", env.get_template("pages/api.md.j2").render(version=prov.get("report_builder_version") or ""))
+    write("safety.md", env.get_template("pages/safety.md.j2").render())
     write("cite.md", env.get_template("pages/cite.md.j2").render(
         report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
         rows=[r for r in rows if r["hash"] != "–"]))

@@ -43,8 +43,8 @@ _OUTPUT_ID = re.compile(r"[A-Za-z0-9._-]{0,40}-[0-9a-f]{12}")
 
 def output_id(out_dir: Path) -> str:
     """``<out name>-<12 hex>``: the name (safe characters, at most 40) and the SHA-256 of the output's
-    absolute path, so two outputs of the same name in different folders never share state."""
-    p = Path(os.path.abspath(os.path.expanduser(out_dir)))
+    absolute path (links resolved), so two outputs of the same name in different folders never share state."""
+    p = Path(os.path.expanduser(out_dir)).resolve()
     name = re.sub(r"[^A-Za-z0-9._-]", "_", p.name)[:40].lstrip(".")
     return f"{name}-{hashlib.sha256(str(p).encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
 
@@ -106,7 +106,7 @@ class SiteState:
 def site_state(out_dir: Path, cache_dir: Path | None = None) -> SiteState:
     """The state folder of a build of ``out_dir``: in the results cache ``cache_dir`` when it is one
     (carries the marker), else inside the output."""
-    out = Path(os.path.abspath(os.path.expanduser(out_dir)))
+    out = Path(os.path.expanduser(out_dir)).resolve()
     if cache_dir is not None and guard.is_cache(Path(cache_dir)):
         base = Path(os.path.abspath(cache_dir)) / SITE_DIR
         root = base / output_id(out)

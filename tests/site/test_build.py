@@ -30,7 +30,7 @@ def test_every_figure_has_anchor_files_provenance_and_citation(rendered):
 def test_pages_nav_and_offline(rendered):
     root, report, _ = rendered
     site = root / "site"
-    for name in ("index", "k21", "k24", "methods", "models", "changes", "cite"):
+    for name in ("index", "k21", "k24", "methods", "models", "changes", "cite", "safety"):
         assert (site / f"{name}.html").is_file()
     for js in ("vega-bundle.js", "charts.js", "report.css", "iframe-worker-shim.js"):
         assert (site / "assets" / "rb" / js).is_file()

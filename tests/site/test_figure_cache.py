@@ -140,3 +140,24 @@ def test_clean_removes_the_render_state_and_build_record_only(tmp_path):
     assert "figure renders and build records of 1 output" in msg and "notes.txt" in msg, msg
     assert not state.root.exists() and (state.root.parent / "notes.txt").is_file()
     assert not (tmp_path / "site").exists()
+
+
+def test_entries_store_data_not_html_and_prove_their_origin(tmp_path):
+    r1, _ = _render(tmp_path)
+    renders = _renders(tmp_path)
+    (tab,) = renders.glob("fig-k21-dummy-tab-*")
+    meta = json.loads((tab / "meta.json").read_text())
+    assert "mac" in meta and not [k for k in meta["section"] if k.endswith("_html") or k == "spec_attr"]
+    # what is shown again is formatted and escaped again: a hostile cell stays text
+    rec = meta["section"]
+    rec["tables"]["table"]["rows"][0][0] = "<img src=x onerror=alert(1)>"
+    html = figure_cache.section_fields(rec, tmp_path / "site" / "figures" / "k21-dummy-tab")["table_html"]
+    assert "<img" not in html and "&lt;img src=x onerror=alert" in html
+    # an entry edited in place, or one signed with another cache's key, is built again
+    (tab / "meta.json").write_text(json.dumps({**meta, "section": rec}))
+    r2, _ = _render(tmp_path, site_url="https://example.org/")
+    assert r2.rebuilt == ["k21-dummy-tab"] and "onerror" not in (tmp_path / "site" / "k21.html").read_text()
+    state = site_state.site_state(tmp_path / "site", tmp_path / "cache")
+    state.key_file.write_bytes(bytes(32))
+    r3, _ = _render(tmp_path, site_url="https://example.org/x/")
+    assert r3.rebuilt == IDS and r3.drawn == [i for i in IDS if i != "k21-dummy-missing"]
