@@ -1,6 +1,6 @@
 """Safety of what the tool writes: marker files, locks, temp-dir naming and sweeping, writable checks.
 
-Rules (docs/safety.md):
+Rules (docs/guide/safety.md):
 - A directory is replaced or removed only when it is missing, empty, or carries the tool's marker
   file (``.report_builder-site`` in every site it builds, ``.report_builder-cache`` in every cache);
   anything else is refused with one clear line (`UnsafeOutput`): nothing is adopted. A symbolic link

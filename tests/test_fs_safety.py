@@ -1,5 +1,5 @@
 """Adopt nothing, write nothing outside ``--out`` and ``--cache``, trust no cache entry that cannot be
-proved, refuse before any work (issues #22 and #23; docs/safety.md). Each case through the CLI, with a
+proved, refuse before any work (issues #22 and #23; docs/guide/safety.md). Each case through the CLI, with a
 variant of its payload; the renders read the session smoke build's results (a copy)."""
 from __future__ import annotations
 

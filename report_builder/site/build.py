@@ -44,7 +44,7 @@ from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
                                              write_figure_files)
-from report_builder.site.paths import MKDOCS_YML
+from report_builder.site.paths import MKDOCS_YML, guide_pages
 
 #: Paper key -> its generated page (from `report_builder.papers`).
 PAGES = {key: p.page for key, p in papers.PAPERS.items()}
@@ -466,10 +466,12 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
              "previous": prev_figs.get(s.id, {}).get("hash") or "–"} for s in specs]
     write("changes.md", env.get_template("pages/changes.md.j2").render(changes=changes, rows=rows))
     write("api.md", env.get_template("pages/api.md.j2").render(version=prov.get("report_builder_version") or ""))
-    write("safety.md", env.get_template("pages/safety.md.j2").render())
     write("cite.md", env.get_template("pages/cite.md.j2").render(
         report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
         rows=[r for r in rows if r["hash"] != "–"]))
+    for name in guide_pages():  # standalone hand-written pages (the Guide section of the nav)
+        (docs / "guide").mkdir(exist_ok=True)
+        write(f"guide/{name}", pages.handwritten(f"guide/{name}"))
 
 
 def _mkdocs_build(docs: Path, site: Path, site_url: str | None = None) -> None:

@@ -11,7 +11,7 @@ record (``build.json``: may mkdocs be skipped?) and a copy of its manifest (``ma
   folder written into the new site before it is swapped in (the swap carries it over; `serve` never
   serves it, and it is excluded from the site's digest).
 
-Trust (docs/safety.md): every render entry carries an HMAC-SHA-256 under a secret of 32 random bytes,
+Trust (docs/guide/safety.md): every render entry carries an HMAC-SHA-256 under a secret of 32 random bytes,
 ``<cache>/site/key`` (without a cache: ``<user cache>/site-key``), created with mode 0600. An entry
 whose HMAC does not verify (edited, planted, restored from elsewhere, signed with another key) is
 never used: its figure is built and drawn again. A key that is not a private regular file (group or
