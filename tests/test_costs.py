@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from report_builder import api, cli, costs
-from report_builder.analyses import planning, registry
+from report_builder.analyses import base, planning, registry
 from report_builder.config import from_dict
 from report_builder.models import loading
 
