@@ -112,6 +112,12 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
         if states:
             done.append(f"the figure renders and build records of {len(states)} output(s) from "
                         f"{cache_dir / site_state.SITE_DIR}")
+        from report_builder.last_build import INPUTS, clean_inputs
+
+        kept, rest = clean_inputs(cache_dir)  # the data copies a build kept (`last_build`)
+        left += rest
+        if kept:
+            done.append(f"{kept} kept data files from {cache_dir / INPUTS}")
         for name in OWN_FILES:
             f = cache_dir / name
             if f.is_file() and not f.is_symlink():
@@ -123,7 +129,7 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
             done.append(f"the empty cache {cache_dir}/")
         else:
             left += [c for c in sorted(cache_dir.iterdir()) if c.name != guard.CACHE_MARKER and c not in
-                     (cache.root, cache_dir / site_state.SITE_DIR)]
+                     (cache.root, cache_dir / site_state.SITE_DIR, cache_dir / INPUTS)]
     if out.exists():
         with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
             guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
@@ -150,6 +156,9 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
                 if _is_lock_file(f) and not (models / f.name[1:-5]).exists():
                     f.unlink()
         done.append(f"{k} converted models from {models}")
+        from report_builder.models import fetch
+
+        done.append(f"{fetch.clean()} fetched model wheels")
         from report_builder.data import setcache
 
         done.append(f"{setcache.clean()} cached evaluation sets")

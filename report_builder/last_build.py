@@ -303,3 +303,27 @@ def recorded_config(cache_dir: str | os.PathLike) -> Config:
                 dc = dataclasses.replace(dc, path=str((Path(cache_dir) / info["kept"]).resolve()))
         datasets.append(dc)
     return replace(cfg, datasets=tuple(datasets))
+
+
+def clean_inputs(cache_dir: str | os.PathLike) -> tuple[int, list[Path]]:
+    """Remove the kept data copies, ``<cache>/inputs/<sha256[:16]>/<name>``: each one whose content's sha256
+    starts with its folder's name (provably the tool's copy); anything else is left and returned. Symbolic
+    links are never followed."""
+    from report_builder.filehash import sha256_of_file
+
+    root = Path(cache_dir) / INPUTS
+    if root.is_symlink() or not root.is_dir():
+        return 0, [root] if root.is_symlink() else []
+    n, left = 0, []
+    for d in sorted(root.iterdir()):
+        files = list(d.iterdir()) if d.is_dir() and not d.is_symlink() else []
+        if len(files) == 1 and files[0].is_file() and not files[0].is_symlink() \
+                and sha256_of_file(files[0]).startswith(d.name) and len(d.name) == 16:
+            files[0].unlink()
+            d.rmdir()
+            n += 1
+        else:
+            left.append(d)
+    if not any(root.iterdir()):
+        root.rmdir()
+    return n, left

