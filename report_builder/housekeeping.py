@@ -15,7 +15,7 @@ from pathlib import Path
 from report_builder import guard
 from report_builder.cache import Cache
 from report_builder.config import Config
-from report_builder.errors import ConfigError
+from report_builder.errors import ConfigError, UsageError
 
 
 def check_ids(cfg: Config) -> Config:
@@ -59,9 +59,12 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
     return c
 
 
-def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
+def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = None) -> str:  # noqa: A002
     """Remove the results cache and the site — only what carries the tool's marker — and what the
     site's builds keep beside it (figure renders, the build record: `site.figure_cache.clean`).
+
+    The site's published figure versions and its history stay (`site.permalinks.clean_site`) unless
+    ``versions_older_than`` (``30d`` or a date) removes those created before it.
 
     ``all`` also removes the converted models and the cached evaluation sets in the user cache and
     stale temporary folders.
@@ -69,15 +72,22 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
     """
     import shutil
 
+    from report_builder.site.permalinks import clean_site, parse_age
+
     out = Path(cfg.out_dir)
     guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+    try:
+        cutoff = parse_age(versions_older_than) if versions_older_than is not None else None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     cache = Cache(cfg.cache_dir)  # refuses a foreign directory
     n = cache.clean()
     done = [f"{n} cache entries"]
     if out.exists():
         with guard.lock_for(out):
-            shutil.rmtree(out)
-        done.append(f"{cfg.out_dir}/")
+            kept, gone = clean_site(out, cutoff)
+        done.append(f"{cfg.out_dir}/" + (f" (kept its {kept} published figure versions and the history)" if kept else "")
+                    + (f", {gone} figure versions" if gone else ""))
     from report_builder.site import figure_cache
 
     renders = figure_cache.clean(out)
