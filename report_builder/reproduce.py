@@ -38,6 +38,9 @@ from report_builder.errors import ConfigError, DataError, ModelError, UsageError
 from report_builder.site import figure_diff, recipe
 from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
+EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
+          "so it does not describe the figure its hash names")
+
 EXIT = {"identical": 0, "different": 6, "model": 4, "weights": 4, "data": 3}
 """Exit code of each `Reproduction.status`."""
 
@@ -258,6 +261,8 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
     cfg = _config(rec, cache, _pairs(models, "model"), _pairs(data, "data"), device)
     out.cache, out.device = str(cache), cfg.device
     if not _check_inputs(rec, cfg, out):
+        if out.recipe_intact is False:
+            out.reasons.append(EDITED)
         out.seconds = time.perf_counter() - t0
         return out
     out.reproduced = _rebuild(rec, spec, cfg, out, log, progress)
@@ -317,8 +322,7 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
 def _reasons(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, prov_file: Path) -> None:
     """Why the rebuilt figure differs, from the recipe compared with this run."""
     if out.recipe_intact is False:
-        out.reasons.append("the recipe (provenance.json) was edited after it was published: its recipe_sha256 "
-                           "no longer matches, so it does not describe the figure that hash names")
+        out.reasons.append(EDITED)
     folder = prov_file.parent.name
     if recipe_hash_like(folder) and folder != out.recorded:
         out.reasons.append(f"the folder is named for version {folder}, the recipe records {out.recorded}")

@@ -24,6 +24,7 @@ loudly — a figure is never skipped silently.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -186,8 +187,9 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         log(f"site: {n_drawn} figures drawn, {render_cache.hits + figure_cache.hits} reused; {n_built} built, "
             f"{figure_cache.hits} not built (inputs unchanged)")
         date = str(provenance.get("date") or "")
+        dates = publish.build_dates(date, entries, versions)  # this build's and the dates its pages carry over
         known = {f"figures/{k}": v for k, v in figure_cache.known.items()}
-        inputs = _inputs_digest(tmp_docs, date, extra_files or {}, site_url, known)
+        inputs = _inputs_digest(tmp_docs, dates, extra_files or {}, site_url, known)
         kept = _can_keep(out_dir, docs_dir, build_record, inputs)
         if kept:
             log(f"site: no page changed since the build of {kept}; mkdocs skipped, {out_dir} kept as it is")
@@ -213,8 +215,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             tmp_manifest = cache_manifest.with_name(f".{cache_manifest.name}.tmp-{tag}")
             tmp_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
             os.replace(tmp_manifest, cache_manifest)
-            record = {"date": date, "inputs": inputs, "site": _tree_digest(out_dir),
-                      "docs": _tree_digest(docs_dir, date) if docs_dir is not None else None}
+            record = {"date": date, "dates": list(dates), "inputs": inputs, "site": _tree_digest(out_dir),
+                      "docs": _tree_digest(docs_dir, dates) if docs_dir is not None else None}
             tmp_record = build_record.with_name(f".{build_record.name}.tmp-{tag}")
             tmp_record.write_text(json.dumps(record, indent=1), encoding="utf-8")
             os.replace(tmp_record, build_record)
@@ -227,9 +229,10 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     return _report(specs, sections, changes, out_dir, log)
 
 
-def _tree_digest(root: Path, date: str = "", known: dict[str, str] | None = None) -> str | None:
-    """SHA-256 over every file of ``root`` (relative path and bytes; ``date`` replaced by a placeholder
-    when given, so two renders that differ only in their build date digest alike); None if missing.
+def _tree_digest(root: Path, date: str | tuple[str, ...] = "", known: dict[str, str] | None = None) -> str | None:
+    """SHA-256 over every file of ``root`` (relative path and bytes; ``date`` — one date or several:
+    the build's and the earlier builds' its pages show — replaced by a placeholder when given, so two
+    renders that differ only in their build date digest alike); None if missing.
 
     ``known``: relative path -> SHA-256 of files whose bytes were just verified (figure files from
     `figure_cache`, which never hold a build date): taken as they are instead of read again."""
@@ -239,7 +242,8 @@ def _tree_digest(root: Path, date: str = "", known: dict[str, str] | None = None
                           if p.is_file() and p.name != guard.SITE_MARKER}, date, known)
 
 
-def _files_digest(files: dict[str, Path], date: str = "", known: dict[str, str] | None = None) -> str:
+def _files_digest(files: dict[str, Path], date: str | tuple[str, ...] = "",
+                  known: dict[str, str] | None = None) -> str:
     """SHA-256 over ``files`` (relative path -> file), in their order (see `_tree_digest`)."""
     known = known or {}
     h = hashlib.sha256()
@@ -248,14 +252,15 @@ def _files_digest(files: dict[str, Path], date: str = "", known: dict[str, str] 
             digest = bytes.fromhex(known[rel])
         else:
             data = p.read_bytes()
-            if date:
-                data = data.replace(date.encode("utf-8"), b"\0DATE\0")
+            for d in (date,) if isinstance(date, str) else date:
+                if d:
+                    data = data.replace(d.encode("utf-8"), b"\0DATE\0")
             digest = hashlib.sha256(data).digest()
         h.update(rel.encode("utf-8") + b"\0" + digest)
     return h.hexdigest()
 
 
-def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url: str | None,
+def _inputs_digest(docs: Path, date: str | tuple[str, ...], extra_files: dict[str, str], site_url: str | None,
                    known: dict[str, str] | None = None) -> str:
     """Everything mkdocs turns into the site: the generated pages and files (build date masked), the
     site's sources (mkdocs.yml, templates, hand-written pages: `paths.source_files`), the extra files,
@@ -266,8 +271,9 @@ def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url:
     from report_builder.site.paths import RESOURCES, source_files
 
     h = hashlib.sha256()
+    dates = [d for d in ((date,) if isinstance(date, str) else date) if d]
     for part in (_tree_digest(docs, date, known), _files_digest(source_files(RESOURCES)), json.dumps(
-            {k: v.replace(date, "\0DATE\0") if date else v for k, v in sorted(extra_files.items())}),
+            {k: functools.reduce(lambda t, d: t.replace(d, "\0DATE\0"), dates, v) for k, v in sorted(extra_files.items())}),
             str(site_url), mkdocs.__version__, __version__):
         h.update(str(part).encode("utf-8") + b"\0")
     return h.hexdigest()
@@ -281,7 +287,8 @@ def _can_keep(out_dir: Path, docs_dir: Path | None, record_path: Path, inputs: s
         return None
     if _tree_digest(out_dir) != record.get("site"):
         return None
-    if docs_dir is not None and _tree_digest(docs_dir, str(record.get("date") or "")) != record.get("docs"):
+    if docs_dir is not None and _tree_digest(docs_dir, tuple(record.get("dates") or [str(record.get("date") or "")])
+                                             ) != record.get("docs"):
         return None
     return str(record.get("date") or "an earlier build")
 

@@ -92,8 +92,11 @@ def history_entry(versions: permalinks.Versions, past: list[dict[str, Any]], pro
 
 
 def present(versions: permalinks.Versions) -> set[str]:
-    """The permalinks the new site will hold (every indexed version and this build's new ones)."""
-    return {permalinks.permalink(fid, h) for fid, vs in versions.all_versions().items() for h in vs}
+    """The permalinks the new site will hold: every earlier version still intact (each checked here,
+    once; a damaged one is reported) and this build's new ones."""
+    new = {(fid, v["hash"]) for fid, v in versions.new.items()}
+    return {permalinks.permalink(fid, h) for fid, vs in versions.all_versions().items() for h in vs
+            if (fid, h) in new or versions.intact(fid, h)}
 
 
 def _write_page(versions: permalinks.Versions) -> Callable[..., str]:
@@ -126,3 +129,11 @@ def publish(versions: permalinks.Versions, tmp_site: Path, past: list[dict[str, 
             target.write_text(svg, encoding="utf-8")
     if entries:
         (tmp_site / history.HISTORY).write_text(history.dumps(entries), encoding="utf-8")
+
+
+def build_dates(date: str, entries: list[dict[str, Any]], versions: permalinks.Versions) -> tuple[str, ...]:
+    """The dates a build's pages show that are build dates: its own, the history's and those of the
+    versions it shows (`site.build` masks them all when it compares two renders)."""
+    found = {date} | {str(e.get("date")) for e in entries if e.get("date")}
+    found |= {str(r.get("date")) for r in versions.records.values() if r.get("date")}
+    return tuple(sorted(d for d in found if d))
