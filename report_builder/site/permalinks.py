@@ -242,6 +242,10 @@ class Versions:
                     files[name] = sha256_file(dst / name)
             index["figures"].setdefault(fid, {})[h] = {"created": v["created"], "title": v["title"],
                                                        "paper": v["paper"], "files": dict(sorted(files.items()))}
+        for fid, h in self.current.items():  # the current files: one copy on disk with their version's
+            rec = (index["figures"].get(fid) or {}).get(h)
+            if rec is not None:
+                _share(tmp_site / "figures" / fid, tmp_site / permalink(fid, h), rec["files"])
         for fid, vs in index["figures"].items():
             cur = self.current.get(fid)
             for h in vs:
@@ -253,6 +257,23 @@ class Versions:
         (tmp_site / INDEX).parent.mkdir(parents=True, exist_ok=True)
         (tmp_site / INDEX).write_text(json.dumps(index, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         return index
+
+
+def _share(current: Path, version: Path, files: dict[str, str]) -> None:
+    """Replace each file of ``current`` that has the same bytes as its version's (SHA-256 recorded in
+    ``files``) by a hard link to it, so the site holds one copy (mkdocs wrote the current files anew)."""
+    for name, digest in files.items():
+        cur, ver = current / name, version / name
+        try:
+            if not cur.is_file() or os.path.samefile(cur, ver) or cur.stat().st_size != ver.stat().st_size:
+                continue
+            if sha256_file(cur) != digest:
+                continue
+            tmp = cur.with_name(f".{name}.tmp-{guard.tmp_tag()}")
+            os.link(ver, tmp)
+            os.replace(tmp, cur)
+        except OSError:
+            continue  # another filesystem or no links: the copy stays
 
 
 def _newer(versions: dict[str, dict[str, Any]], h: str, current: str | None) -> bool:
