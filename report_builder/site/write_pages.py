@@ -15,6 +15,7 @@ from markupsafe import Markup
 from report_builder import papers
 from report_builder.site import assets, manifest, pages
 from report_builder.site import provenance as prov_mod
+from report_builder.site.paths import guide_pages
 
 #: Paper key -> its generated page (from `report_builder.papers`).
 PAGES = {key: p.page for key, p in papers.PAPERS.items()}
@@ -88,3 +89,6 @@ def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.Da
     write("cite.md", env.get_template("pages/cite.md.j2").render(
         report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
         rows=[r for r in rows if r["hash"] != "–"]))
+    for name in guide_pages():  # standalone hand-written pages (the Guide section of the nav)
+        (docs / "guide").mkdir(exist_ok=True)
+        write(f"guide/{name}", pages.handwritten(f"guide/{name}"))
