@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also remove converted models in the user cache and stale temporary folders")
     p.add_argument("--versions-older-than", dest="versions_older_than", metavar="DATE|Nd",
                    help="also remove the published figure versions created before DATE (2025-06-01) or N days "
-                        "ago (30d); without it `clean` keeps every version and the report history")
+                        "ago (30d), except each figure's current one (all: every version, and the site folder); "
+                        "without it `clean` keeps every version and the report history")
     p = _sub(sub, "serve", "preview the built site over HTTP",
              "A static file server (no rebuild on change); Ctrl+C stops it.", common)
     p.add_argument("--dir", default="site", help="the built site folder (default site)")
@@ -278,7 +279,7 @@ def _dispatch_citation(args) -> int | None:
         return res.exit_code
     if args.cmd == "diff":
         res = api.diff(args.old, args.new)
-        print(json.dumps(res, indent=1, default=str, ensure_ascii=False) if args.json else api.format_diff(res))
+        print(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
         return 0
     return None
 

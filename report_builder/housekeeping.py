@@ -64,7 +64,8 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     site's builds keep beside it (figure renders, the build record: `site.figure_cache.clean`).
 
     The site's published figure versions and its history stay (`site.permalinks.clean_site`) unless
-    ``versions_older_than`` (``30d`` or a date) removes those created before it.
+    ``versions_older_than`` (``30d`` or a date) removes those created before it but the current ones
+    (``all``: every version, and the site folder with them).
 
     ``all`` also removes the converted models and the cached evaluation sets in the user cache and
     stale temporary folders.
@@ -85,7 +86,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     done = [f"{n} cache entries"]
     if out.exists():
         with guard.lock_for(out):
-            kept, gone = clean_site(out, cutoff)
+            kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all")
         done.append(f"{cfg.out_dir}/" + (f" (kept its {kept} published figure versions and the history)" if kept else "")
                     + (f", {gone} figure versions" if gone else ""))
     from report_builder.site import figure_cache

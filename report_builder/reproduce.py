@@ -72,13 +72,15 @@ class Reproduction:
         return EXIT[self.status]
 
     def line(self) -> str:
-        """The one-line answer: ``reproduced k21-fig3 3b9d428b72e8: identical`` or why not."""
+        """The one-line answer: ``reproduced k21-fig3 3b9d428b72e8: identical`` or why not (values from
+        the recipe with unprintable characters escaped)."""
+        p = figure_diff.printable
         if self.status == "identical":
-            return f"reproduced {self.figure} {self.recorded}: identical"
+            return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
         if self.status == "different":
-            return (f"reproduced {self.figure} {self.recorded}: differs (rebuilt as {self.reproduced}): "
-                    + "; ".join(self.reasons))
-        return f"cannot reproduce {self.figure} {self.recorded}: " + "; ".join(self.reasons)
+            return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}): "
+                    + p("; ".join(self.reasons)))
+        return f"cannot reproduce {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
 
     def to_dict(self) -> dict[str, Any]:
         return {"identical": self.status == "identical", "exit_code": self.exit_code, **dataclasses.asdict(self)}

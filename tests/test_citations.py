@@ -178,4 +178,6 @@ def test_a_damaged_version_is_not_republished_silently_and_clean_keeps_versions(
     assert not (site / "k21.html").exists() and (site / "history.json").is_file()
     assert (site / "figures" / FIG / h2 / "provenance.json").is_file() and not (site / "figures" / FIG / "data.csv").exists()
     r = _cli("clean", "--cache", "cache", "--out", "site", "--versions-older-than", "0d", cwd=work)
+    assert r.returncode == 0 and "kept its 2 published figure versions" in r.stdout  # both are current
+    r = _cli("clean", "--cache", "cache", "--out", "site", "--versions-older-than", "all", cwd=work)
     assert r.returncode == 0 and not site.exists(), r.stdout + r.stderr

@@ -140,12 +140,19 @@ def _is_config_copy(path: str, fa: dict, fb: dict) -> bool:
 
 def describe_input(row: dict[str, Any]) -> str:
     """One input difference as text: ``weights: models.tiny.fingerprint 2406c4… -> 9b1e0d…``."""
-    return f"{row['kind']}: {row['what']} {_short(row['old'])} -> {_short(row['new'])}"
+    return f"{row['kind']}: {printable(row['what'])} {_short(row['old'])} -> {_short(row['new'])}"
+
+
+def printable(text: Any) -> str:
+    """``text`` with every unprintable character (terminal control sequences, line breaks) escaped: the
+    values come from files a user may have downloaded from anywhere."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _short(value: Any, n: int = 60) -> str:
     text = "–" if value is None else json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) \
         else str(value)
+    text = printable(text)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -266,11 +273,12 @@ def describe_data(s: dict[str, Any]) -> str:
     parts = []
     if s.get("largest_abs"):
         a = s["largest_abs"]
-        parts.append(f"largest change {a['difference']:.4g} in {a['column']} ({_num(a['old'])} -> {_num(a['new'])}) "
+        parts.append(f"largest change {a['difference']:.4g} in {printable(a['column'])} ({_num(a['old'])} -> {_num(a['new'])}) "
                      f"at {where_text(a['where'])}")
     if s.get("largest_rel"):
         r = s["largest_rel"]
-        parts.append(f"largest relative change {100 * r['relative']:.3g}% in {r['column']} at {where_text(r['where'])}")
+        parts.append(f"largest relative change {100 * r['relative']:.3g}% in {printable(r['column'])} at "
+                     f"{where_text(r['where'])}")
     parts.append(f"{s['values_changed']} of {s['values_compared']} values changed")
     if s.get("rows_added") or s.get("rows_removed"):
         parts.append(f"{s['rows_added']} rows added, {s['rows_removed']} removed")
@@ -278,11 +286,11 @@ def describe_data(s: dict[str, Any]) -> str:
 
 
 def where_text(where: dict[str, Any]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in where.items()) or "–"
+    return printable(", ".join(f"{k} {v}" for k, v in where.items()) or "–")
 
 
 def _num(v: Any) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
+    return f"{v:.6g}" if isinstance(v, float) else printable(v)
 
 
 # ---------------------------------------------------------------- difference chart

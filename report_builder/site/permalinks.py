@@ -285,21 +285,24 @@ def _newer(versions: dict[str, dict[str, Any]], h: str, current: str | None) -> 
 
 
 def parse_age(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
-    """``Nd`` (days before now) or an ISO date/time (``2025-06-01``) as an aware UTC datetime.
+    """``Nd`` (days before now), an ISO date/time (``2025-06-01``) or ``all`` (any time before now, a
+    minute ahead) as an aware UTC datetime.
 
     Raises:
         ValueError: with the accepted forms.
     """
     now = now or _dt.datetime.now(_dt.timezone.utc)
     s = str(text).strip()
+    if s == "all":
+        return now + _dt.timedelta(minutes=1)
     m = re.fullmatch(r"(\d+)\s*d", s)
     if m:
         return now - _dt.timedelta(days=int(m.group(1)))
     try:
         t = _dt.datetime.fromisoformat(s)
     except ValueError:
-        raise ValueError(f"--versions-older-than: cannot read {text!r}; give a number of days (30d) or a date "
-                         f"(2025-06-01)") from None
+        raise ValueError(f"--versions-older-than: cannot read {text!r}; give a number of days (30d), a date "
+                         f"(2025-06-01) or all") from None
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
 
 
@@ -314,19 +317,23 @@ def _created(rec: dict[str, Any]) -> _dt.datetime | None:
 KEPT = ("figures", "history", "history.json", guard.SITE_MARKER)
 
 
-def clean_site(out: Path, older_than: _dt.datetime | None = None) -> tuple[int, int]:
+def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: bool = False) -> tuple[int, int]:
     """Remove a built site but keep its published figure versions, their index and the report history
     (``figures/<id>/<hash>/``, ``figures/versions.json``, ``history.json``, ``history/``); with
-    ``older_than``, also the versions created before it. When no version remains, the whole folder
-    goes. Returns (versions kept, versions removed). The caller holds the site's lock."""
+    ``older_than``, also the versions created before it, except each figure's current one (what the
+    last build showed: its permalink stays) unless ``current_too``. When no version remains, the whole
+    folder goes. Returns (versions kept, versions removed). The caller holds the site's lock."""
     out = Path(out)
     if not out.exists():
         return 0, 0
     index = read_index(out)
+    current = index.get("current") or {}
     removed = 0
     for fid, vs in list(index["figures"].items()):
         for h, rec in list(vs.items()):
             created = _created(rec)
+            if current.get(fid) == h and not current_too:
+                continue
             if older_than is not None and (created is None or created < older_than):
                 shutil.rmtree(out / permalink(fid, h), ignore_errors=True)
                 del vs[h]
@@ -353,6 +360,7 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None) -> tuple[int, 
                 shutil.rmtree(q) if q.is_dir() and not q.is_symlink() else q.unlink()
         if not any(d.iterdir()):
             d.rmdir()
-    index["current"] = {}
-    (out / INDEX).write_text(json.dumps(index, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp = out / Path(INDEX).with_name(f".versions.json.tmp-{guard.tmp_tag()}")
+    tmp.write_text(json.dumps(index, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, out / INDEX)
     return kept, removed

@@ -91,16 +91,17 @@ def format_diff(d: dict[str, Any]) -> str:
     lines = [f"{len(d['changed'])} changed, {len(d['added'])} added, {len(d['removed'])} removed, "
              f"{len(d['unchanged'])} unchanged"]
     for fid in d["added"]:
-        lines.append(f"added   {fid}")
+        lines.append(f"added   {figure_diff.printable(fid)}")
     for fid in d["removed"]:
-        lines.append(f"removed {fid}")
+        lines.append(f"removed {figure_diff.printable(fid)}")
     for c in d["changed"]:
         lines.append(_format_version(c))
     return "\n".join(lines)
 
 
 def _format_version(d: dict[str, Any]) -> str:
-    head = f"{d['figure']} {d['old']} -> {d['new']}: " + ("identical" if d["identical"] else "changed")
+    p = figure_diff.printable
+    head = f"{p(d['figure'])} {p(d['old'])} -> {p(d['new'])}: " + ("identical" if d["identical"] else "changed")
     lines = [head]
     if not d["inputs"]:
         lines.append("  inputs: no recorded input differs")
