@@ -18,6 +18,11 @@ versions equal the previous build's (build date masked) and the existing site is
 that build left (digest in ``.cache/site-build-<out name>.json``), mkdocs is skipped and the site
 kept. A site edited or deleted by the user, or any changed page, is built again.
 
+Figure versions (`site.permalinks`, `site.publish`): each figure's provenance and citation are its
+version's (a version published before keeps its own); the history entry (`site.history`) is made
+before the pages; right before the swap, under the lock, every earlier version (verified) and this
+build's new ones are published into the new site with their pages, ``history.json`` and its charts.
+
 Pitfall: a builder that raises anything but `NotConfigured` fails the render
 loudly — a figure is never skipped silently.
 """
