@@ -6,6 +6,7 @@ analysis gets the K21-masked ones (encoders) — the caller decides, these funct
 """
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -69,10 +70,21 @@ class TensorRows(TokenRows):
 
         out = np.empty((len(K21_METHODS), total), dtype=np.float32)
         for i, m in enumerate(K21_METHODS):
-            col = torch.cat([b[m] for b in blocks])
+            parts = [b[m] for b in blocks]
+            if parts[0].dtype == torch.float32 and parts[0].device.type == "cpu":
+                col = torch.from_numpy(out[i])
+                with warnings.catch_warnings():  # a wrong length resizes `col` (deprecated): refused below
+                    warnings.simplefilter("ignore")
+                    try:
+                        torch.cat(parts, out=col)
+                    except RuntimeError as e:  # longer than `total` (its storage cannot grow), not 1-D, ...
+                        raise ValueError(f"{m} ratios do not fit {total} tokens: {e}") from None
+            else:  # bfloat16/float16 widen to float32 exactly
+                col = torch.cat([p.float().cpu() for p in parts])
+                if col.shape == (total,):
+                    out[i] = col.numpy()
             if col.shape != (total,):
-                raise ValueError(f"{m} ratios of shape {tuple(col.shape)} for {total} tokens")
-            out[i] = col.float().cpu().numpy()  # float32 exactly (bfloat16/float16 widen exactly)
+                raise ValueError(f"{m} ratios of {col.numel()} values for {total} tokens")
         return out
 
 

@@ -169,25 +169,30 @@ def frequency_table(tokens_df: pd.DataFrame, encoded: Sequence, ranks: dict[int,
                           return_inverse=True)
     lut = np.array([int(ranks.get(u, worst)) for u in uniq.tolist()], dtype=np.int64)
     cols["freq_rank"] = lut[inv.reshape(-1)]
-    means = _layer_means(np.stack([tokens_df[m].to_numpy() for m in K21_METHODS]), row0, step, n_layers)
+    means = _layer_means([tokens_df[m].to_numpy() for m in K21_METHODS], row0, step, n_layers)
     for i, m in enumerate(K21_METHODS):
         cols[m] = means[i]
     return pd.DataFrame(cols)
 
 
-def _layer_means(values: np.ndarray, row0: np.ndarray, step: np.ndarray, n_layers: int) -> np.ndarray:
-    """Means over layers of ``values[:, row0 + l * step]``, l = 0..n_layers-1, skipping NaN, by the
-    compensated sum of pandas' ``group_mean`` in the values' own dtype: ``y = v - c; t = s + y;
+def _layer_means(cols: list[np.ndarray], row0: np.ndarray, step: np.ndarray, n_layers: int) -> np.ndarray:
+    """Means over layers of each column's ``col[row0 + l * step]``, l = 0..n_layers-1, skipping NaN, by
+    the compensated sum of pandas' ``group_mean`` in the columns' own dtype: ``y = v - c; t = s + y;
     c = (t - s) - y`` (a NaN compensation reset to 0), ``s = t``; then ``s / count`` (NaN for none)."""
-    dt = values.dtype.type
-    s = np.zeros((values.shape[0], len(row0)), dtype=values.dtype)
+    dt = cols[0].dtype.type
+    s = np.zeros((len(cols), len(row0)), dtype=cols[0].dtype)
     c = np.zeros_like(s)
+
+    def layer(k: int) -> np.ndarray:
+        idx = row0 + k * step
+        return np.stack([col[idx] for col in cols])
+
     with np.errstate(invalid="ignore", over="ignore"):
-        finite = bool(np.isfinite(values).all()) and (
-            values.size == 0 or float(np.abs(values).max()) * (n_layers + 1) < float(np.finfo(dt).max) / 4)
+        top = float(np.finfo(dt).max) / 4 / (n_layers + 1)
+        finite = all(col.size == 0 or (np.isfinite(col).all() and float(np.abs(col).max()) < top) for col in cols)
         if finite:  # no NaN, no infinity, no overflow: every value counts and no compensation is NaN
-            for layer in range(n_layers):
-                y = values[:, row0 + layer * step]
+            for k in range(n_layers):
+                y = layer(k)
                 y -= c
                 t = s + y
                 np.subtract(t, s, out=c)
@@ -195,8 +200,8 @@ def _layer_means(values: np.ndarray, row0: np.ndarray, step: np.ndarray, n_layer
                 s = t
             return s / dt(n_layers)
         nobs = np.zeros(s.shape, dtype=np.int64)
-        for layer in range(n_layers):
-            v = values[:, row0 + layer * step]
+        for k in range(n_layers):
+            v = layer(k)
             ok = ~np.isnan(v)
             y = v - c
             t = s + y
@@ -206,7 +211,7 @@ def _layer_means(values: np.ndarray, row0: np.ndarray, step: np.ndarray, n_layer
             s = np.where(ok, t, s)
             nobs += ok
         with np.errstate(divide="ignore"):
-            mean = s / nobs.astype(values.dtype)
+            mean = s / nobs.astype(s.dtype)
     mean[nobs == 0] = dt(np.nan)
     return mean
 

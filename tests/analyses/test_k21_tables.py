@@ -98,11 +98,13 @@ def test_token_rows_repeated_sequence_and_no_rows():
     _same(TensorRows().frame("m", "d"), NaiveTokenRows().frame("m", "d"))
 
 
-def test_token_rows_refuse_ratios_of_another_length():
-    enc, items = _pass(n_seqs=2, n_layers=1)
+@pytest.mark.parametrize("change", [lambda v: v[:-1], lambda v: torch.cat([v, v[:1]]), lambda v: v.unsqueeze(0),
+                                    lambda v: v[:-1].to(torch.bfloat16)])
+def test_token_rows_refuse_ratios_of_another_length(change):
+    enc, items = _pass(n_seqs=2, n_layers=2)
     rows = TensorRows()
-    k, layer, r = items[0]
-    rows.add(enc[k], layer, {m: v[:-1] for m, v in r.items()})
+    for i, (k, layer, r) in enumerate(items):
+        rows.add(enc[k], layer, {m: change(v) for m, v in r.items()} if i == 1 else r)
     with pytest.raises(ValueError, match="ratios"):
         rows.frame("m", "d")
 
