@@ -92,7 +92,7 @@ def time_k21_host(encoded: list, n_layers: int, vocab: int, *, repeats: int = 3,
 
 def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs: int = 992, seq_len: int = 86,
                  batch: int = 32, device: str = "cpu", dtype: str = "float32", max_memory: str | int | None = None,
-                 threads: int | None = None, host_seqs: int = 16) -> dict:
+                 threads: int | None = None, host_seqs: int = 64) -> dict:
     """A timed K21 pass: `k21_compute.mixing_ratios` (the five ratios of every layer through the
     engine, the ``k21_tokens`` rows) and `k21_compute.frequency_table` over ``n_seqs`` random sequences
     of ``seq_len`` tokens.
@@ -100,7 +100,8 @@ def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     On CUDA the engine's batched path runs ``batch`` sequences at once; on CPU the deterministic path
     runs ``threads`` worker threads (`engine.set_cpu_workers`). Returns seconds, sequences/s,
     tokens/s, the tables' share of the pass, and (``host_seqs`` > 0) the host statistics timed apart
-    on random ratios of ``host_seqs`` of the sequences and every layer (`time_k21_host`).
+    on random ratios of up to ``host_seqs`` of the sequences (default 64, a task's fixed costs then
+    weigh as in a shard; a paper set is ~1000) and every layer (`time_k21_host`).
     """
     from report_builder.analyses import k21_compute
     from report_builder.engine import set_cpu_workers

@@ -222,10 +222,11 @@ def _layout(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int] | None:
     categories, sequences distinct, one model and dataset, float method columns; else None."""
     if len(df) == 0 or any(c not in df.columns for c in (*_KEYS, "layer", *K21_METHODS)):
         return None
-    dtypes = {df[m].dtype for m in K21_METHODS}
-    if len(dtypes) != 1 or dtypes.pop() not in (np.float32, np.float64):
+    dtypes = dict(zip(df.columns, df.dtypes))
+    floats = {dtypes[m] for m in K21_METHODS}
+    if len(floats) != 1 or floats.pop() not in (np.float32, np.float64):
         return None
-    if any(df[c].dtype.kind not in "iu" for c in ("seq", "layer", "pos")):
+    if any(dtypes[c].kind not in "iu" for c in ("seq", "layer", "pos")):
         return None
     for c in ("model", "dataset"):
         col = df[c].array
@@ -253,7 +254,8 @@ def _layout(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int] | None:
     same = np.repeat(seq_first, n_of * per_seq) + offset % np.repeat(n_of, n_of * per_seq)
     for c in ("token", "category"):
         col = df[c].array
-        if not bool(np.asarray(col == col.take(same), dtype=bool).all()):
+        ok = col == col.take(same) if per_seq[0] > 1 else ~pd.isna(col)  # NaN keys: pandas drops the group
+        if not bool(np.asarray(ok, dtype=bool).all()):
             return None
     return seq_first, n_of, int(per_seq[0])
 
