@@ -13,6 +13,7 @@ depends on the number of tokens, not on their values.
 """
 from __future__ import annotations
 
+import gc
 import time
 from typing import Callable
 
@@ -62,6 +63,7 @@ def run_host(impl: tuple[Callable, Callable, Callable], encoded: list, ratios, r
     """Feed every (sequence, layer) of ``ratios`` to ``impl``'s rows (as `k21_compute.mixing_ratios`
     does), build ``k21_tokens``, then ``k21_freq`` from it: the seconds of each and the tables."""
     rows_cls, convert, freq = impl
+    gc.collect()  # each side starts without the other's garbage (interleaved runs)
     t0 = time.perf_counter()
     rows = rows_cls()
     for e, per_layer in zip(encoded, ratios):

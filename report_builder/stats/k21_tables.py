@@ -111,15 +111,10 @@ _ARROW_STR = isinstance(_STR, pd.StringDtype) and _STR.storage == "pyarrow"
 def _strings(values: list):
     """``values`` as the pandas array a DataFrame column of that list would hold (pyarrow builds it
     directly when every value is a string)."""
-    if _ARROW_STR:
+    if _ARROW_STR and all(type(v) is str for v in values):
         import pyarrow as pa
 
-        try:
-            arr = pa.array(values, type=pa.large_string())
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            arr = None
-        if arr is not None and arr.null_count == 0:
-            return pd.array(arr, dtype=_STR)
+        return pd.array(pa.array(values, type=pa.large_string()), dtype=_STR)
     return pd.Series(values).array
 
 

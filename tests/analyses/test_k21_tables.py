@@ -60,7 +60,13 @@ def _parquet(df: pd.DataFrame) -> bytes:
 def _same(new: pd.DataFrame, old: pd.DataFrame) -> None:
     assert tables_identical({"t": new}, {"t": old})
     assert isinstance(new.index, pd.RangeIndex) and isinstance(old.index, pd.RangeIndex)
-    assert _parquet(new) == _parquet(old)
+    try:
+        before = _parquet(old)
+    except Exception as e:  # noqa: BLE001 - a table the cache cannot write (a token that is an int): neither can
+        with pytest.raises(type(e)):
+            _parquet(new)
+        return
+    assert _parquet(new) == before
 
 
 def _tokens(enc, items, cls=TensorRows, model="m<x>", dataset="wiki"):
@@ -85,6 +91,13 @@ def test_token_rows_from_numpy_blocks_equal_previous_code():
     for k, layer, r in items:
         rows.add(enc[k], layer, np.stack([r[m].numpy() for m in K21_METHODS]))
     _same(rows.frame("m", "d"), _tokens(enc, items, NaiveTokenRows, "m", "d"))
+
+
+@pytest.mark.parametrize("odd", [None, 7, "ünï\u200b"])
+def test_token_rows_with_tokens_that_are_not_plain_strings(odd):
+    enc, items = _pass(n_seqs=3, n_layers=2)
+    enc[1].tokens[2] = odd
+    _same(_tokens(enc, items), _tokens(enc, items, NaiveTokenRows))
 
 
 def test_token_rows_repeated_sequence_and_no_rows():
