@@ -24,6 +24,7 @@ from report_builder.housekeeping import check_ids, clean, preflight
 from report_builder.last_build import tables_from_cache
 from report_builder.listing import list_datasets, list_figures, list_models  # noqa: F401 - `list` answers
 from report_builder.provenance import placements  # noqa: F401 - api.placements
+from report_builder.reproduce import diff, format_diff, reproduce  # noqa: F401 - api.diff, api.reproduce
 from report_builder.schema import ERROR_BOUND
 from report_builder.site.configured import render_configured, roles_of  # noqa: F401 - api.roles_of
 from report_builder.site.summary import summary_lines, summary_memo
@@ -123,7 +124,9 @@ def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None,
     """The tasks a build of ``cfg`` runs, in run order, what each costs, and whether it is cached.
 
     Loads the evaluation sets, hashes the weights (memoised) and reads each model's config and
-    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`).
+    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`). Runs
+    before anything is downloaded: what is not here is sized from recorded facts and flagged
+    (`costs.sizing`; each task's ``estimated``).
 
     Args:
         gpu, gpu_flops: price a GPU that is not here: a name in `costs.GPUS`, or a matmul's TFLOP/s.
@@ -134,11 +137,10 @@ def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None,
         ``peak_bytes``, ``disk_bytes``, ...), ``totals``, ``device``, ``gpus``, ``notes``.
     """
     from report_builder import costs
-    from report_builder.analyses import planning
 
     check_ids(cfg)
     cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
-    return costs.estimate(planning.plan(cfg, cache), cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
+    return costs.plan_costs(cfg, cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
 
 
 def format_plan(est: dict[str, Any]) -> str:

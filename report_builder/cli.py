@@ -278,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p, models=False, data=False)
     p.add_argument("--all", action="store_true", dest="all",
                    help="also remove converted models in the user cache and stale temporary folders")
+    p.add_argument("--versions-older-than", dest="versions_older_than", metavar="DATE|Nd",
+                   help="also remove the published figure versions created before DATE (2025-06-01) or N days "
+                        "ago (30d), except each figure's current one (all: every version, and the site folder); "
+                        "without it `clean` keeps every version and the report history")
     p = _sub(sub, "serve", "preview the built site over HTTP",
              "A static file server (no rebuild on change); Ctrl+C stops it.", common)
     p.add_argument("--dir", default="site", help="the built site folder (default site)")
@@ -295,12 +299,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
-    p.add_argument("--repeats", type=int, help="timed repeats per method (default 3; not with --k24-pass)")
+    p.add_argument("--repeats", type=int, help="timed repeats per method (default 3; not with --k24-pass or --k21-pass)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
     p.add_argument("--k24-pass", type=int, default=None, metavar="N",
                    help="instead: time a full K24 pass over N random sequences of --seq-len tokens "
                         "(paper size: 992 x 128 on --shape base); --batch sequences at once on CUDA")
+    p.add_argument("--k21-pass", type=int, default=None, metavar="N",
+                   help="instead: time a K21 pass (ratios, k21_tokens, k21_freq) over N random sequences of "
+                        "--seq-len tokens, and the K21 host statistics apart (paper size: 992 x 86 on --shape base)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
+    _add_citation_commands(sub, common)
     return ap
 
 
@@ -323,10 +331,58 @@ def _inapplicable(args) -> str | None:
             return "--no-progress, --executor and the executors' options apply to a build, not to --plan"
     if args.cmd == "bench" and args.shape and args.model:
         return "--shape and --model exclude each other: bench a synthetic shape or a real model"
-    if args.cmd == "bench" and args.k24_pass and given("repeats"):
-        return "--repeats applies to the side-by-side benchmark, not to --k24-pass"
+    if args.cmd == "bench" and (args.k24_pass or getattr(args, "k21_pass", None)) and given("repeats"):
+        return "--repeats applies to the side-by-side benchmark, not to --k24-pass or --k21-pass"
+    if args.cmd == "bench" and args.k24_pass and getattr(args, "k21_pass", None):
+        return "--k24-pass and --k21-pass exclude each other: time one pass at a time"
     if args.cmd == "list" and args.what != "datasets" and given("data_dir"):
         return "--data-dir applies to `list datasets` only"
+    return None
+
+
+def _add_citation_commands(sub, common) -> None:
+    """``reproduce`` and ``diff``: check a cited figure version, compare two versions or sites."""
+    p = _sub(sub, "reproduce", "rebuild a figure version from its provenance and compare content hashes",
+             "PATH is a version folder (figures/<id>/<hash>/) or its provenance.json, from a site or downloaded. "
+             "The models (checked by weights fingerprint) and datasets (checked by hash) are those the recipe "
+             "names; only the analyses the figure needs run. Exit 0 identical, 6 differs (with the reason), "
+             "4 a model is missing or has other weights, 3 a dataset is missing or differs.", common)
+    p.add_argument("path", metavar="PATH", help="a figure version folder or its provenance.json")
+    p.add_argument("--cache", dest="cache_dir", metavar="DIR",
+                   help="results cache to compute into (default: <user cache>/reproduce)")
+    p.add_argument("--model", action="append", metavar="NAME=SOURCE",
+                   help="where the recipe's model NAME is here (a local folder, embedded name or hub id); "
+                        "its weights fingerprint is checked; repeatable")
+    p.add_argument("--data", action="append", metavar="ID=PATH",
+                   help="where the recipe's dataset ID is here (a user's own file); its hash is checked; repeatable")
+    p.add_argument("--device", help="run on this device instead of the recorded one (cpu, cuda)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="one JSON object with every field instead of one line")
+    p = _sub(sub, "diff", "what changed between two figure versions, two provenance files or two sites",
+             "The inputs that differ (weights, data, parameters, code, libraries, device) and the numeric change "
+             "of the data: the largest absolute and relative difference and where.", common)
+    p.add_argument("old", metavar="OLD", help="a version folder, a provenance.json or a built site")
+    p.add_argument("new", metavar="NEW", help="the same kind of path as OLD")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+
+
+def _dispatch_citation(args) -> int | None:
+    """Run ``reproduce`` or ``diff``; None for any other command."""
+    if args.cmd == "reproduce":
+        quiet = getattr(args, "quiet", False)
+        res = api.reproduce(args.path, cache_dir=args.cache_dir, models=args.model, data=args.data,
+                            device=args.device, log=log.info, progress=not (args.no_progress or quiet))
+        if args.json:
+            print(json.dumps(res.to_dict(), indent=1, default=str))
+        elif res.status in ("identical", "different"):
+            print(res.line())
+        if res.status not in ("identical", "different"):
+            log.error(res.line())
+        return res.exit_code
+    if args.cmd == "diff":
+        res = api.diff(args.old, args.new)
+        print(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
+        return 0
     return None
 
 
@@ -397,6 +453,9 @@ def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
 
 def _dispatch(args) -> int:
     quiet = getattr(args, "quiet", False)
+    done = _dispatch_citation(args)
+    if done is not None:
+        return done
     if args.cmd == "check":
         rows = api.check(args.model, args.text, device=args.device, dtype=args.dtype)
         worst = max(r["max_rel_error"] for r in rows)
@@ -421,6 +480,14 @@ def _dispatch(args) -> int:
                            dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
         print(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
         return 0
+    if args.cmd == "bench" and args.k21_pass:
+        from report_builder.bench import format_k21_pass, run_k21_pass
+
+        res = run_k21_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
+                           n_seqs=args.k21_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
+                           dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
+        print(json.dumps(res, indent=1, default=str) if args.json else format_k21_pass(res))
+        return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
@@ -442,7 +509,7 @@ def _dispatch(args) -> int:
         info = api.environment(cfg)
         print(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
     elif args.cmd == "clean":
-        print(api.clean(cfg, all=args.all))
+        print(api.clean(cfg, all=args.all, versions_older_than=args.versions_older_than))
     elif args.cmd == "render":
         api.render(cfg, log=log.info)
     elif args.cmd == "analyze":

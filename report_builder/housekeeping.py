@@ -17,7 +17,7 @@ from pathlib import Path
 from report_builder import guard
 from report_builder.cache import Cache
 from report_builder.config import Config
-from report_builder.errors import ConfigError
+from report_builder.errors import ConfigError, UsageError
 
 
 def check_ids(cfg: Config) -> Config:
@@ -77,11 +77,15 @@ OWN_FILES = ("last_build.json", "summary_lines.json")
 """Files the tool writes at the top of a results cache (`last_build`, `site.summary`)."""
 
 
-def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
+def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = None) -> str:  # noqa: A002
     """Remove what the tool wrote, and only that: the results cache's entries (`Cache.clean`), the
     outputs' state folders in it (figure renders, build records: `site_state.clean`), its records, and
     the site — a directory carrying the site marker. Creates nothing: a missing cache stays missing
     and no lock file is left. The line says what was removed and what was left (not provably the tool's).
+
+    The site's published figure versions and its history stay (`site.permalinks.clean_site`) unless
+    ``versions_older_than`` (``30d`` or a date) removes those created before it but the current ones
+    (``all``: every version, and the site folder with them).
 
     ``all`` also removes the converted models and the cached evaluation sets in the user cache and
     stale temporary folders.
@@ -91,6 +95,12 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
     import shutil
 
     from report_builder.site import site_state
+    from report_builder.site.permalinks import clean_site, parse_age
+
+    try:
+        cutoff = parse_age(versions_older_than) if versions_older_than is not None else None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
     out, cache_dir = Path(cfg.out_dir), Path(cfg.cache_dir)
     guard.check_no_symlink(out, "the output directory")
@@ -133,8 +143,9 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
     if out.exists():
         with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
             guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
-            shutil.rmtree(out)
-        done.append(f"the site {out}/")
+            kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all")
+        done.append(f"the site {out}/" + (f" (kept its {kept} published figure versions and the history)"
+                                          if kept else "") + (f", {gone} figure versions" if gone else ""))
     swept = guard.sweep([Path(os.path.abspath(out)).parent], guard.site_temp_prefixes(out), legacy_age_s=None)
     if all:
         from report_builder.models.convert import models_dir

@@ -32,6 +32,8 @@ STAGES: list[set[str]] = [
     {"figures"},                                                          # pure Altair builders
     {"site", "bench", "envinfo", "housekeeping", "listing"},              # pages + mkdocs; the benchmark; `env`;
                                                                           # checks before any work, `clean`; `list`
+    {"reproduce"},                                                        # rebuild one figure version from its
+                                                                          # recipe: plans, runs and draws it
     {"api"},                                                              # the thin front
     {"cli", "notebook", "__main__"},                                      # what users call
 ]

@@ -122,3 +122,68 @@ def test_bibtex_and_markdown_escapers():
     assert b.count("{") == b.count("}") and "\\textbraceleft{}" in b and "\\%" in b
     m = md_escape("[x](javascript:alert(1)) <b>\n# h")
     assert "](" not in m and "<b>" not in m and "\n" not in m and "&lt;b&gt;" in m
+
+
+# ---------------------------------------------------------------- figure versions and the history (#24)
+
+
+@pytest.fixture(scope="module")
+def hostile_rebuilt(hostile_site):
+    """The hostile site built again with one sequence fewer: changed figures, a history entry whose
+    numbers name the hostile model, version pages showing hostile provenance (runs after the tests above)."""
+    tmp = hostile_site.parent
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--config", str(tmp / "cfg.yaml"),
+                        "--no-progress", "--threads", "1", "--set", "datasets.0.n=5"],
+                       capture_output=True, text=True, env=env, timeout=900, cwd=tmp)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return hostile_site
+
+
+def test_hostile_text_is_inert_on_version_pages_and_the_history(hostile_rebuilt, browser):
+    import json
+
+    from report_builder.site.serve import make_server
+
+    site = hostile_rebuilt
+    entries = json.loads((site / "history.json").read_text(encoding="utf-8"))["entries"]
+    assert len(entries) == 2 and entries[1]["changed"]
+    assert MODEL_NAME in entries[1]["models"]  # kept exactly, as data
+    pages = sorted(p.relative_to(site).as_posix() for p in site.glob("figures/*/*/index.html"))
+    old = [p for p in pages if "A newer version exists" in (site / p).read_text(encoding="utf-8")]
+    assert old and len(pages) > len(old)
+    server = make_server(site, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    failures, texts = [], {}
+    try:
+        for name in ["changes.html", *pages]:
+            ctx = browser.new_context()
+            page = ctx.new_page()
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(f"{base}/{name}", wait_until="load")
+            bad = page.evaluate("""() => ({
+                js_links: [...document.querySelectorAll('a[href]')].filter(a => a.href.trim().toLowerCase().startsWith('javascript:')).length,
+                injected_img: document.querySelectorAll('img[src="x"], img[src="y"]').length,
+                injected_script: [...document.querySelectorAll('script')].filter(s => s.textContent.includes('alert(')).length,
+            })""")
+            if dialogs:
+                failures.append(f"{name}: dialog(s) {dialogs}")
+            failures += [f"{name}: {k} = {v}" for k, v in bad.items() if v]
+            texts[name] = page.inner_text("body")
+            ctx.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not failures, "\n".join(failures)
+    assert MODEL_NAME in texts["changes.html"]  # where the largest change is: the model, shown literally
+    shown = [p for p in pages if MODEL_NAME in texts[p]]
+    assert len(shown) == len(pages), sorted(set(pages) - set(shown))[:3]  # every version's provenance names it
+    for p in pages:
+        bib = (site / p).parent / "cite.bib"
+        depth = 0
+        for c in bib.read_text(encoding="utf-8").replace("\\{", "").replace("\\}", ""):
+            depth += (c == "{") - (c == "}")
+            assert depth >= 0, bib
+        assert depth == 0, bib
