@@ -41,7 +41,7 @@ def lib_version(name: str) -> str:
     return str(mod.__version__) if mod is not None else metadata.version(name)
 
 
-ANALYSIS_LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas", "pyarrow", "scipy",
+ANALYSIS_LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas", "pyarrow",
                       "wordfreq", "gensim", "accelerate", "gguf")
 """Distributions a build's tables go through (recorded in every figure's recipe, `site.recipe`)."""
 

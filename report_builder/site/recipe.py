@@ -34,7 +34,7 @@ FORMAT = "report_builder figure recipe 1"
 
 SEAL = "recipe_sha256"
 
-RENDER_LIBRARIES = ("pandas", "numpy", "scipy", "pyarrow", "altair", "vl-convert-python", "jinja2")
+RENDER_LIBRARIES = ("pandas", "numpy", "pyarrow", "altair", "vl-convert-python", "jinja2")  # no scipy: stats.ranks
 """Distributions the rendering process runs a figure's numbers and drawing through."""
 
 NOT_RESULTS = ("cache_dir", "out_dir", "site_url", "threads", "shard_size")
