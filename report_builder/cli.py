@@ -2,7 +2,7 @@
 
 Conventions: results and tables go to stdout (``--json`` for machine-readable ones); the build log,
 progress bars, warnings and errors go to stderr through ``logging`` (``-q`` only warnings and errors,
-``-v`` also debug messages; the libraries underneath follow: `library_noise`). ``--set KEY=VALUE``
+``-v`` also debug messages; the libraries underneath follow: `logsetup`). ``--set KEY=VALUE``
 overrides any configuration key. A command has only the options it uses; `_inapplicable` refuses those
 that depend on another. A failure is one ``error:`` line with its exit code (`_describe`).
 """
@@ -12,91 +12,14 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 
 from report_builder import __version__, api
 from report_builder.config import DEVICE_MAPS
 from report_builder.errors import EXIT_CODES, ReportBuilderError, exit_code
-
-log = logging.getLogger("report_builder")
+from report_builder.logsetup import library_noise, log, setup_logging  # noqa: F401 - cli.setup_logging
 
 EPILOG = "Results go to stdout, the build log to stderr. Docs: README.md; every config key: docs/examples/config.yaml."
-
-
-class _Format(logging.Formatter):
-    """Plain messages for info and debug, ``warning: ...`` / ``error: ...`` otherwise."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        msg = record.getMessage()
-        return msg if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {msg}"
-
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-"""Terminal colour and cursor sequences (what a library's coloured log writes)."""
-_LIBRARIES = ("transformers", "huggingface_hub", "accelerate", "datasets")
-_factory = logging.getLogRecordFactory()
-_NOISE: dict[str, str | None] = {}  # HF_HUB_DISABLE_PROGRESS_BARS as it was before -q/--no-progress changed it
-
-
-def _plain_records(*args, **kwargs) -> logging.LogRecord:
-    """The libraries' records without colour codes when stderr is not a terminal."""
-    rec = _factory(*args, **kwargs)
-    if rec.name.split(".")[0] in _LIBRARIES and isinstance(rec.msg, str) and not _stderr_is_tty():
-        rec.msg = ANSI.sub("", rec.msg)
-    return rec
-
-
-def _stderr_is_tty() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def library_noise(verbose: int = 0, quiet: bool = False, progress: bool = True) -> None:
-    """What transformers and huggingface_hub may print: their warnings (e.g. the LOAD REPORT that lists a
-    checkpoint's unused heads) only with ``-v`` (``-vv``: their info too), their progress bars ("Loading
-    weights", downloads) unless ``-q``/``--no-progress``; colour codes only on a terminal. Set through
-    their environment variables (read when they are imported) and, when already imported, their APIs."""
-    level = "info" if verbose > 1 else "warning" if verbose else "error"
-    os.environ["TRANSFORMERS_VERBOSITY"] = os.environ["HF_HUB_VERBOSITY"] = level
-    bars = progress and not quiet
-    if not bars and "saved_bars" not in _NOISE:
-        _NOISE["saved_bars"] = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
-        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    elif bars and "saved_bars" in _NOISE:  # an earlier call in this process turned them off: restore
-        saved = _NOISE.pop("saved_bars")
-        if saved is None:
-            os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
-        else:
-            os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = saved
-    logging.setLogRecordFactory(_plain_records)
-    if "transformers" in sys.modules:
-        from transformers.utils import logging as tl
-
-        tl.set_verbosity(getattr(logging, level.upper()))
-        (tl.enable_progress_bar if bars else tl.disable_progress_bar)()
-    if "huggingface_hub" in sys.modules and not bars:
-        from huggingface_hub import utils as hu
-
-        hu.disable_progress_bars()
-
-
-def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) -> None:
-    """Send report_builder's log to stderr at the level ``-v``/``-q`` ask for, and quiet the libraries it
-    uses to match (`library_noise`; idempotent)."""
-    library_noise(verbose, quiet, progress)
-    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
-    for h in list(log.handlers):
-        if getattr(h, "_report_builder", False):
-            log.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Format())
-    handler._report_builder = True  # type: ignore[attr-defined]
-    log.addHandler(handler)
-    log.setLevel(level)
-    log.propagate = False
 
 
 def _config(args):

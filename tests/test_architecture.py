@@ -35,7 +35,7 @@ STAGES: list[set[str]] = [
     {"reproduce"},                                                        # rebuild one figure version from its
                                                                           # recipe: plans, runs and draws it
     {"api"},                                                              # the thin front
-    {"cli", "notebook", "__main__"},                                      # what users call
+    {"cli", "logsetup", "notebook", "__main__"},                          # what users call; the CLI's log
 ]
 RANK = {name: i for i, names in enumerate(STAGES) for name in names}
 
