@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from report_builder.errors import ModelError
+from report_builder.errors import ModelError, shown
 from report_builder.models.sources import resolve
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +36,7 @@ def device_map_for(meta: nn.Module, device_map, *, device: str, dtype: torch.dty
     from report_builder.config import DEVICE_MAPS
 
     if device_map not in DEVICE_MAPS:
-        raise ModelError(f"device_map {device_map!r} is not one of {', '.join(DEVICE_MAPS)} (or a mapping)")
+        raise ModelError(f"device_map {shown(device_map)} is not one of {', '.join(DEVICE_MAPS)} (or a mapping)")
     return device_map, infer_map(meta, mode=device_map, device=device, dtype=dtype, device_memory=device_memory,
                                  reserve=reserve)
 

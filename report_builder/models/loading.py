@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from report_builder.errors import ModelError, SequenceTooLong, UnknownModel
+from report_builder.errors import ModelError, SequenceTooLong, UnknownModel, shown
 from report_builder.models.device_plan import device_map_for, placement_options
 from report_builder.models.embedded import EMBEDDED, licence
 from report_builder.models.fingerprints import (
@@ -193,7 +193,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     try:
         config = AutoConfig.from_pretrained(path, **kw)
     except OSError as e:
-        raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
+        raise UnknownModel(f"could not load a config for {shown(source)}: {e}. " + OFFLINE_ADVICE) from e
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
         meta = AutoModel.from_config(config, attn_implementation="eager")
@@ -214,9 +214,9 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
             raise
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if dmap is not None and isinstance(e, (ValueError, RuntimeError, KeyError)):
-            raise ModelError(f"could not load {source!r} with its device map ({type(e).__name__}: {first[:200]})"
+            raise ModelError(f"could not load {shown(source)} with its device map ({type(e).__name__}: {first[:200]})"
                              ) from e
-        raise ModelError(f"could not read the weights of {source!r} ({type(e).__name__}: {first[:200]}); the "
+        raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {first[:200]}); the "
                          f"weight file may be truncated or damaged: copy, download or save it again") from e
     kw.pop("device_map", None)
     if dmap is None:

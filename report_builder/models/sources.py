@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from report_builder.errors import HubUnreachable, UnknownModel
+from report_builder.errors import HubUnreachable, UnknownModel, shown
 from report_builder.models import convert
 from report_builder.models.embedded import EMBEDDED, FOLDER, GGUF, GGUF_CHUNKS, Embedded, offline_choices
 
@@ -51,7 +51,7 @@ def is_hub_id(source: str) -> bool:
 def check_revision(source: str, revision: str | None) -> None:
     """Refuse a revision for a source that is not a hub id."""
     if revision is not None and not is_hub_id(source):
-        raise UnknownModel(f"revision {revision!r} applies to hub ids only; {source!r} is "
+        raise UnknownModel(f"revision {shown(revision)} applies to hub ids only; {shown(source)} is "
                            f"{'an embedded model' if source in EMBEDDED else 'a local path'}")
 
 
@@ -84,12 +84,12 @@ def resolve(source: str, revision: str | None = None) -> tuple[str, dict]:
             raise UnknownModel(f"local model directory {p} has no config.json")
         return str(p), {}
     if p.exists():
-        raise UnknownModel(f"model path {source!r} is a file; give the directory that holds its config.json "
-                           f"and weights (e.g. {str(p.parent)!r})")
+        raise UnknownModel(f"model path {shown(source)} is a file; give the directory that holds its config.json "
+                           f"and weights (e.g. {shown(str(p.parent))})")
     if not is_hub_id(source):
-        raise UnknownModel(f"model path {source!r} does not exist; " + OFFLINE_ADVICE)
+        raise UnknownModel(f"model path {shown(source)} does not exist; " + OFFLINE_ADVICE)
     rkw = {"revision": revision} if revision else {}
-    at = f"{source!r}" + (f" at revision {revision!r}" if revision else "")
+    at = f"{shown(source)}" + (f" at revision {shown(revision)}" if revision else "")
     if hub_snapshot_dir(source, revision) is not None:
         return source, {"local_files_only": True, **rkw}
     if _offline():
