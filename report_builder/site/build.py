@@ -41,7 +41,7 @@ from report_builder.figures.display import DisplayTables
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe, site_cache_dir
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
-                                             write_figure_files)
+                                             write_csv, write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
 
 #: Paper key -> its generated page (from `report_builder.papers`).
@@ -384,7 +384,7 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     files = dict(ff.files)
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None)
     if cmp is not None:
-        cmp.table.to_csv(fig_dir / "paper_vs_ours.csv", index=False)
+        write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
