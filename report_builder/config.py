@@ -16,6 +16,7 @@ import yaml
 
 from report_builder import papers
 from report_builder.errors import ConfigError, for_terminal, shown
+from report_builder.values import SITE_URL_MAX, check_site_url, plain_text  # noqa: F401 - re-exported
 
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
 
@@ -298,69 +299,6 @@ COUNT_MAX = 2**31 - 1
 """The largest count a key takes (sequences, tokens, threads, steps, ...): beyond any build."""
 SEED_MAX = 2**32 - 1
 """The largest ``k21.seed`` (numpy's seed range)."""
-SITE_URL_MAX = 2000
-"""The longest ``site_url`` accepted."""
-
-
-def check_site_url(value: Any) -> str:
-    """``site_url`` validated as the address the site is published at, normalised to end in ``/``.
-
-    It reaches every page's ``<link rel="canonical">``, the sitemap and the 404 page's links, so it is
-    parsed, not pattern-matched on a prefix: scheme ``http`` or ``https``; a host (DNS name, IPv4 or
-    bracketed IPv6; no user or password) with an optional port; a path of URL characters only —
-    letters, digits, ``- . _ ~ / % ! $ * + , ; = : @`` with ``%`` starting a two-digit escape; no query
-    or fragment. Quotes, angle brackets, ``&``, backslashes, whitespace and control or non-ASCII
-    characters are refused (percent-encode them), so the value is inert in HTML, XML and the terminal.
-
-    Raises:
-        ConfigError: naming ``site_url`` and what is wrong.
-    """
-    import ipaddress
-    import re
-    from urllib.parse import urlsplit
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(f"site_url: expected the published address, e.g. https://example.org/report/, got "
-                           f"{shown(value)}: {why}")
-
-    if not isinstance(value, str):
-        raise bad("not text")
-    if len(value) > SITE_URL_MAX:
-        raise bad(f"longer than {SITE_URL_MAX} characters")
-    odd = sorted({c for c in value if not (c.isascii() and c.isprintable()) or c in " \"'<>`\\{}|^&"})
-    if odd:
-        raise bad("it contains " + ", ".join(repr(c) for c in odd[:5])
-                  + "; percent-encode such characters (%20 for a space)")
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as e:
-        raise bad(str(e)) from None
-    if parts.scheme.lower() not in ("http", "https") or not value.lower().startswith(parts.scheme.lower() + "://"):
-        raise bad("it must start with https:// or http://")
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise bad("a user name or password does not belong in it")
-    if parts.query or parts.fragment or "?" in value or "#" in value:
-        raise bad("a query (?...) or fragment (#...) does not belong in it")
-    host = parts.hostname or ""
-    if not host:
-        raise bad("it names no host")
-    if parts.netloc.startswith("["):
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise bad(f"{host!r} is not an IPv6 address") from None
-    elif not re.fullmatch(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
-                          r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?", host):
-        raise bad(f"{host!r} is not a host name")
-    if port is not None and not 0 < port < 65536:
-        raise bad(f"port {port} is out of range")
-    path = parts.path
-    if not re.fullmatch(r"(/([A-Za-z0-9\-._~!$()*+,;=:@]|%[0-9A-Fa-f]{2})*)*", path):
-        raise bad("its path has a character that is not allowed in a URL path (a % must start a two-digit "
-                  "escape)")
-    scheme = parts.scheme.lower()
-    return f"{scheme}://{parts.netloc.lower()}{path.rstrip('/')}/"
 
 
 def validate(cfg: Config) -> Config:
@@ -401,6 +339,8 @@ def validate(cfg: Config) -> Config:
     need(isinstance(mr, (int, float)) and not isinstance(mr, bool) and 0 < mr < 1, "k21.mask_rate",
          f"expected a fraction strictly between 0 and 1 (e.g. 0.12), got {shown(mr)}")
     count(cfg.k21.seed, "k21.seed", low=0, high=SEED_MAX)
+    for k, sentence in enumerate(cfg.k21.example):
+        plain_text(sentence, f"k21.example[{k}]")
     count(cfg.k24.top_k, "k24.top_k")
     count(cfg.k24.examples, "k24.examples")
     need(cfg.k24.ffamp_normalise in FFAMP_NORMALISE, "k24.ffamp_normalise",
@@ -410,11 +350,15 @@ def validate(cfg: Config) -> Config:
         if url != cfg.site_url:
             cfg = Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "site_url": url})
     for k, m in enumerate(cfg.models):
+        for f in ("name", "source", "revision"):
+            plain_text(getattr(m, f), f"models[{k}].{f}")
         need(m.role in ROLES, f"models[{k}].role", f"{shown(m.role)} is not one of {', '.join(ROLES)}")
         need(bool(str(m.name).strip()), f"models[{k}].name", "must not be empty")
         need(bool(str(m.source).strip()), f"models[{k}].source", "must not be empty")
     ids = [d.id for d in cfg.datasets]
     for k, d in enumerate(cfg.datasets):
+        for f in ("id", "path", "column", "pair_column", "hub", "subset", "split", "name", "domain", "licence"):
+            plain_text(getattr(d, f), f"datasets[{k}].{f}")
         count(d.n, f"datasets[{k}].n", optional=True)
         count(d.k24_n, f"datasets[{k}].k24_n", optional=True)
         count(d.max_length, f"datasets[{k}].max_length", low=4)

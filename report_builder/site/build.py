@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 from report_builder import guard, papers
+from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
@@ -130,6 +131,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     """
     out_dir = Path(out_dir).resolve()
     docs_dir = Path(docs_dir).resolve() if docs_dir is not None else None
+    site_url = check_site_url(site_url) if site_url is not None else None  # reaches every page: parsed, not trusted
     guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
     if docs_dir is not None:
         guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
