@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from report_builder.errors import DistributedError, MissingDependency, UsageError
 from report_builder.executors.base import Option
-from report_builder.executors.ray_local import LOOPBACK, LocalRayEnvironment, start_local
+from report_builder.executors.ray_local import (LOOPBACK, LocalRayEnvironment, is_loopback, loopback_only,
+                                                start_local)
 
 if TYPE_CHECKING:  # pragma: no cover
     from report_builder.analyses.planning import Plan, Result, Task
@@ -292,9 +293,13 @@ class RayExecutor:
         kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address:
             _check_reachable(self.address)
+            hp = _host_port(self.address)
+            if hp is not None and is_loopback(hp[0]) and loopback_only(hp[1]):  # one started as ours is
+                self._env = LocalRayEnvironment(join=True).__enter__()
             try:
                 ray.init(address=self.address, **kw)
             except (ConnectionError, TimeoutError) as e:
+                self._release()
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise DistributedError(f"could not join the Ray cluster at --address {self.address} ({first}); "
                                        "start one with `ray start --head`, or leave out --address to start a "
@@ -310,6 +315,9 @@ class RayExecutor:
 
     def _disconnect(self, ray) -> None:
         ray.shutdown()
+        self._release()
+
+    def _release(self) -> None:
         env, self._env = self._env, None
         if env is not None:
             env.__exit__(None, None, None)

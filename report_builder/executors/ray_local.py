@@ -17,6 +17,8 @@ import os
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
+SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch (``0``) to its single-machine mode: the node address is the loopback address."""
 
 
 def local_ray_env(token: str | None = None) -> dict[str, str | None]:
@@ -31,7 +33,7 @@ def local_ray_env(token: str | None = None) -> dict[str, str | None]:
     ``None`` removes a variable. ``token``: the cluster's token (default: a new one)."""
     import secrets
 
-    return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token",
+    return {SINGLE_MACHINE: "0", "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN": token or secrets.token_hex(32), "RAY_ADDRESS": None}
 
 
@@ -45,15 +47,22 @@ def local_init_options(num_cpus: int | None = None) -> dict[str, Any]:
 class LocalRayEnvironment:
     """Context: `local_ray_env` set in this process (and Ray's import-time single-machine flag, for a
     ``ray`` imported before), restored on exit. `RayExecutor` holds it from ``ray.init`` to
-    ``ray.shutdown``; the tests' cluster holder for its lifetime."""
+    ``ray.shutdown``; the tests' cluster holder for its lifetime.
 
-    def __init__(self, token: str | None = None) -> None:
-        self.token = token
+    ``join=True``: only the single-machine mode, for a driver joining a cluster at a loopback
+    address (a cluster started here): Ray would otherwise rewrite 127.0.0.1 to the machine's
+    address, where such a cluster does not listen."""
+
+    def __init__(self, token: str | None = None, *, join: bool = False) -> None:
+        self.token, self.join = token, join
         self.saved: dict[str, str | None] = {}
         self.flag: Any = None
 
     def __enter__(self) -> "LocalRayEnvironment":
-        for k, v in local_ray_env(self.token).items():
+        env = local_ray_env(self.token)
+        if self.join:  # joining a loopback cluster: its address kept, and the user's token settings
+            env = {SINGLE_MACHINE: env[SINGLE_MACHINE]}
+        for k, v in env.items():
             self.saved[k] = os.environ.get(k)
             if v is None:
                 os.environ.pop(k, None)
@@ -66,6 +75,7 @@ class LocalRayEnvironment:
             ray_constants.ENABLE_RAY_CLUSTER = False
         except (ImportError, AttributeError):  # another Ray layout: the environment variable still applies
             self.flag = None
+        _reload_auth()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -78,6 +88,52 @@ class LocalRayEnvironment:
             from ray._private import ray_constants
 
             ray_constants.ENABLE_RAY_CLUSTER = self.flag
+        _reload_auth()
+
+
+def _reload_auth() -> None:
+    """Make this process's Ray read ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN`` again: importing ``ray``
+    caches its configuration, so a token set afterwards would reach the cluster's processes (which
+    read the environment when they start) but not this driver, which the cluster then refuses."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+    except (ImportError, AttributeError):  # a Ray without token authentication: nothing cached
+        pass
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback interface."""
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_only(port: int, timeout: float = 1.0) -> bool:
+    """Whether what listens at ``port`` of the loopback interface listens there only: no connection
+    at that port on any of this machine's other addresses (a cluster started by report_builder, not
+    one that ``ray start --head`` bound to every interface)."""
+    import socket
+
+    import psutil
+
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family not in (socket.AF_INET, socket.AF_INET6) or is_loopback(a.address.split("%")[0]):
+                continue
+            try:
+                socket.create_connection((a.address.split("%")[0], port), timeout=timeout).close()
+                return False
+            except OSError:
+                continue
+    return True
 
 
 def start_local(ray, num_cpus: int | None = None, token: str | None = None, **kw: Any) -> LocalRayEnvironment:
