@@ -318,7 +318,7 @@ def validate(cfg: Config) -> Config:
         if v is None and optional:
             return
         need(isinstance(v, int) and not isinstance(v, bool) and low <= v <= high, key,
-             f"expected an integer from {low} to {high}, got {shown(v)}")
+             f"expected an integer >= {low} and <= {high}, got {shown(v)}")
 
     need(isinstance(cfg.device, str) and re.fullmatch(r"cpu|cuda(:[0-9]{1,4})?", cfg.device) is not None, "device",
          f"{shown(cfg.device)} is not one of {DEVICES}")
