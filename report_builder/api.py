@@ -201,7 +201,7 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
 
 
 def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """Decompose a few sentences and return the max relative error per layer and check point."""
+    """Decompose a few sentences and return the max relative error per layer (from 1) and check point."""
     from report_builder.engine import check_model
 
     return check_model(source, texts, device=device, dtype=dtype)

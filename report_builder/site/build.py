@@ -43,7 +43,7 @@ from report_builder.site import assets, htmltable, manifest, pages, provenance a
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe, site_cache_dir
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
                                              write_csv, write_figure_files)
-from report_builder.site.paths import MKDOCS_YML
+from report_builder.site.paths import MKDOCS_YML, guide_pages
 
 #: Paper key -> its generated page (from `report_builder.papers`).
 PAGES = {key: p.page for key, p in papers.PAPERS.items()}
@@ -462,6 +462,9 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
     write("cite.md", env.get_template("pages/cite.md.j2").render(
         report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
         rows=[r for r in rows if r["hash"] != "–"]))
+    for name in guide_pages():  # standalone hand-written pages (the Guide section of the nav)
+        (docs / "guide").mkdir(exist_ok=True)
+        write(f"guide/{name}", pages.handwritten(f"guide/{name}"))
 
 
 def _mkdocs_build(docs: Path, site: Path, site_url: str | None = None) -> None:

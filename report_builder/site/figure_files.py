@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import vl_convert as vlc
 
-from report_builder import guard
+from report_builder import guard, schema
 from report_builder.site.figure_cache import RENDER_ENTRY
 from report_builder.site.htmltable import fmt_column
 
@@ -306,9 +306,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> str:
 def csv_frame(data: pd.DataFrame) -> pd.DataFrame:
     """The frame written as ``data.csv``: result tables keep 0-based layers, the CSV shows them 1-based
     (``layer = 1`` is the first layer), like every chart, reading and table of the site."""
-    if "layer" in data.columns and pd.api.types.is_integer_dtype(data["layer"]):
-        return data.assign(layer=data["layer"] + 1)
-    return data
+    return schema.user_layers(data)  # the one shift, shared with notebook.load_results (SPEC §8)
 
 
 def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table: pd.DataFrame | None,

@@ -32,6 +32,12 @@ def test_pages_nav_and_offline(rendered):
     site = root / "site"
     for name in ("index", "k21", "k24", "methods", "models", "changes", "cite"):
         assert (site / f"{name}.html").is_file()
+    from report_builder.site.paths import guide_pages
+
+    assert guide_pages()
+    for name in guide_pages():  # the hand-written Guide pages (docs/guide/)
+        page = (site / "guide" / name).with_suffix(".html")
+        assert page.is_file() and "<h1" in page.read_text(encoding="utf-8"), name
     for js in ("vega-bundle.js", "charts.js", "report.css", "iframe-worker-shim.js"):
         assert (site / "assets" / "rb" / js).is_file()
     assert (site / "search" / "search_index.js").is_file()  # offline search
