@@ -39,8 +39,11 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
             f"dataset {shown(set_id)} needs either the `datasets` library with hub access "
             f"(`pip install datasets`) or a local file: pass path=<{local_hint}>{also}"
         ) from exc
+    # never a dataset's loading script: `datasets` 4 has none; 3.x runs one only when asked (and
+    # HF_DATASETS_TRUST_REMOTE_CODE can ask), so it is told not to
+    no_code = {"trust_remote_code": False} if str(datasets.__version__).split(".")[0] in ("2", "3") else {}
     try:
-        return datasets.load_dataset(repo, config, split=split)
+        return datasets.load_dataset(repo, config, split=split, **no_code)
     except Exception as exc:  # noqa: BLE001 - offline hub, missing config, ...
         raise DataError(
             f"could not load {repo}{'/' + config if config else ''} split {shown(split)} for "
