@@ -25,7 +25,7 @@ MODEL_NAME = '<script>alert("m")</script><img src=x onerror=alert(1)>[x](javascr
 DATA_NAME = '<img src=y onerror=alert(2)>[d](javascript:alert(2)) {{ 7*7 }} ]]> {unbalanced'
 RTL_NAME = "rtl\u202egnirts\u2066-model"
 """A second model named with a right-to-left override: shown text on the site, escaped on the terminal."""
-SITE_URL = "https://example.org/r%22%3E%3Cscript%3Ealert(9)%3C/script%3E/(x)!$*+,;=:@~/"
+SITE_URL = "https://example.org/r%22%3E%3Cscript%3Ealert%289%29%3C/script%3E/(x)!$*+,;=:@~/"
 """Legal URL characters only (`config.check_site_url`); what would be markup is percent-encoded."""
 DOMAIN = '<img src=z onerror=alert(6)>{{ 7*7 }} [d](javascript:alert(6))'
 LICENCE = '</td><script>alert(10)</script> "quoted" & {unbalanced'
@@ -127,7 +127,7 @@ def test_site_url_reaches_sitemap_and_404_as_configured(hostile_site):
     assert locs and all(loc.startswith(SITE_URL) for loc in locs), locs[:3]
     page = (hostile_site / "404.html").read_text(encoding="utf-8")
     path = SITE_URL.split("example.org", 1)[1]
-    assert f'href="{path}assets/' in page and "<script>alert(9)" not in page
+    assert f'href="{path}assets/' in page and "<script>alert" not in page
 
 
 def test_the_build_log_escapes_control_characters(hostile_site):
