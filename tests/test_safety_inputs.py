@@ -246,6 +246,33 @@ def test_bad_user_data_is_one_line(capsys, tmp_path, name, content, expected):
     assert code == 3 and f"dataset 'mine': '{name}' {expected}" in line, line
 
 
+def test_a_built_in_dataset_given_the_wrong_file_is_one_line(capsys, tmp_path):
+    """Found by probing: `wiki` reads a MediaWiki .xml.bz2 dump; a text file there (bz2's "Invalid data
+    stream", an OSError), a truncated dump (EOFError) or a file that cannot be read was "internal
+    error", exit 1."""
+    import bz2
+
+    (tmp_path / "text.xml.bz2").write_text("not bz2 at all\n")
+    (tmp_path / "cut.xml.bz2").write_bytes(bz2.compress(b"<mediawiki>" + b"x" * 5000)[:40])
+    for name in ("text.xml.bz2", "cut.xml.bz2"):
+        cfg = {"models": [{"name": "m", "source": "minilm", "role": "primary_encoder"}],
+               "datasets": [{"id": "wiki", "path": str(tmp_path / name), "n": 2}], "cache_dir": str(tmp_path / "c")}
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(yaml.safe_dump(cfg))
+        code, _, err = _run(capsys, "plan", "--config", str(p))
+        line = _one_error_line(err)
+        assert code == 3 and f"dataset 'wiki': cannot read '{tmp_path / name}'" in line, line
+
+
+@pytest.mark.parametrize("source", ["x" * 300, "/tmp/" + "y" * 300, "a/" + "z" * 300])
+def test_a_model_source_too_long_for_the_filesystem_is_one_line(capsys, tmp_path, source):
+    """Found by probing: a source longer than a file name may be (ENAMETOOLONG from pathlib) was
+    "internal error"; now it is what it is: no such folder, not a cached hub id (exit 4)."""
+    code, _, err = _run(capsys, "plan", "--model", source, "--preset", "smoke", "--cache", str(tmp_path / "c"))
+    line = _one_error_line(err)
+    assert code == 4 and len(line) < 1200, line
+
+
 # ------------------------------------------------------------------ a model folder's own code never runs (#22.4)
 
 

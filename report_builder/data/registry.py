@@ -11,13 +11,14 @@ own hash).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 from typing import Any, Callable
 
 from .conll import build_conll2003
 from .custom import DataSource, build_custom
 from report_builder.filehash import sha256_of_file
-from report_builder.errors import DataError, shown
+from report_builder.errors import DataError, clip, for_terminal, shown
 from .evalset import EvalSet
 from .glue import build_mnli, build_sst2
 from .layout import DATA_DIR_LAYOUT, data_dir_path
@@ -100,9 +101,18 @@ def load_entry(entry: Any, data_dir: str | None = None) -> EvalSet:
     fields = {f.name: getattr(entry, f.name, None) for f in dataclasses.fields(DataSource)}
     path = fields.pop("path")
     in_dir = None if path is not None else data_dir_path(entry.id, data_dir)
-    if in_dir is not None and not any(v is not None for v in fields.values()):
-        return _data_dir_set(entry.id, in_dir, entry.n)
-    return load_eval_set(entry.id, n=entry.n, path=path, **fields)
+    try:
+        if in_dir is not None and not any(v is not None for v in fields.values()):
+            return _data_dir_set(entry.id, in_dir, entry.n)
+        return load_eval_set(entry.id, n=entry.n, path=path, **fields)
+    except (OSError, EOFError, UnicodeDecodeError) as e:  # a file that is not what the set reads
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS):
+            raise  # the disk or the permissions, not the data: the CLI says so
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        raise DataError(f"dataset {shown(entry.id)}: cannot read {shown(path or in_dir or entry.id)} "
+                        f"({type(e).__name__}: {clip(for_terminal(why), 200)}); give the file this dataset "
+                        "reads (README \"The papers' own setting\"), or a .txt/.jsonl/.csv file under an id of "
+                        "your own (README \"Your own data\")") from None
 
 
 def _data_dir_set(set_id: str, folder: str, n: int | None) -> EvalSet:

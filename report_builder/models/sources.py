@@ -45,7 +45,7 @@ OFFLINE_ADVICE = ("use an embedded model (" + offline_choices() + "; presets `de
 def is_hub_id(source: str) -> bool:
     """True for a hub id (``gpt2``, ``google/multiberts-seed_0``): not embedded, not a local path."""
     p = Path(source).expanduser()
-    return not (source in EMBEDDED or p.is_dir() or p.suffix or source.startswith((".", "/", "~"))
+    return not (source in EMBEDDED or os.path.isdir(p) or p.suffix or source.startswith((".", "/", "~"))
                 or source.count("/") > 1)
 
 
@@ -155,12 +155,12 @@ def resolve(source: str, revision: str | None = None) -> tuple[str, dict]:
     if source in EMBEDDED:
         return str(embedded_dir(source)), dict(NO_REMOTE_CODE)
     p = Path(source).expanduser()
-    if p.is_dir():
+    if os.path.isdir(p):  # os.path: False, not an OSError, for a name too long for the filesystem
         if not (p / "config.json").exists():
             raise UnknownModel(f"local model directory {shown(str(p))} has no config.json")
         check_model_folder(p, source)
         return str(p), dict(NO_REMOTE_CODE)
-    if p.exists():
+    if os.path.exists(p):
         raise UnknownModel(f"model path {shown(source)} is a file; give the directory that holds its config.json "
                            f"and weights (e.g. {shown(str(p.parent))})")
     if not is_hub_id(source):
