@@ -41,7 +41,7 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
         ) from exc
     # never a dataset's loading script: `datasets` 4 has none; 3.x runs one only when asked (and
     # HF_DATASETS_TRUST_REMOTE_CODE can ask), so it is told not to
-    no_code = {"trust_remote_code": False} if str(datasets.__version__).split(".")[0] in ("2", "3") else {}
+    no_code = {"trust_remote_code": False} if str(getattr(datasets, "__version__", "")).split(".")[0] in ("2", "3") else {}
     try:
         return datasets.load_dataset(repo, config, split=split, **no_code)
     except Exception as exc:  # noqa: BLE001 - offline hub, missing config, ...
