@@ -121,7 +121,9 @@ def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None,
     """The tasks a build of ``cfg`` runs, in run order, what each costs, and whether it is cached.
 
     Loads the evaluation sets, hashes the weights (memoised) and reads each model's config and
-    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`).
+    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`). Runs
+    before anything is downloaded: what is not here is sized from recorded facts and flagged
+    (`costs.sizing`; each task's ``estimated``).
 
     Args:
         gpu, gpu_flops: price a GPU that is not here: a name in `costs.GPUS`, or a matmul's TFLOP/s.
@@ -132,11 +134,10 @@ def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None,
         ``peak_bytes``, ``disk_bytes``, ...), ``totals``, ``device``, ``gpus``, ``notes``.
     """
     from report_builder import costs
-    from report_builder.analyses import planning
 
     check_ids(cfg)
     cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
-    return costs.estimate(planning.plan(cfg, cache), cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
+    return costs.plan_costs(cfg, cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
 
 
 def format_plan(est: dict[str, Any]) -> str:

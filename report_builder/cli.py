@@ -239,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k24-pass", type=int, default=None, metavar="N",
                    help="instead: time a full K24 pass over N random sequences of --seq-len tokens "
                         "(paper size: 992 x 128 on --shape base); --batch sequences at once on CUDA")
+    p.add_argument("--k21-pass", type=int, default=None, metavar="N",
+                   help="instead: time a K21 pass (ratios, k21_tokens, k21_freq) over N random sequences of "
+                        "--seq-len tokens, and the K21 host statistics apart (paper size: 992 x 86 on --shape base)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
     return ap
 
@@ -317,6 +320,14 @@ def _dispatch(args) -> int:
                            n_seqs=args.k24_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
                            dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
         _say(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
+        return 0
+    if args.cmd == "bench" and args.k21_pass:
+        from report_builder.bench import format_k21_pass, run_k21_pass
+
+        res = run_k21_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
+                           n_seqs=args.k21_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
+                           dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
+        print(json.dumps(res, indent=1, default=str) if args.json else format_k21_pass(res))
         return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,

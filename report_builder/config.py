@@ -365,7 +365,23 @@ def validate(cfg: Config) -> Config:
         need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{shown(d.id)} is listed twice; dataset ids must be unique")
     if isinstance(cfg.figures, str):
         need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {shown(cfg.figures)}")
-    return cfg
+    return expand_paths(cfg)
+
+
+def expand_paths(cfg: Config) -> Config:
+    """``cfg`` with ``~`` expanded the same way in every path key: ``out_dir``, ``cache_dir``,
+    ``data_dir``, each dataset's ``path`` and each model ``source`` that starts with ``~`` (hub ids
+    and embedded names never do). A YAML ``out_dir: "~"`` is the home directory (then refused as an
+    output), never a folder named ``~``."""
+    import os
+    from dataclasses import replace as _replace
+
+    def ex(v: Any) -> Any:
+        return os.path.expanduser(v) if isinstance(v, str) and v.startswith("~") else v
+
+    return _replace(cfg, out_dir=ex(cfg.out_dir), cache_dir=ex(cfg.cache_dir), data_dir=ex(cfg.data_dir),
+                    models=tuple(_replace(m, source=ex(m.source)) for m in cfg.models),
+                    datasets=tuple(_replace(d, path=ex(d.path)) for d in cfg.datasets))
 
 
 def load_config(path: str | Path | None = None, *, preset: str | None = None) -> Config:

@@ -115,8 +115,8 @@ class Work:
 
     Host costs are measured, not derived: the K24 pass's statistics by ``report-builder bench
     --k24-pass`` (`stats.host_stats.HostStats` on random float32 maps, see `k24_scopes`), the K21
-    tables with the decomposition results precomputed (`k21_compute.mixing_ratios` fed cached
-    `LayerResult`s, MiniLM and SmolLM2, n = 16-128: 0.1-0.7 ms), the example maps' tables (one row
+    tables by ``report-builder bench --k21-pass`` (`stats.k21_tables` on random ratios, see
+    `k21_mixing`, `k21_frequency`), the example maps' tables (one row
     per pair, scope and layer) and k21_frequency's rank table (0.1-0.3 s per task, also for causal
     models, which decompose nothing for it) from the smoke build's task times.
     """

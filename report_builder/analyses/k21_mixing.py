@@ -43,4 +43,6 @@ SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
 
 ANALYSIS = Analysis(id="k21_mixing", version=2, scope="dataset", inputs="masked", params=_params,
                     size=lambda s: s.n_items, compute=SHARD.whole, tables=("k21_tokens", "recon_errors", "dataset_stats"),
-                    shard=SHARD, work=Work("ratios", 3e-4))
+                    shard=SHARD, work=Work("ratios", 2e-5))
+"""Host cost: the k21_tokens rows, ~0.02 ms per sequence and layer (``bench --k21-pass``, BERT-base shape,
+~86 tokens; 0.1-0.3 ms before issue #25's vectorised `stats.k21_tables`)."""

@@ -2,20 +2,20 @@
 
 Atomic: pages and assets are rendered into a temporary docs folder and built into a temporary site
 folder next to the output (the build's own directory, never the working directory); only after mkdocs
-succeeded is the site replaced by renames, under a lock next to it (two builds of one output swap in
+succeeded is the site replaced by renames, under the output's lock (`guard.site_lock`: two builds of one output swap in
 turn). The output is replaced only when it is missing, empty or carries the ``.report_builder-site``
 marker every built site has (`report_builder.guard`). An error, KeyboardInterrupt or SIGTERM leaves
 the previous site untouched and removes the temporary folders.
 
 No-op rebuilds are cheap: a figure whose inputs are unchanged (the tables it read, the display
 judgement, roles, reported numbers, its declaration and version, the package's code) is neither built
-nor drawn: its files and page section come from the figure cache (`figure_cache`, ``<out
-parent>/.cache/figure-renders``); one whose inputs changed but whose content hash did not reuses its
+nor drawn: its files and page section come from the figure cache (`figure_cache`, in the output's own
+state folder: ``<cache>/site/<out id>/``, `site_state`); one whose inputs changed but whose content hash did not reuses its
 drawn ``chart.svg``/``chart.png`` (`figure_files.RenderCache`); figures read their tables through
 `figures.display.DisplayTables`, so tokens are put in display form only for figures that are built.
 When the generated pages and files, the site resources, the extra files, the site URL and the
 versions equal the previous build's (build date masked) and the existing site is byte for byte what
-that build left (digest in ``.cache/site-build-<out name>.json``), mkdocs is skipped and the site
+that build left (digest in the state's ``build.json``), mkdocs is skipped and the site
 kept. A site edited or deleted by the user, or any changed page, is built again.
 
 Pitfall: a builder that raises anything but `NotConfigured` fails the render
@@ -40,7 +40,9 @@ from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec,
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
-from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe, site_cache_dir
+from report_builder.site import figure_cache as fcache
+from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
+from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
                                              write_csv, write_figure_files)
 from report_builder.site.paths import MKDOCS_YML, guide_pages
@@ -110,7 +112,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                 out_dir: Path = Path("site"), docs_dir: Path | None = None,
                 log: Callable[[str], Any] = print, figures: Iterable[FigureSpec] | None = None,
                 inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None,
-                site_url: str | None = None, extra_files: dict[str, str] | None = None) -> RenderReport:
+                site_url: str | None = None, extra_files: dict[str, str] | None = None,
+                cache_dir: Path | None = None) -> RenderReport:
     """Build the whole site from result tables.
 
     Args:
@@ -126,6 +129,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         inline_limit: datasets with more JSON bytes than this are loaded from files, not inlined.
         reported: the papers' reported numbers, passed to the builders (default: ``provenance["reported"]``).
         extra_files: site-relative path -> text, written into the site before it is swapped in.
+        cache_dir: the results cache: the figure renders, build record and manifest copy of this output
+            live in it (`site_state`); None or not a cache: inside the output, carried by the swap.
     Raises:
         UnsafeOutput: ``out_dir`` (or ``docs_dir``) holds files the tool did not create.
     """
@@ -147,18 +152,22 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     tag = guard.tmp_tag()
     tmp_docs = out_dir.parent / f".{out_dir.name}-docs.tmp-{tag}"
     tmp_site = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
-    cache_manifest = site_cache_dir(out_dir) / "site-manifest.json"
-    build_record = site_cache_dir(out_dir) / f"site-build-{out_dir.name}.json"
-    render_cache = RenderCache(site_cache_dir(out_dir) / "figure-renders")
+    state = site_state(out_dir, cache_dir)
+    cache_manifest, build_record = state.manifest, state.record
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
     try:
         tmp_docs.mkdir(parents=True)
+        tmp_site.mkdir()  # before anything is written: its files inherit the output's group and default ACL
+        if out_dir.is_dir() and not out_dir.is_symlink():
+            guard.copy_dir_attrs(out_dir, tmp_site, keep_writable=True)
+        secret = state.key()
+        render_cache = RenderCache(state.working(tmp_site) / "figure-renders", secret)
         previous = manifest.read_manifest(out_dir / "figures" / "manifest.json", cache_manifest)
         assets.write_assets(tmp_docs)
         reported = reported if reported is not None else provenance.get("reported", {}) or {}
         display = DisplayTables(tables)  # tokens in display form, each table converted when first read
-        figure_cache = FigureCache(render_cache.root, tables, judged=display.judged, context={
+        figure_cache = FigureCache(render_cache.root, tables, judged=display.judged, secret=secret, context={
             "roles": dataclasses.asdict(roles), "reported": reported, "inline_limit": inline_limit})
         sections: dict[str, Section] = {}
         counts: dict = {}  # sequence counts of the provenance records, counted once per table and dataset
@@ -198,13 +207,15 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             (tmp_site / rel).write_text(text, encoding="utf-8")
         (tmp_site / guard.SITE_MARKER).write_text("built by report_builder; `report-builder build` and `clean` "
                                                   "may replace or remove this directory\n", encoding="utf-8")
-        with guard.lock_for(out_dir):
+        render_cache.prune()  # before the swap: in the fallback the renders are carried inside the new site
+        figure_cache.prune()
+        with guard.site_lock(out_dir, state.lock_file):
             guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
-            _replace_dir(tmp_site, out_dir)
+            guard.replace_dir(tmp_site, out_dir)
             if docs_dir is not None:
                 (tmp_docs / guard.SITE_MARKER).write_text("generated pages of report_builder\n", encoding="utf-8")
                 guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
-                _replace_dir(tmp_docs, docs_dir)
+                guard.replace_dir(tmp_docs, docs_dir)
             cache_manifest.parent.mkdir(parents=True, exist_ok=True)
             tmp_manifest = cache_manifest.with_name(f".{cache_manifest.name}.tmp-{tag}")
             tmp_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
@@ -214,8 +225,6 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             tmp_record = build_record.with_name(f".{build_record.name}.tmp-{tag}")
             tmp_record.write_text(json.dumps(record, indent=1), encoding="utf-8")
             os.replace(tmp_record, build_record)
-        render_cache.prune()
-        figure_cache.prune()
     finally:
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():
@@ -232,7 +241,8 @@ def _tree_digest(root: Path, date: str = "", known: dict[str, str] | None = None
     if not root.is_dir():
         return None
     return _files_digest({p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-                          if p.is_file() and p.name != guard.SITE_MARKER}, date, known)
+                          if p.is_file() and p.name != guard.SITE_MARKER
+                          and p.relative_to(root).parts[0] != IN_OUT}, date, known)
 
 
 def _files_digest(files: dict[str, Path], date: str = "", known: dict[str, str] | None = None) -> str:
@@ -313,7 +323,7 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     fig_dir = figures_dir / spec.id
     hit = figure_cache.get(spec) if figure_cache is not None else None
     if hit is not None and (hit.meta.get("not_configured") is not None or figure_cache.restore(hit, fig_dir)):
-        sec = _section_from_meta(hit.meta)
+        sec = _section_from_meta(hit.meta, fig_dir, spec)
         if sec.not_configured is not None:
             figure_cache.used.add(hit.path.name)
             log(f"site: {spec.id} not configured")
@@ -344,19 +354,17 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     return sec
 
 
-_SECTION_FIELDS = ("files", "content_hash", "page_spec", "spec_attr", "table_html", "svg_html", "paper_html",
-                   "compare_html", "compare_note", "compare_same", "paper_name", "show_paper")
-
-
-def _section_from_meta(meta: dict[str, Any]) -> Section:
-    """A figure's section as `figure_cache` stored it (provenance and citation still to be written)."""
+def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) -> Section:
+    """A figure's section as `figure_cache` stored it (`figure_cache.section_fields`: HTML made again
+    from the stored data; provenance and citation still to be written)."""
     nc = meta.get("not_configured")
     if nc is not None:
         return Section(not_configured=_NotConfigured(nc["message"], nc["config_entry"]))
     r = meta["result"]
     result = FigureResult(data=pd.DataFrame(), reading=r["reading"], title=r["title"], models=tuple(r["models"]),
                           datasets=tuple(r["datasets"]), params=r["params"])
-    return Section(result=result, reused=True, **{k: meta["section"][k] for k in _SECTION_FIELDS})
+    return Section(result=result, reused=True, paper_name=prov_mod.PAPER_NAMES.get(spec.paper, spec.paper),
+                   **fcache.section_fields(meta["section"], fig_dir))
 
 
 def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
@@ -404,8 +412,9 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     )
     stored = {"title": result.title, "reading": result.reading, "models": list(result.models),
               "datasets": list(result.datasets), "params": result.params}
-    keep = {k: getattr(sec, k) for k in _SECTION_FIELDS}
-    if not (json_safe(stored["params"]) and json_safe(keep) and all(isinstance(x, str) for x in
+    keep = fcache.section_record(sec, {"table": table, "paper": result.paper if show_paper else None,
+                                       "compare": cmp.table if cmp is not None else None}, fig_dir)
+    if not (keep is not None and json_safe(stored["params"]) and all(isinstance(x, str) for x in
                                                                      stored["models"] + stored["datasets"])):
         return sec, None
     return sec, {"section": keep, "result": stored}
@@ -480,20 +489,3 @@ def _mkdocs_build(docs: Path, site: Path, site_url: str | None = None) -> None:
         build(cfg)
     finally:
         cfg.plugins.on_shutdown()
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.parent / f".{target.name}.old-{guard.tmp_tag()}"
-    had_old = target.exists()
-    if had_old:
-        os.rename(target, old)
-    try:
-        os.rename(new, target)
-    except BaseException:
-        if had_old:
-            os.rename(old, target)
-        raise
-    if had_old:
-        shutil.rmtree(old, ignore_errors=True)

@@ -367,15 +367,17 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
 
 class RenderCache:
     """The drawn ``chart.svg``/``chart.png`` of earlier builds, keyed by the figure's content hash and the
-    renderer's version, in a folder the tool owns (``<out parent>/.cache/figure-renders``).
+    renderer's version, in the output's state folder (``<state>/figure-renders``, `site_state`).
 
     The content hash covers the whole spec and data, so a hit gives the same bytes a new drawing would.
-    Each entry records the SHA-256 of its two files; an entry that does not match (edited, truncated)
-    is ignored and drawn again. `prune` keeps only the entries the latest build used.
+    Each entry records the SHA-256 of its two files under an HMAC with the state's secret; an entry that
+    does not verify (edited, truncated, planted, another key) is ignored and drawn again, and without a
+    secret nothing is reused or stored. `prune` keeps only the entries the latest build used.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, secret: bytes | None = None) -> None:
         self.root = Path(root)
+        self.secret = secret
         self.used: set[str] = set()
         self.hits = 0
 
@@ -383,13 +385,19 @@ class RenderCache:
         return self.root / f"{content_hash}-vl{vlc.__version__}"
 
     def get(self, content_hash: str) -> tuple[bytes, bytes] | None:
+        from report_builder.site.site_state import verify
+
         d = self._dir(content_hash)
         try:
             meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+            if (d / "chart.svg").is_symlink() or (d / "chart.png").is_symlink():
+                return None
             svg, png = (d / "chart.svg").read_bytes(), (d / "chart.png").read_bytes()
         except (OSError, ValueError):
             return None
-        if meta.get("svg") != hashlib.sha256(svg).hexdigest() or meta.get("png") != hashlib.sha256(png).hexdigest():
+        s, p = hashlib.sha256(svg).hexdigest(), hashlib.sha256(png).hexdigest()
+        if not isinstance(meta, dict) or meta.get("svg") != s or meta.get("png") != p or not verify(
+                self.secret, meta.get("mac"), d.name, s, p):
             return None
         self.used.add(d.name)
         self.hits += 1
@@ -402,14 +410,19 @@ class RenderCache:
             self.used.add(d.name)
 
     def put(self, content_hash: str, svg: bytes, png: bytes) -> None:
+        from report_builder.site.site_state import mac
+
+        if self.secret is None:
+            return
         d = self._dir(content_hash)
         tmp = self.root / f".{d.name}.tmp-{guard.tmp_tag()}"
         try:
             tmp.mkdir(parents=True, exist_ok=True)
             (tmp / "chart.svg").write_bytes(svg)
             (tmp / "chart.png").write_bytes(png)
-            (tmp / "meta.json").write_text(json.dumps({"svg": hashlib.sha256(svg).hexdigest(),
-                                                       "png": hashlib.sha256(png).hexdigest()}), encoding="utf-8")
+            sums = {"svg": hashlib.sha256(svg).hexdigest(), "png": hashlib.sha256(png).hexdigest()}
+            sums["mac"] = mac(self.secret, d.name, sums["svg"], sums["png"])
+            (tmp / "meta.json").write_text(json.dumps(sums), encoding="utf-8")
             if d.exists():
                 shutil.rmtree(d)
             os.rename(tmp, d)
