@@ -16,10 +16,16 @@ import sys
 
 from report_builder import __version__, api
 from report_builder.config import DEVICE_MAPS
-from report_builder.errors import EXIT_CODES, ReportBuilderError, exit_code
+from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal
 from report_builder.logsetup import library_noise, log, setup_logging  # noqa: F401 - cli.setup_logging
 
 EPILOG = "Results go to stdout, the build log to stderr. Docs: README.md; every config key: docs/examples/config.yaml."
+
+
+def _say(text: object) -> None:
+    """Print a result to stdout with terminal control characters escaped (names, ids and paths in
+    tables, plans and summaries come from the user's configuration and data)."""
+    print(for_terminal(text, newlines=True))
 
 
 def _config(args):
@@ -128,10 +134,11 @@ def _print_table(rows: list[dict], as_json: bool = False) -> None:
         print("(none)")
         return
     cols = list(rows[0])
-    w = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+    cells = [{c: for_terminal(r.get(c, "")) for c in cols} for r in rows]
+    w = {c: max(len(c), *(len(r[c]) for r in cells)) for c in cols}
     print("  ".join(c.ljust(w[c]) for c in cols))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(w[c]) for c in cols))
+    for r in cells:
+        print("  ".join(r[c].ljust(w[c]) for c in cols))
 
 
 def _sub(sub, name: str, summary: str, description: str, common) -> argparse.ArgumentParser:
@@ -371,7 +378,8 @@ def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
                 EXIT_CODES["config"])
     if isinstance(e, FileNotFoundError):
         return f"{e.strerror or e}: {e.filename}" if e.filename else str(e), EXIT_CODES["config"]
-    return (f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback and report it)", 1)
+    return (f"internal error: {type(e).__name__}: {clip(str(e), 500)} (rerun with --debug for the traceback and "
+            "report it)", 1)
 
 
 def _dispatch(args) -> int:
@@ -401,7 +409,7 @@ def _dispatch(args) -> int:
         res = run_k24_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
                            n_seqs=args.k24_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
                            dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
-        print(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
+        _say(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
         return 0
     if args.cmd == "bench" and args.k21_pass:
         from report_builder.bench import format_k21_pass, run_k21_pass
@@ -415,7 +423,7 @@ def _dispatch(args) -> int:
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
                         repeats=3 if args.repeats is None else args.repeats, threads=args.threads)
-        print(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
+        _say(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
         return 0
     if args.cmd == "serve":
         api.serve(args.dir, args.port, host=args.host)
@@ -430,9 +438,9 @@ def _dispatch(args) -> int:
         _print_table(rows, args.json)
     elif args.cmd == "env":
         info = api.environment(cfg)
-        print(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
+        _say(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
     elif args.cmd == "clean":
-        print(api.clean(cfg, all=args.all, versions_older_than=args.versions_older_than))
+        _say(api.clean(cfg, all=args.all, versions_older_than=args.versions_older_than))
     elif args.cmd == "render":
         api.render(cfg, log=log.info)
     elif args.cmd == "analyze":
@@ -446,9 +454,9 @@ def _dispatch(args) -> int:
             est = {**est, "device_map": placed}
         text = api.format_plan(est) + "".join(f"\ndevice map of {m} ({p['mode']}): {p['layers']}"
                                               for m, p in placed.items())
-        print(json.dumps(est, indent=1, default=str) if args.json else text)
+        _say(json.dumps(est, indent=1, default=str) if args.json else text)
     elif args.cmd == "build":
-        api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print,
+        api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=_say,
                   executor=_executor(args, quiet))
     return 0
 

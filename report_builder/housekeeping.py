@@ -17,7 +17,7 @@ from pathlib import Path
 from report_builder import guard
 from report_builder.cache import Cache
 from report_builder.config import Config
-from report_builder.errors import ConfigError, UsageError
+from report_builder.errors import ConfigError, UsageError, shown
 
 
 def check_ids(cfg: Config) -> Config:
@@ -27,7 +27,7 @@ def check_ids(cfg: Config) -> Config:
 
     for k, d in enumerate(cfg.datasets):
         if not (d.id in DATASETS or d.path or d.hub):
-            raise ConfigError(f"datasets[{k}].id: {d.id!r} is not a built-in dataset ({', '.join(DATASETS)}); for "
+            raise ConfigError(f"datasets[{k}].id: {shown(d.id)} is not a built-in dataset ({', '.join(DATASETS)}); for "
                               f"your own data give `path:` (a .txt/.jsonl/.csv/.tsv file) or `hub:`")
     if not isinstance(cfg.figures, str):
         try:
@@ -38,7 +38,7 @@ def check_ids(cfg: Config) -> Config:
             known = list(cfg.figures)
         for k, f in enumerate(cfg.figures):
             if f not in known:
-                raise ConfigError(f"figures[{k}]: unknown figure id {f!r}; `report-builder list figures` shows the "
+                raise ConfigError(f"figures[{k}]: unknown figure id {shown(f)}; `report-builder list figures` shows the "
                                   f"{len(known)} ids (e.g. {', '.join(known[:3])})")
     return cfg
 

@@ -13,15 +13,20 @@ import os
 import re
 import sys
 
+from report_builder.errors import clip, for_terminal
+
 log = logging.getLogger("report_builder")
 
 
 class _Format(logging.Formatter):
-    """Plain messages for info and debug, ``warning: ...`` / ``error: ...`` otherwise."""
+    """Plain messages for info and debug, ``warning: ...`` / ``error: ...`` otherwise (one line each,
+    at most `errors.MAX_LINE` characters); control characters escaped (`errors.for_terminal`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
-        return msg if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {msg}"
+        if record.levelno < logging.WARNING:
+            return for_terminal(msg, newlines=True)
+        return f"{record.levelname.lower()}: {for_terminal(clip(msg))}"
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")

@@ -14,9 +14,15 @@ import re
 from typing import Any
 
 from report_builder.config import load_yaml
-from report_builder.errors import ConfigError
+from report_builder.errors import ConfigError, for_terminal, shown
 
 _INDEX = re.compile(r"\[(\d+)\]")
+MAX_KEY = 200
+"""The longest ``--set`` key read (the longest real one is a few dozen characters)."""
+
+
+def _key(key: str) -> str:
+    return for_terminal(key)
 
 
 def parse_assignment(item: str) -> tuple[list[str | int], Any]:
@@ -28,13 +34,16 @@ def parse_assignment(item: str) -> tuple[list[str | int], Any]:
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set k24.top_k=5")
+        raise ConfigError(f"--set {shown(item)}: expected KEY=VALUE, e.g. --set k24.top_k=5")
+    if len(key) > MAX_KEY or not key.isprintable():
+        raise ConfigError(f"--set {shown(key, 60)}: not a configuration key (letters, digits, `_`, `.` and "
+                          "[index]; `report-builder list` and docs/examples/config.yaml name them)")
     parts: list[str | int] = []
     for part in _INDEX.sub(r".\1", key).split("."):
         if not part:
-            raise ConfigError(f"--set {item!r}: empty part in the key {key!r}")
-        parts.append(int(part) if part.isdigit() else part)
-    value = load_yaml(raw, f"--set {key}") if raw.strip() else ""  # one error line; alias bombs refused
+            raise ConfigError(f"--set {shown(item)}: empty part in the key {shown(key)}")
+        parts.append(int(part) if part.isascii() and part.isdigit() and len(part) < 10 else part)
+    value = load_yaml(raw, f"--set {_key(key)}") if raw.strip() else ""  # one error line; alias bombs refused
     return parts, value
 
 
@@ -56,13 +65,13 @@ def apply_assignments(data: dict, items: list[str]) -> dict:
             where = ".".join(str(p) for p in parts[: depth + 1])
             if isinstance(node, list):
                 if not isinstance(part, int) or not 0 <= part < len(node):
-                    raise ConfigError(f"--set {item.partition('=')[0]}: {where} needs an index 0..{len(node) - 1}")
+                    raise ConfigError(f"--set {_key(item.partition('=')[0])}: {_key(where)} needs an index 0..{len(node) - 1}")
             elif isinstance(node, dict):
                 if isinstance(part, int):
-                    raise ConfigError(f"--set {item.partition('=')[0]}: {where} is a key, not a list index")
+                    raise ConfigError(f"--set {_key(item.partition('=')[0])}: {_key(where)} is a key, not a list index")
             else:
-                raise ConfigError(f"--set {item.partition('=')[0]}: "
-                                  f"{'.'.join(str(p) for p in parts[:depth])} is not a mapping or list")
+                raise ConfigError(f"--set {_key(item.partition('=')[0])}: "
+                                  f"{_key('.'.join(str(p) for p in parts[:depth]))} is not a mapping or list")
             if last:
                 node[part] = value
             else:

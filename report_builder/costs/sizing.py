@@ -193,7 +193,7 @@ class Sizing:
                 from transformers import AutoConfig  # config cached, tokenizer files not
 
                 self._flag("model", mc.source, "lengths", why="tokenizer files not in the local Hugging Face cache")
-                out = (AutoConfig.from_pretrained(str(snap)), self.proxy_tokenizer())
+                out = (AutoConfig.from_pretrained(str(snap), trust_remote_code=False), self.proxy_tokenizer())
         self._configs[key] = out
         return out
 

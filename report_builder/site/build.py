@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 from report_builder import guard
+from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
@@ -50,7 +51,7 @@ from report_builder.site import history, permalinks, publish
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
-                                             write_figure_files)
+                                             write_csv, write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
 from report_builder.site.write_pages import PAGES, write_pages  # noqa: F401 - build.PAGES
 
@@ -140,6 +141,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     """
     out_dir = Path(out_dir).resolve()
     docs_dir = Path(docs_dir).resolve() if docs_dir is not None else None
+    site_url = check_site_url(site_url) if site_url is not None else None  # reaches every page: parsed, not trusted
     guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
     if docs_dir is not None:
         guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
@@ -421,7 +423,7 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     files = dict(ff.files)
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None)
     if cmp is not None:
-        cmp.table.to_csv(fig_dir / "paper_vs_ours.csv", index=False)
+        write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
