@@ -12,10 +12,10 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from report_builder import papers
-from report_builder.errors import ConfigError, for_terminal, shown
+from report_builder.errors import ConfigError
+from report_builder.yamlsafe import load_yaml, for_terminal, shown
 from report_builder.values import SITE_URL_MAX, check_site_url, plain_text  # noqa: F401 - re-exported
 
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
@@ -382,72 +382,6 @@ def expand_paths(cfg: Config) -> Config:
     return _replace(cfg, out_dir=ex(cfg.out_dir), cache_dir=ex(cfg.cache_dir), data_dir=ex(cfg.data_dir),
                     models=tuple(_replace(m, source=ex(m.source)) for m in cfg.models),
                     datasets=tuple(_replace(d, path=ex(d.path)) for d in cfg.datasets))
-
-
-ALIAS_BUDGET = 10_000
-"""How many values YAML aliases (``*name``) may add to a document once expanded: a configuration needs a
-handful; an alias bomb (each alias doubling the last) is refused before it is expanded."""
-
-
-def _alias_growth(root: "yaml.Node", where: str) -> int:
-    """How many values the aliases of ``root`` add when expanded (node count with every alias expanded,
-    less the document's own nodes); `ConfigError` for a recursive alias. Iterative, memoised by node."""
-    size: dict[int, int] = {}
-    active: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        kids = ([c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode)
-                else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
-        if done:
-            active.discard(id(node))
-            size[id(node)] = 1 + sum(size[id(c)] for c in kids)
-            continue
-        if id(node) in size:
-            continue
-        if id(node) in active:
-            mark = node.start_mark
-            raise ConfigError(f"{where}:{mark.line + 1}:{mark.column + 1}: a YAML alias refers to a value that "
-                              "contains it (a recursive alias); write the values out")
-        active.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in kids if id(c) not in size)
-    return size[id(root)] - len(size)
-
-
-def load_yaml(text: str, where: str):
-    """Parse YAML text from a user (a config file, a ``--set`` value) safely, as ``yaml.safe_load``.
-
-    Errors are one `ConfigError` line: ``FILE:LINE:COLUMN: not valid YAML: <problem>``; aliases that
-    would add more than `ALIAS_BUDGET` values once expanded (an alias bomb) are refused unexpanded.
-    """
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        grown = _alias_growth(node, where)
-        if grown > ALIAS_BUDGET:
-            raise ConfigError(f"{where}: YAML aliases expand to {grown:.3g} more values (at most {ALIAS_BUDGET:,} "
-                              "allowed; an alias bomb?); write the values out instead of repeating aliases")
-        return loader.construct_document(node)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        problem = ", ".join(str(x) for x in (e.context if not str(e.context or "").startswith("while") else None,
-                                             e.problem) if x)
-        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"{where}{at}: not valid YAML: {problem or 'syntax error'}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{where}: not valid YAML: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    except RecursionError:
-        raise ConfigError(f"{where}: YAML nested too deeply to read; a configuration needs a few levels") from None
-    except ConfigError:
-        raise
-    except (ValueError, TypeError, OverflowError) as e:  # a value PyYAML cannot construct (e.g. a date out of range)
-        raise ConfigError(f"{where}: not valid YAML: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") \
-            from None
-    finally:
-        loader.dispose()
 
 
 def load_config(path: str | Path | None = None, *, preset: str | None = None) -> Config:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from report_builder.config import load_yaml
 from report_builder.errors import ConfigError, for_terminal, shown
+from report_builder.yamlsafe import load_yaml
 
 _INDEX = re.compile(r"\[(\d+)\]")
 MAX_KEY = 200
