@@ -12,10 +12,9 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-
 from report_builder import papers
-from report_builder.errors import ConfigError
-from report_builder.yamlsafe import load_yaml, for_terminal, shown
+from report_builder.errors import ConfigError, for_terminal, shown
+from report_builder.yamlsafe import load_yaml
 from report_builder.values import SITE_URL_MAX, check_site_url, plain_text  # noqa: F401 - re-exported
 
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
