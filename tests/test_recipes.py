@@ -64,8 +64,9 @@ ALLOWED = {
                  "figures/k21/expansion.py", "figures/k21/declarations.py"},
     # families: the registry; the paper preset and the benchmark's shapes name real model families
     "models": {"models/registry.py", "models/adapter.py", "models/embedded.py", "papers.py", "bench/shapes.py"},
-    # executors: the registry (the default) and the local Ray's `address="local"` (Ray's own word)
-    "executors": {"executors/__init__.py", "executors/ray_local.py", "envinfo.py"},
+    # executors: the registry (the default) and the local Ray's `address="local"` (Ray's own word); the
+    # module `ray` itself: its version (envinfo) and the extra that installs it (extras)
+    "executors": {"executors/__init__.py", "executors/ray_local.py", "envinfo.py", "extras.py"},
 }
 
 
