@@ -1,5 +1,5 @@
-"""Building blocks shared by the layouts' mathematics: float32 norms, context-mixing ratios, the
-diagonal of a source-major chunk, and K21's weight-based maps.
+"""Building blocks shared by the layouts' mathematics: whether to skip the pairs j > i, float32 norms,
+context-mixing ratios, the diagonal of a source-major chunk, and K21's weight-based maps.
 
 Pitfall: `src_diag` returns a *view*; the layouts add the residual (diagonal) term through it in
 place, so the chunk must be contiguous in its source-major order ``(..., n_src, c, D)``.
@@ -9,7 +9,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from report_builder.decompose.attention import is_causal
 from report_builder.decompose.layer import LayerResult
+
+
+def resolve_causal(alpha: Tensor, causal: bool | None) -> bool:
+    """Whether the n^2 steps may cover the pairs j <= i only. None: whether ``alpha`` is causal
+    (`attention.is_causal`); True: required (a ValueError when a probability above the diagonal is not
+    zero); False: every pair, as for a bidirectional model."""
+    if causal is False:
+        return False
+    found = is_causal(alpha)
+    if causal and not found:
+        raise ValueError("causal=True, but the attention probabilities are not causal (a probability "
+                         "above the diagonal is not zero)")
+    return found
 
 
 def norm32(t: Tensor) -> Tensor:

@@ -72,12 +72,13 @@ class _HeadFF:
             hb = (ub @ fw.w1 + b1) * self.kappa + g0
         self.bias = hb @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
 
-    def rows(self, alpha: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
-        """FF output terms (n, c, d) of query rows ``start:stop`` and their bias (c, d)."""
-        a_s = (alpha[:, start:stop] * self.inv[start:stop].unsqueeze(0)).permute(2, 1, 0).contiguous()
+    def rows(self, alpha: Tensor, start: int, stop: int, m: int) -> tuple[Tensor, Tensor]:
+        """FF output terms (m, c, d) of query rows ``start:stop`` from the first ``m`` sources, and their
+        bias (c, d)."""
+        a_s = (alpha[:, start:stop, :m] * self.inv[start:stop].unsqueeze(0)).permute(2, 1, 0).contiguous()
         ps = []
         for u, ux in zip(self.u, self.ux):
-            p = torch.bmm(a_s, u)  # (n, c, d')
+            p = torch.bmm(a_s, u[:m])  # (m, c, d')
             src_diag(p, start).add_((ux[start:stop] * self.inv_x[start:stop]).T)
             ps.append(p)
         if self.fw.gated:
@@ -89,9 +90,9 @@ class _HeadFF:
 
 
 def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, ratios: bool, extras: bool,
-                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool = False) -> LayerResult:
     """Sandwich layer, x (n, d), alpha (H, n, n): attention-side quantities in closed form, the maps by
-    query-row chunks."""
+    query-row chunks (causal: each over its source prefix only)."""
     n, d = x.shape
     res = LayerResult()
     n_pa, n_pf, n_po = lw.post_attn_norm, lw.ln2, lw.post_ff_norm
@@ -99,7 +100,7 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
     res.sums["LN1"] = y
     w = value_vectors(lw.attn, y)
     b_o = output_bias(lw.attn, d, x)
-    total = attn_total(alpha, w)
+    total = attn_total(alpha, w, causal)
     a_real = total + b_o
     res.sums["ATTN"] = a_real
     s_pa = norm_scale(n_pa, a_real)  # (n, 1)
@@ -122,7 +123,7 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
         res.ratios["ATTNRES-N"] = ratio(ctx_atb, self_atb)
         res.ratios["ATTNRESLN-N"] = ratio(norm_linear(n_pf, ctx_atb), norm_linear(n_pf, self_atb))
     if "ATTN-N" in want:
-        res.maps["ATTN-N"] = gram_norms(alpha, w)
+        res.maps["ATTN-N"] = gram_norms(alpha, w, causal)
 
     ff_scopes = set(lw.scopes[2:])
     need_ff = bool(want & ff_scopes) or extras
@@ -130,7 +131,8 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
     if not need_loop:
         return res
     sc = lw.scopes
-    mp = {k: torch.empty(n, n, dtype=torch.float32, device=x.device)
+    new_map = torch.zeros if causal else torch.empty  # causal: the pairs j > i are never written
+    mp = {k: new_map(n, n, dtype=torch.float32, device=x.device)
           for k in set(sc) | {"ATTNRES-N", "ATTNRESLN-N"} if k in want}
     acc = {k: torch.empty(n, d, dtype=x.dtype, device=x.device) for k in sc[2:]} if need_ff else {}
     bias = {k: torch.empty(n, d, dtype=x.dtype, device=x.device) for k in sc[2:]} if need_ff else {}
@@ -142,38 +144,39 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
     for start in range(0, n, c):
         stop = min(n, start + c)
         rows = slice(start, stop)
-        t = _norm_terms(n_pa, attn_terms_src(alpha[:, rows], w), s_pa[rows])  # (n, c, d) N_pa(ATTN) terms
+        m = stop if causal else n  # the sources these rows read
+        t = _norm_terms(n_pa, attn_terms_src(alpha[:, rows, :m], w[:m]), s_pa[rows])  # (m, c, d) N_pa(ATTN) terms
         tb = _norm_bias(n_pa, b_o.expand(stop - start, d), s_pa[rows])
         src_diag(t, start).add_(x[rows].T)  # RES: x_i to the j = i term
         if "ATB" in mp:
-            mp["ATB"][rows] = norm32(t).T
+            mp["ATB"][rows, :m] = norm32(t).T
         if "ATTNRES-N" in mp:
-            mp["ATTNRES-N"][rows] = norm32(t).T
+            mp["ATTNRES-N"][rows, :m] = norm32(t).T
         if want & {"ATBLN", "ATTNRESLN-N"}:
             u = _norm_terms(n_pf, t, s_pf[rows])
             for k in ("ATBLN", "ATTNRESLN-N"):
                 if k in mp:
-                    mp[k][rows] = norm32(u).T
+                    mp[k][rows, :m] = norm32(u).T
             del u
         if not need_ff:
             continue
-        f, fb = head_ff.rows(alpha, start, stop)
+        f, fb = head_ff.rows(alpha, start, stop, m)
         acc[sc[2]][rows] = f.sum(0) + fb
         bias[sc[2]][rows] = fb
         if sc[2] in mp:
-            mp[sc[2]][rows] = norm32(f).T
+            mp[sc[2]][rows, :m] = norm32(f).T
         f = _norm_terms(n_po, f, s_po[rows])
         fb = _norm_bias(n_po, fb, s_po[rows])
         acc[sc[3]][rows] = f.sum(0) + fb
         bias[sc[3]][rows] = fb
         if sc[3] in mp:
-            mp[sc[3]][rows] = norm32(f).T
+            mp[sc[3]][rows, :m] = norm32(f).T
         t.add_(f)
         del f
         acc[sc[4]][rows] = t.sum(0) + tb + fb
         bias[sc[4]][rows] = tb + fb
         if sc[4] in mp:
-            mp[sc[4]][rows] = norm32(t).T
+            mp[sc[4]][rows, :m] = norm32(t).T
         del t
     res.maps.update(mp)
     res.sums.update(acc)
