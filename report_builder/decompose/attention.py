@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from report_builder.decompose.chunks import BLOCK_ROWS
+
 
 @dataclass(frozen=True)
 class AttentionWeights:
@@ -84,11 +86,6 @@ def attn_terms_src(alpha: Tensor, w: Tensor) -> Tensor:
         (..., n, c, D) contiguous with ``out[j, i] = sum_h alpha[h, i, j] * w[j, h]``.
     """
     return alpha.movedim(-3, -1).transpose(-3, -2).contiguous() @ w
-
-
-BLOCK_ROWS = 128
-"""Rows per block of the causal attention step (query rows for the head sums, source rows for the
-Gram maps): large GEMMs, and at most ``BLOCK_ROWS / 2`` wasted (zero) pairs per row."""
 
 
 def is_causal(alpha: Tensor) -> bool:

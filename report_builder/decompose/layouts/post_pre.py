@@ -21,10 +21,10 @@ from torch import Tensor
 from report_builder.decompose.attention import (
     attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
 )
-from report_builder.decompose.chunks import default_chunk_rows
+from report_builder.decompose.chunks import ff_tiles
 from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, gated_integrals
 from report_builder.decompose.layer import LayerResult, LayerWeights
-from report_builder.decompose.layouts.common import norm32, ratio, resolve_causal, src_diag
+from report_builder.decompose.layouts.common import add_diag, norm32, ratio, resolve_causal
 from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
 
 
@@ -152,6 +152,34 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
     return res
 
 
+def _into(acc: Tensor, start: int, stop: int, part: Tensor, first: bool) -> None:
+    """A chunk's sum over its sources: the first tile's sum written, a later tile's added."""
+    if first:
+        acc[:, start:stop] = part
+    else:
+        acc[:, start:stop] += part
+
+
+def _ff_terms(fw: FFWeights, a_s: Tensor, u: Tensor, ux: Tensor, g1: Tensor, g2: Tensor | None, j0: int,
+              start: int) -> Tensor:
+    """FF output terms (B, S, c, d) of one tile: sources ``j0 ..`` of query rows ``start ..``.
+
+    ``a_s`` (B, S, c, H): the tile's probabilities, rows scaled by 1/s_i; ``u`` (B, S, H, k d'): the
+    sources' head vectors through the first projection(s); ``ux`` (B, c, k d'): the rows' residual
+    vectors through them, scaled; ``g1``, ``g2``: the rows' IG factors (element-wise: kappa; gated:
+    I1, I2). Gated: gate and up terms come from one GEMM over the source token, the hidden terms
+    overwrite the gate half in place and feed the second matmul as a strided 2-D view.
+    """
+    p = a_s @ u  # (B, S, c, k d')
+    add_diag(p, j0, start, ux)
+    B, S, c = p.shape[:3]
+    if fw.gated:
+        dff = fw.d_ff
+        p[..., :dff].mul_(g1).addcmul_(p[..., dff:], g2)
+        return torch.mm(p.view(B * S * c, 2 * dff)[:, :dff], fw.w2).view(B, S, c, -1)  # the n^2 d d' part
+    return p.mul_(g1) @ fw.w2  # the n^2 d d' part
+
+
 def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras, causal):
     """Decompose FF (through the heads), FF+RES and (post-LN) LN2, chunked over query rows (causal:
     each chunk over its source prefix only; the maps are exact zeros beyond it)."""
@@ -191,56 +219,48 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
     sum_ff = torch.zeros(B, n, d, dtype=x.dtype, device=x.device)
     sum_ffres = torch.zeros_like(sum_ff)
 
-    c = chunk_rows or default_chunk_rows(n, d, fw.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size(),
-                                        gated=fw.gated, batch=B)
+    c, tile = (chunk_rows, n) if chunk_rows else ff_tiles(n, d, fw.d_ff, budget_bytes=budget_bytes,
+                                                          itemsize=x.element_size(), gated=fw.gated, batch=B)
     inv_all = 1.0 / sf  # (B, n, 1)
     # Chunks are source-major, (n_src, c, .): every head-sum is one batched GEMM over the source
     # token, the FF second matmul is one (n c, d') x (d', d) GEMM, and the diagonal (residual) terms
-    # are a strided view. 1/s_i is folded into the chunk's attention rows once.
+    # are a strided view. 1/s_i is folded into the chunk's attention rows once. Long sequences cut a
+    # chunk's sources into tiles (`chunks.ff_tiles`); their partial sums add up in source order.
     for start in range(0, n, c):
         stop = min(n, start + c)
-        cc = stop - start
         m = stop if causal else n  # the sources these rows read
         a_c = alpha[:, :, start:stop, :m]  # (B, H, c, m)
         inv = inv_all[:, start:stop]  # (B, c, 1)
-        # (B, n, c, H), rows scaled by 1/s_i
+        # (B, m, c, H), rows scaled by 1/s_i
         a_s = (a_c * inv.unsqueeze(1)).permute(0, 3, 2, 1).contiguous()
-        if fw.gated:
-            # gate and up terms in one GEMM over the source token: (B, n, c, 2 d'); the hidden terms
-            # overwrite the gate half in place and feed the second matmul as a strided 2-D view
-            pab = a_s @ uab[:, :m]
-            src_diag(pab, start).add_((uxab[:, start:stop] * inv).transpose(-1, -2))
-            hidden = pab[..., :dff].mul_(i1[:, None, start:stop]).addcmul_(pab[..., dff:], i2[:, None, start:stop])
-            f = torch.mm(pab.view(B * m * cc, 2 * dff)[:, :dff], fw.w2).view(B, m, cc, d)  # the n^2 d d' part
-            del pab, hidden
-        else:
-            p = a_s @ u[:, :m]  # (B, m, c, d')
-            src_diag(p, start).add_((ux[:, start:stop] * inv).transpose(-1, -2))
-            hidden = p.mul_(kappa[:, None, start:stop])
-            f = hidden @ fw.w2  # (B, n, c, d): the n^2 d d' part
-            del hidden
-        sum_ff[:, start:stop] = f.sum(1)
-        if maps_ff is not None:
-            maps_ff[:, start:stop, :m] = norm32(f).transpose(-1, -2)
-        # residual terms: post = ATB terms (normalised), pre = ATTN + RES terms
-        if post:
-            r = a_s @ mw[:, :m]
-            src_diag(r, start).add_((mx[:, start:stop] * inv).transpose(-1, -2))
-        else:
-            r = attn_terms_src(a_c, w[:, :m])
-            src_diag(r, start).add_(x[:, start:stop].transpose(-1, -2))
-        t = f.add_(r)
-        del r
-        sum_ffres[:, start:stop] = t.sum(1)
-        if maps_ffres is not None:
-            maps_ffres[:, start:stop, :m] = norm32(t).transpose(-1, -2)
-        if maps_ln2 is not None:
-            # ||M(t)|| / s2_i with M = LN2's linear part, in place on t (no longer needed)
-            if lw.ln2.kind != "RMSNorm":
-                t.sub_(t.mean(-1, keepdim=True))
-            t.mul_(lw.ln2.weight)
-            maps_ln2[:, start:stop, :m] = norm32(t).transpose(-1, -2) / s2[:, start:stop].float()
-        del t
+        for j0 in range(0, m, tile):
+            j1 = min(m, j0 + tile)
+            first = j0 == 0
+            f = _ff_terms(fw, a_s[:, j0:j1], uab[:, j0:j1] if fw.gated else u[:, j0:j1],
+                          (uxab if fw.gated else ux)[:, start:stop] * inv, i1[:, None, start:stop] if fw.gated
+                          else kappa[:, None, start:stop], i2[:, None, start:stop] if fw.gated else None, j0, start)
+            _into(sum_ff, start, stop, f.sum(1), first)
+            if maps_ff is not None:
+                maps_ff[:, start:stop, j0:j1] = norm32(f).transpose(-1, -2)
+            # residual terms: post = ATB terms (normalised), pre = ATTN + RES terms
+            if post:
+                r = a_s[:, j0:j1] @ mw[:, j0:j1]
+                add_diag(r, j0, start, mx[:, start:stop] * inv)
+            else:
+                r = attn_terms_src(a_c[..., j0:j1], w[:, j0:j1])
+                add_diag(r, j0, start, x[:, start:stop])
+            t = f.add_(r)
+            del r
+            _into(sum_ffres, start, stop, t.sum(1), first)
+            if maps_ffres is not None:
+                maps_ffres[:, start:stop, j0:j1] = norm32(t).transpose(-1, -2)
+            if maps_ln2 is not None:
+                # ||M(t)|| / s2_i with M = LN2's linear part, in place on t (no longer needed)
+                if lw.ln2.kind != "RMSNorm":
+                    t.sub_(t.mean(-1, keepdim=True))
+                t.mul_(lw.ln2.weight)
+                maps_ln2[:, start:stop, j0:j1] = norm32(t).transpose(-1, -2) / s2[:, start:stop].float()
+            del t
     if post:
         # LN2 is linear with its scale frozen: the sum of its terms is M(sum of FFRES terms) / s2
         sum_ln2 = norm_linear(lw.ln2, sum_ffres) / s2
