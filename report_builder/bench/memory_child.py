@@ -42,7 +42,8 @@ def main(argv: list[str]) -> int:
 
     from report_builder.bench.memory import MIB, chunk_budget, reset_rss_peak, rss_now, rss_peak
     from report_builder.bench.shapes import build, capture_layers, layer_dims, random_inputs
-    from report_builder.decompose.chunks import default_chunk_rows
+    from report_builder.decompose.attention import is_causal
+    from report_builder.decompose.chunks import ff_tiles
     from report_builder.decompose.layouts import decompose_layer
     from report_builder.schema import K21_METHODS
 
@@ -60,15 +61,17 @@ def main(argv: list[str]) -> int:
         del cap
         itemsize = x.element_size()
         limit = args.get("max_memory")
-        budget = (chunk_budget(int(limit), n, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"], itemsize)
-                  if limit else 512 * MIB)
+        causal = is_causal(a)
+        budget = (chunk_budget(int(limit), n, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"], itemsize,
+                               causal=causal) if limit else 512 * MIB)
         peak_before = rss_peak()
         reset = reset_rss_peak()
         before = rss_now()
         t0 = time.perf_counter()
-        out = {"mode": args["mode"], "chunk_budget_bytes": budget,
-               "chunk_rows": default_chunk_rows(n, dims["d_model"], dims["d_ff"], budget_bytes=budget,
-                                                itemsize=itemsize, gated=dims["gated"])}
+        rows, tile = ff_tiles(n, dims["d_model"], dims["d_ff"], budget_bytes=budget, itemsize=itemsize,
+                              gated=dims["gated"])
+        out = {"mode": args["mode"], "chunk_budget_bytes": budget, "chunk_rows": rows, "chunk_tile": tile,
+               "causal": causal}
         if args["mode"] == "naive_full":
             from report_builder.decompose.reference import reference_layer, reference_maps
             reference_maps(reference_layer(lw, x, a, ig="closed"))

@@ -27,7 +27,9 @@ def format_bench(result: dict) -> str:
         f"load average at start {c['loadavg_start'][0]:.2f}, at end {c['loadavg_end'][0]:.2f}",
         f"decomposed layers: {c['layers_timed']} of {c['layers_total']} (per-layer medians; tokens/s model-equivalent "
         f"= batch x n / (s/layer x {c['layers_total']}))",
-        f"chunk budget {fmt_bytes(c['chunk_budget_bytes'])} -> {c['chunk_rows']} query rows per FF chunk; "
+        f"chunk budget {fmt_bytes(c['chunk_budget_bytes'])} -> {c['chunk_rows']} query rows per FF chunk"
+        + (f" in tiles of {c['chunk_tile']} sources" if c.get("chunk_tile", c["seq_len"]) < c["seq_len"] else "")
+        + "; "
         f"forward batch for this budget: {c['recommended_batch']}"
         + (f"; --max-memory {fmt_bytes(c['max_memory_bytes'])}" if c["max_memory_bytes"] else ""),
         "",

@@ -45,7 +45,7 @@ from report_builder.bench.shapes import SHAPES, build, capture_layers, layer_dim
 from report_builder.bench.timing import cpu_name, time_call
 from report_builder.costs import FLOP_COUNT_DOC, ff_flops
 from report_builder.decompose.attention import is_causal
-from report_builder.decompose.chunks import default_chunk_rows, pair_count
+from report_builder.decompose.chunks import ff_tiles, pair_count
 from report_builder.decompose.layouts import decompose_batch, decompose_layer
 from report_builder.schema import K21_METHODS
 
@@ -154,10 +154,10 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         causal = all(is_causal(c.alpha) for c in caps)
         dims["causal"] = causal
         if limit is not None:
-            budget = chunk_budget(limit, n, d, dff, H, gated, itemsize)
+            budget = chunk_budget(limit, n, d, dff, H, gated, itemsize, causal=causal)
         else:
             budget = 512 * MIB
-        chunk = default_chunk_rows(n, d, dff, budget_bytes=budget, itemsize=itemsize, gated=gated, batch=batch)
+        chunk, tile = ff_tiles(n, d, dff, budget_bytes=budget, itemsize=itemsize, gated=gated, batch=batch)
         lws = [lm.layer_weights(i) for i in timed_layers]
         ff_scope = lws[0].layout.ff_after  # the scope right after FF: its map needs the FF decomposition
         seqs = [(lw, cap.x[b], cap.alpha[b], {k: t[b] for k, t in cap.refs.items()})
@@ -193,8 +193,8 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                 "naive_full": each(lambda lw, x, a, r: reference_maps(reference_layer(lw, x, a, ig="closed"))),
             })
         # the roofline: a plain matmul of the FF chunk GEMM's shape, as many calls as the FF step makes
-        mm_rows = min(batch * n * chunk, 16384)
-        mm_calls = len(lws) * -(-n // chunk) * max(1, batch * n * chunk // mm_rows)
+        mm_rows = min(batch * tile * chunk, 16384)
+        mm_calls = len(lws) * max(1, -(-batch * pair_count(n, causal, chunk) // mm_rows))
         gen = torch.Generator().manual_seed(1)
         mm_a = torch.randn(mm_rows, dff, generator=gen).to(device=device, dtype=tdt)
         mm_b = torch.randn(dff, d, generator=gen).to(device=device, dtype=tdt)
@@ -274,7 +274,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
     cfg = dict(shape=shape, model=model, description=SHAPES[shape][2] if shape else model, **dims,
                layers_timed=n_timed, seq_len=n, batch=batch, device=device, dtype=dtype, tf32=tf32,
                threads=torch.get_num_threads(), repeats=max(1, repeats), max_memory_bytes=limit,
-               chunk_budget_bytes=budget, chunk_rows=chunk,
+               chunk_budget_bytes=budget, chunk_rows=chunk, chunk_tile=tile,
                recommended_batch=batch_for_budget(budget, n, d, H, L, itemsize),
                torch=torch.__version__, cpu=cpu_name(), python=platform.python_version(),
                loadavg_start=list(load0), loadavg_end=list(os.getloadavg()))

@@ -7,7 +7,7 @@ is not counted except the IG path points). P is the number of token pairs an n^2
 (`decompose.chunks.pair_count`): ``n^2`` for a bidirectional model; for a causal one the pairs
 j <= i as the decomposition cuts them (SPEC §8) — query-row blocks over their source prefix, so a
 little more than the minimum ``n (n+1) / 2`` (P_a: blocks of `chunks.BLOCK_ROWS` rows in the
-attention step; P_f: the FF chunk's rows, `chunks.default_chunk_rows` at the default budget):
+attention step; P_f: the FF chunk's rows, `chunks.ff_tiles` at the default budget):
 
 - forward (the HF forward pass every decomposition starts from; eager attention scores every pair):
   ``2 n d (H d_h + 2 H_kv d_h) + 2 n H d_h d + 4 n^2 H d_h + 2 (k+1) n d d'``
@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from report_builder import schema
-from report_builder.decompose.chunks import BLOCK_ROWS, default_chunk_rows, pair_count
+from report_builder.decompose.chunks import BLOCK_ROWS, ff_tiles, pair_count
 
 FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 P d' d (second matmul over the P token pairs: n^2, or "
                   "for a causal model the pairs j <= i, minimal P = n (n+1) / 2) + k [2 n (H+1) d d' + 2 P H d'] "
@@ -54,6 +54,7 @@ class Shape:
         scopes: the layout's K24 scopes (maps per layer).
         causal: a decoder (each token attends to itself and earlier ones): the n^2 steps cover the
             pairs j <= i only (`pairs`).
+        layout: the layout id (`schema.Layout.id`; empty when unknown).
     """
 
     d: int
@@ -67,6 +68,7 @@ class Shape:
     params: int
     scopes: int = 4
     causal: bool = False
+    layout: str = ""
 
 
 def shape_of(config, adapter) -> Shape:
@@ -82,12 +84,14 @@ def shape_of(config, adapter) -> Shape:
     rope = getattr(config, "rope_theta", None) is not None or getattr(config, "rope_scaling", None) is not None
     params = L * per_layer + vocab * d + (0 if rope else pos * d)
     return Shape(d, L, H, kv, dh, dff, gated, adapter.layout.id == schema.POST_LN.id, params,
-                 len(adapter.layout.scopes), bool(adapter.causal))
+                 len(adapter.layout.scopes), bool(adapter.causal), adapter.layout.id)
 
 
 def ff_rows(s: Shape, n: int, budget_bytes: int = 512 << 20, itemsize: int = 4) -> int:
-    """Query rows per FF chunk for one sequence (`decompose.chunks.default_chunk_rows`)."""
-    return default_chunk_rows(n, s.d, s.d_ff, budget_bytes=budget_bytes, itemsize=itemsize, gated=s.gated)
+    """Query rows per FF chunk for one sequence (`decompose.chunks.ff_tiles`; the sandwich layout's
+    chunks count one projection's terms, `decompose.layouts.sandwich`)."""
+    return ff_tiles(n, s.d, s.d_ff, budget_bytes=budget_bytes, itemsize=itemsize,
+                    gated=s.gated and s.layout != schema.SANDWICH.id)[0]
 
 
 def pairs(s: Shape, n: int, step: str = "ff", minimal: bool = False) -> int:
