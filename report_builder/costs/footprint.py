@@ -17,12 +17,19 @@ MAPS_KEPT = 7
 """Upper bound on the ``(n, n)`` maps a layer's result keeps (the scopes of the longest layout)."""
 
 
-def capture_bytes(s: Shape, n: int, itemsize: int) -> int:
+def capture_bytes(s: Shape, n: int, itemsize: int, streamed: bool | None = None) -> int:
     """What the forward pass and the capture hold for one sequence. The engine decomposes each layer
-    inside the forward pass and drops its captures (`models.capture`, streaming), so one layer's
-    probabilities, input and 6 check-point tensors are held at a time, plus every finished layer's
-    maps (at most `MAPS_KEPT` of ``n x n``)."""
-    return sequence_capture_bytes(n, s.d, s.heads, 1, itemsize) + s.layers * MAPS_KEPT * n * n * itemsize
+    inside the forward pass and drops its captures (`models.capture`), so one layer's probabilities,
+    input and 6 check-point tensors are held at a time, plus every finished layer's maps (at most
+    `MAPS_KEPT` of ``n x n``) — or, for a sequence the deterministic path streams layer by layer
+    (``streamed``; default: `decompose.chunks.streams`), three layers' maps (one being read, one
+    handed over, one being made)."""
+    from report_builder.decompose.chunks import streams
+
+    if streamed is None:
+        streamed = streams(n, s.layers, MAPS_KEPT)
+    held = min(s.layers, 3) if streamed else s.layers
+    return sequence_capture_bytes(n, s.d, s.heads, 1, itemsize) + held * MAPS_KEPT * n * n * itemsize
 
 
 def sequence_capture_bytes(n: int, d: int, heads: int, layers: int, itemsize: int) -> int:

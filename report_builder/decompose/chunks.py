@@ -80,3 +80,14 @@ def pair_count(n: int, causal: bool, rows: int | None = None) -> int:
     rows = max(1, min(n, rows))
     full, last = divmod(n, rows)  # blocks of `rows` rows end at rows, 2 rows, ..., then one of `last` rows
     return rows * rows * full * (full + 1) // 2 + last * n
+
+
+STREAM_BYTES = 256 << 20
+"""A sequence whose maps for all its layers would exceed this is streamed layer by layer on the
+deterministic path (`engine.decompose_sequences`), holding one layer's maps at a time."""
+
+
+def streams(n: int, layers: int, n_maps: int, itemsize: int = 4) -> bool:
+    """Whether a sequence of ``n`` tokens is streamed: its ``n_maps`` (n, n) maps for ``layers`` layers
+    would exceed `STREAM_BYTES`. Shape-only; streaming changes no result, only what is held."""
+    return layers * n_maps * n * n * itemsize > STREAM_BYTES
