@@ -32,7 +32,8 @@ class LayoutMaths:
             -> `LayerResult` of one unpadded sequence (errors not yet recorded); ``causal``: alpha is
             causal, so the n^2 steps may cover the pairs j <= i only.
         batch: the same for a right-padded batch, with the real ``lengths`` after alpha, -> one result
-            per sequence (``causal`` as given: None is resolved after the pads are masked); None: the batch runs one sequence at a time through ``one``.
+            per sequence (``causal`` as given: None is resolved after the pads are masked); None: the
+            batch runs one sequence at a time through ``one``.
     """
 
     one: Callable[..., LayerResult]
