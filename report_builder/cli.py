@@ -216,8 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p = _sub(sub, "bench", "side-by-side speed and memory benchmark",
              "The plain HF forward pass, the naive reference and the fast engine, measured in one run.", common)
-    p.add_argument("--shape", default=None, help="a synthetic shape: tiny, base, large, gpt2-base or llama-small "
-                                                 "(default base)")
+    p.add_argument("--shape", default=None, help="a synthetic shape: tiny, tiny-llama, base, large, gpt2-base or "
+                                                 "llama-small (default base)")
     p.add_argument("--model", default=None, metavar="SOURCE", help="bench a real model instead of a shape")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
     p.add_argument("--batch", type=int, default=1, help="sequences per batch (default 1)")

@@ -56,6 +56,10 @@ TARGETS = {"k21_ratios_speedup": 10.0, "k21_maps_speedup": 5.0, "ff_roofline": 0
 TARGET_SETTING = dict(shape="base", seq_len=128, dtype="float32", device="cpu")
 CAUSAL_SETTING = dict(model="smollm2", seq_len=128, dtype="float32", device="cpu")
 BUDGET_CHECK = dict(shape="base", seq_len=512)
+TINY_SHAPES = ("tiny", "tiny-llama")
+MATMUL_FLOPS_CAP = 1e12
+"""The roofline matmul makes as many calls as the FF step makes GEMMs, up to this many FLOPs (a long
+sequence's FF step would otherwise double the bench's time)."""
 LONG_N = 1024
 """Above this length (on CPU) the bench skips what grows with n^2 beyond its point: the warm-up, the
 every-pair and naive baselines, and the interleaved full-layer timing (the peak-memory child times it
@@ -110,8 +114,9 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
     """Benchmark the fast engine against the forward pass and the naive code, side by side.
 
     Args:
-        shape: ``tiny``, ``base``, ``large``, ``gpt2-base`` or ``llama-small`` (random init, seeded);
-            ignored when ``model`` is given. model: a name `report_builder.models.loading.load` accepts.
+        shape: ``tiny``, ``tiny-llama``, ``base``, ``large``, ``gpt2-base`` or ``llama-small`` (random
+            init, seeded); ignored when ``model`` is given. model: a name
+            `report_builder.models.loading.load` accepts.
         seq_len, batch: random token ids (seeded), all positions real.
         device, dtype: ``cpu``/``cuda``; ``float32``, ``bfloat16``, ``float16`` or ``tf32`` (float32
             storage, TF32 matmuls on CUDA). Norms are accumulated in float32 whatever the dtype.
@@ -141,7 +146,8 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
     dims = layer_dims(lm)
     n, d, dff, H, gated = seq_len, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"]
     L = lm.n_layers
-    n_timed = min(L, layers or (L if shape == "tiny" else DEFAULT_TIMED_LAYERS))
+    tiny = shape in TINY_SHAPES
+    n_timed = min(L, layers or (L if tiny else DEFAULT_TIMED_LAYERS))
     timed_layers = list(range(n_timed))
     itemsize = torch.empty((), dtype=tdt).element_size()
     inputs = random_inputs(lm, seq_len, batch)
@@ -195,6 +201,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         # the roofline: a plain matmul of the FF chunk GEMM's shape, as many calls as the FF step makes
         mm_rows = min(batch * tile * chunk, 16384)
         mm_calls = len(lws) * max(1, -(-batch * pair_count(n, causal, chunk) // mm_rows))
+        mm_calls = min(mm_calls, max(1, int(MATMUL_FLOPS_CAP // (2 * mm_rows * dff * d))))  # long sequences
         gen = torch.Generator().manual_seed(1)
         mm_a = torch.randn(mm_rows, dff, generator=gen).to(device=device, dtype=tdt)
         mm_b = torch.randn(dff, d, generator=gen).to(device=device, dtype=tdt)
@@ -259,7 +266,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
             eff.update(efficiency(dims, n, batch, {"fast_full": child["seconds"]}, mm["gflops"] * 1e9))
         errors.update(child.get("errors") or {})
     if budget_check is None:
-        budget_check = shape != "tiny" and not device.startswith("cuda") and not long
+        budget_check = not tiny and not device.startswith("cuda") and not long
     if budget_check:
         blimit = limit or TARGETS["budget_bytes"]
         bc = run_child(dict(shape=BUDGET_CHECK["shape"], model=None, seq_len=BUDGET_CHECK["seq_len"], device="cpu",
@@ -268,7 +275,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         bc.update(limit_bytes=blimit, shape=BUDGET_CHECK["shape"], seq_len=BUDGET_CHECK["seq_len"])
         bc["pass"] = bool("peak_rss_bytes" in bc and bc["peak_rss_bytes"] <= blimit and bc.get("max_error", 1) <= 1e-4)
     else:
-        bc = {"skipped": "not requested" + (" (off by default for shape tiny)" if shape == "tiny" else ""),
+        bc = {"skipped": "not requested" + (f" (off by default for shape {shape})" if tiny else ""),
               "pass": None}
 
     cfg = dict(shape=shape, model=model, description=SHAPES[shape][2] if shape else model, **dims,

@@ -445,6 +445,7 @@ def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Sectio
     write("methods.md", env.get_template("pages/methods.md.j2").render(
         prov=prov, recon_table=pages.recon_table(tables), recon_summary=pages.recon_summary(tables),
         js=assets.versions(), inline_kb=inline_limit // 1000))
+    write("performance.md", env.get_template("pages/performance.md.j2").render())  # hand-written: docs/performance.md
     write("models.md", env.get_template("pages/models.md.j2").render(
         model_cards=pages.model_cards(tables, prov), dataset_cards=pages.dataset_cards(tables, prov)))
 
