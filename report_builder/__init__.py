@@ -51,14 +51,49 @@ def decompose(
     enforce: bool = True,
     batch_size: int = 8,
     max_memory: str = "1GiB",
+    progress: bool = True,
 ) -> Decomposition:  # noqa: F821 - `notebook.Decomposition` (an annotation, never evaluated)
-    """Decompose every layer of a model, exactly, for a few texts: `report_builder.notebook.decompose`
-    (same signature, checked by a test; the notebook module, and torch, load on the first call)."""
-    _decompose = importlib.import_module("report_builder.notebook").decompose  # lazily, as `__getattr__`
+    """Decompose every layer of a model, exactly, for your texts.
+
+    Each scope's output is written as ``z_i = sum_j z_{i<-j} + z_{i<-bias}`` (SPEC §1) and checked
+    against the tensors the unmodified Hugging Face model computes. Layers count from 1 (as on the
+    site, in its ``data.csv`` and in the papers); mixing ratios are in percent; maps are shown
+    row-normalised unless ``normalise=None`` (see [`Decomposition`][report_builder.notebook.Decomposition]).
+
+    Args:
+        model: An embedded name (``"minilm"``, ``"smollm2"``), a local directory, a hub id, a
+            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair.
+        texts: One text, a ``(text_a, text_b)`` pair, or a list of texts and pairs.
+        layers: Layers to decompose, counted from 1 (``[1]`` is the first layer; default: all).
+        scopes: K24 scopes whose maps to keep: ``"all"`` (the layout's scopes), a list, or ``None``.
+            Scopes after the attention block need the feed-forward decomposition (the costly part).
+        methods: K21 methods whose maps to keep (``"all"``, a list or ``None``); their ratios are
+            always computed.
+        device: ``cpu`` or ``cuda`` (for a source string).
+        dtype: ``float32`` (errors enforced at 1e-4), ``bfloat16`` or ``float16`` (errors reported only).
+        max_length: Cut each text to this many tokens (default: the model's positions; a warning
+            names the texts that were cut).
+        ig: Feed-forward attribution: ``"closed"`` (exact closed-form IG) or ``"numerical"``.
+        ig_steps: Steps of the numerical IG.
+        enforce: Raise ``ReconstructionError`` when a float32 error exceeds the bound.
+        batch_size: Sequences per forward pass.
+        max_memory: Budget of the chunked FF step, e.g. ``"1GiB"``.
+        progress: Show a progress bar over sequences x layers (``tqdm.auto``: a widget in Jupyter;
+            it appears only when the work takes more than a moment). ``False`` turns it off.
+
+    Returns:
+        A [`Decomposition`][report_builder.notebook.Decomposition] (tensors on the CPU).
+
+    Raises:
+        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts.
+    """
+    # `report_builder.notebook.decompose` itself (same signature and docstring, both checked by a test);
+    # the notebook package, and torch, load on the first call, as `__getattr__` does for the other names
+    _decompose = importlib.import_module("report_builder.notebook").decompose
 
     return _decompose(model, texts, layers=layers, scopes=scopes, methods=methods, device=device, dtype=dtype,
                       max_length=max_length, ig=ig, ig_steps=ig_steps, enforce=enforce, batch_size=batch_size,
-                      max_memory=max_memory)
+                      max_memory=max_memory, progress=progress)
 
 
 def __getattr__(name: str) -> Any:

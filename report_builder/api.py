@@ -22,6 +22,7 @@ from report_builder.config import Config, as_config, choose_threads  # noqa: F40
 from report_builder.housekeeping import check_ids, clean, preflight
 from report_builder.last_build import tables_from_cache
 from report_builder.provenance import placements  # noqa: F401 - api.placements
+from report_builder.reproduce import diff, format_diff, reproduce  # noqa: F401 - api.diff, api.reproduce
 from report_builder.schema import ERROR_BOUND
 from report_builder.site.configured import render_configured, roles_of  # noqa: F401 - api.roles_of
 from report_builder.site.summary import summary_lines, summary_memo
@@ -121,7 +122,9 @@ def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None,
     """The tasks a build of ``cfg`` runs, in run order, what each costs, and whether it is cached.
 
     Loads the evaluation sets, hashes the weights (memoised) and reads each model's config and
-    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`).
+    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`). Runs
+    before anything is downloaded: what is not here is sized from recorded facts and flagged
+    (`costs.sizing`; each task's ``estimated``).
 
     Args:
         gpu, gpu_flops: price a GPU that is not here: a name in `costs.GPUS`, or a matmul's TFLOP/s.
@@ -132,11 +135,10 @@ def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None,
         ``peak_bytes``, ``disk_bytes``, ...), ``totals``, ``device``, ``gpus``, ``notes``.
     """
     from report_builder import costs
-    from report_builder.analyses import planning
 
     check_ids(cfg)
     cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
-    return costs.estimate(planning.plan(cfg, cache), cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
+    return costs.plan_costs(cfg, cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
 
 
 def format_plan(est: dict[str, Any]) -> str:
@@ -163,13 +165,13 @@ def render(config: Any = "default", tables: dict[str, pd.DataFrame] | None = Non
     return render_configured(cfg, tables, provenance, log=log)
 
 
-def executor(name: str = "local", *, log: Callable[[str], Any] = print, progress: bool = True, **options: Any):
+def executor(name: str | None = None, *, log: Callable[[str], Any] = print, progress: bool = True, **options: Any):
     """The executor ``name`` names for `analyze`/`build` (`executors.create`): None for ``local`` (the
     default in-process one), a `RayExecutor` for ``ray`` (``address``: the cluster to join, e.g. ``auto``;
     ``num_cpus``: CPUs of a local Ray). Raises `MissingDependency` when Ray is not installed."""
-    from report_builder.executors import create
+    from report_builder.executors import DEFAULT, create
 
-    return create(name, log=log, progress=progress, **options)
+    return create(name or DEFAULT, log=log, progress=progress, **options)
 
 
 def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, progress: bool = True,
@@ -201,7 +203,7 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
 
 
 def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """Decompose a few sentences and return the max relative error per layer and check point."""
+    """Decompose a few sentences and return the max relative error per layer (from 1) and check point."""
     from report_builder.engine import check_model
 
     return check_model(source, texts, device=device, dtype=dtype)

@@ -9,8 +9,10 @@ Concurrency: each entry has a lock file (``results/<analysis>/.<key>.lock``). Co
 publishing an entry happen under its lock, so two builds needing the same entry compute it once
 (the second waits and reuses it: first writer wins). Readers read without the lock; an entry that
 fails verification is re-checked under the lock and only then removed, so a reader never deletes an
-entry another process is writing. The cache root carries a ``.report_builder-cache`` marker; `clean`
-refuses a directory without it.
+entry another process is writing. The cache root carries a ``.report_builder-cache`` marker: a
+folder without it is used only when missing or empty (nothing is adopted), and `clean` refuses it.
+`clean` removes only what it can prove it wrote: entry folders holding exactly ``meta.json`` and the
+tables it lists, their lock files and dead processes' temporary folders; anything else is left and named.
 
 Pitfall: parameters must be JSON-serialisable and canonical (sorted keys) or keys will drift.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -58,11 +61,24 @@ class Entry:
 class Cache:
     """The results store rooted at ``root`` (git-ignored, e.g. ``.cache/report_builder``)."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, *, create: bool = True):
         self.base = Path(root)
-        guard.adopt_or_mark_cache(self.base)
+        if create:
+            guard.mark_cache(self.base)
         self.root = self.base / "results"
         self.log: list[str] = []
+
+    @classmethod
+    def existing(cls, root: str | Path) -> "Cache | None":
+        """The cache at ``root`` without creating or marking anything: None when ``root`` is missing or an
+        empty folder; `UnsafeOutput` when it holds files and no marker (not the tool's)."""
+        root = Path(root)
+        if guard.is_cache(root):
+            return cls(root, create=False)
+        if not root.exists() or (root.is_dir() and not root.is_symlink() and not any(root.iterdir())):
+            return None
+        guard.mark_cache(root)  # raises: the folder is not ours
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def path(self, analysis: str, key: str) -> Path:
         return self.root / analysis / key
@@ -151,14 +167,33 @@ class Cache:
                     "seconds": round(time.perf_counter() - t0, 3), **meta}
             return self._put_locked(analysis, key, tables, meta)
 
-    def clean(self) -> int:
-        """Remove every entry (the cache root must carry the marker); returns how many were removed."""
+    def clean(self) -> tuple[int, list[Path]]:
+        """Remove every entry the cache can prove it wrote (`is_entry`), each under its lock, with its lock
+        file and the temporary folders of dead processes; empty folders go too. Returns how many entries
+        were removed and what was left (not provably the tool's). `UnsafeOutput` when ``results`` is a
+        symbolic link (nothing removed)."""
+        guard.check_no_symlink(self.root, "the results folder")
         if not self.root.exists():
-            return 0
-        n = sum(1 for a in self.root.iterdir() if a.is_dir() for e in a.iterdir() if e.is_dir()
-                and not e.name.startswith("."))
-        shutil.rmtree(self.root)
-        return n
+            return 0, []
+        n, left = 0, []
+        for a in sorted(self.root.iterdir()):
+            if a.is_symlink() or not a.is_dir():
+                left.append(a)
+                continue
+            for e in sorted(a.iterdir()):
+                if is_entry(e):
+                    with guard.removing_locked(e):
+                        shutil.rmtree(e)
+                    n += 1
+            guard.sweep([a], legacy_age_s=None)
+            for e in sorted(a.iterdir()):
+                if _is_lock_file(e) and not (a / e.name[1:-5]).exists():
+                    os.unlink(e)
+                else:
+                    left.append(e)
+            _rmdir_if_empty(a)
+        _rmdir_if_empty(self.root)
+        return n, left
 
     def temp_parents(self) -> list[Path]:
         """Folders where this cache's temporary dirs may be left."""
@@ -173,3 +208,35 @@ class Cache:
     def sweep(self) -> list[Path]:
         """Remove temporary dirs left by processes that are gone (never a live build's)."""
         return guard.sweep(self.temp_parents())
+
+
+def is_entry(d: Path) -> bool:
+    """Whether ``d`` is a cache entry as `Cache.put` writes it: a real folder holding ``meta.json`` and
+    exactly the ``<table>.parquet`` files that ``meta.json`` lists (what `clean` may remove)."""
+    if d.name.startswith(".") or d.is_symlink() or not d.is_dir():
+        return False
+    try:
+        tables = json.loads((d / "meta.json").read_text(encoding="utf-8")).get("tables")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not isinstance(tables, dict):
+        return False
+    names = {c.name: c for c in d.iterdir()}
+    want = {"meta.json"} | {f"{t}.parquet" for t in tables}
+    return set(names) == want and all(c.is_file() and not c.is_symlink() for c in names.values())
+
+
+def _is_lock_file(p: Path) -> bool:
+    """A ``.<name>.lock`` file as `guard.lock_for` makes it (empty, regular)."""
+    try:
+        return (p.name.startswith(".") and p.name.endswith(".lock") and not p.is_symlink() and p.is_file()
+                and p.stat().st_size == 0)
+    except OSError:
+        return False
+
+
+def _rmdir_if_empty(d: Path) -> None:
+    try:
+        d.rmdir()
+    except OSError:
+        pass

@@ -13,7 +13,7 @@ import sys
 
 from report_builder import __version__, api
 from report_builder.config import DEVICE_MAPS
-from report_builder.errors import EXIT_CODES, ReportBuilderError, exit_code
+from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal
 
 log = logging.getLogger("report_builder")
 
@@ -21,11 +21,20 @@ EPILOG = "Results go to stdout, the build log to stderr. Docs: README.md; every 
 
 
 class _Format(logging.Formatter):
-    """Plain messages for info and debug, ``warning: ...`` / ``error: ...`` otherwise."""
+    """Plain messages for info and debug, ``warning: ...`` / ``error: ...`` otherwise (one line each,
+    at most `errors.MAX_LINE` characters); control characters escaped (`errors.for_terminal`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
-        return msg if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {msg}"
+        if record.levelno < logging.WARNING:
+            return for_terminal(msg, newlines=True)
+        return f"{record.levelname.lower()}: {for_terminal(clip(msg))}"
+
+
+def _say(text: object) -> None:
+    """Print a result to stdout with terminal control characters escaped (names, ids and paths in
+    tables, plans and summaries come from the user's configuration and data)."""
+    print(for_terminal(text, newlines=True))
 
 
 def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
@@ -139,10 +148,11 @@ def _print_table(rows: list[dict], as_json: bool = False) -> None:
         print("(none)")
         return
     cols = list(rows[0])
-    w = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+    cells = [{c: for_terminal(r.get(c, "")) for c in cols} for r in rows]
+    w = {c: max(len(c), *(len(r[c]) for r in cells)) for c in cols}
     print("  ".join(c.ljust(w[c]) for c in cols))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(w[c]) for c in cols))
+    for r in cells:
+        print("  ".join(r[c].ljust(w[c]) for c in cols))
 
 
 def _sub(sub, name: str, summary: str, description: str, common) -> argparse.ArgumentParser:
@@ -208,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p, models=False)
     p.add_argument("--all", action="store_true", dest="all",
                    help="also remove converted models in the user cache and stale temporary folders")
+    p.add_argument("--versions-older-than", dest="versions_older_than", metavar="DATE|Nd",
+                   help="also remove the published figure versions created before DATE (2025-06-01) or N days "
+                        "ago (30d), except each figure's current one (all: every version, and the site folder); "
+                        "without it `clean` keeps every version and the report history")
     p = _sub(sub, "serve", "preview the built site over HTTP",
              "A static file server (no rebuild on change); Ctrl+C stops it.", common)
     p.add_argument("--dir", default="site", help="the built site folder (default site)")
@@ -231,8 +245,58 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k24-pass", type=int, default=None, metavar="N",
                    help="instead: time a full K24 pass over N random sequences of --seq-len tokens "
                         "(paper size: 992 x 128 on --shape base); --batch sequences at once on CUDA")
+    p.add_argument("--k21-pass", type=int, default=None, metavar="N",
+                   help="instead: time a K21 pass (ratios, k21_tokens, k21_freq) over N random sequences of "
+                        "--seq-len tokens, and the K21 host statistics apart (paper size: 992 x 86 on --shape base)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
+    _add_citation_commands(sub, common)
     return ap
+
+
+def _add_citation_commands(sub, common) -> None:
+    """``reproduce`` and ``diff``: check a cited figure version, compare two versions or sites."""
+    p = _sub(sub, "reproduce", "rebuild a figure version from its provenance and compare content hashes",
+             "PATH is a version folder (figures/<id>/<hash>/) or its provenance.json, from a site or downloaded. "
+             "The models (checked by weights fingerprint) and datasets (checked by hash) are those the recipe "
+             "names; only the analyses the figure needs run. Exit 0 identical, 6 differs (with the reason), "
+             "4 a model is missing or has other weights, 3 a dataset is missing or differs.", common)
+    p.add_argument("path", metavar="PATH", help="a figure version folder or its provenance.json")
+    p.add_argument("--cache", dest="cache_dir", metavar="DIR",
+                   help="results cache to compute into (default: <user cache>/reproduce)")
+    p.add_argument("--model", action="append", metavar="NAME=SOURCE",
+                   help="where the recipe's model NAME is here (a local folder, embedded name or hub id); "
+                        "its weights fingerprint is checked; repeatable")
+    p.add_argument("--data", action="append", metavar="ID=PATH",
+                   help="where the recipe's dataset ID is here (a user's own file); its hash is checked; repeatable")
+    p.add_argument("--device", help="run on this device instead of the recorded one (cpu, cuda)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="one JSON object with every field instead of one line")
+    p = _sub(sub, "diff", "what changed between two figure versions, two provenance files or two sites",
+             "The inputs that differ (weights, data, parameters, code, libraries, device) and the numeric change "
+             "of the data: the largest absolute and relative difference and where.", common)
+    p.add_argument("old", metavar="OLD", help="a version folder, a provenance.json or a built site")
+    p.add_argument("new", metavar="NEW", help="the same kind of path as OLD")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+
+
+def _dispatch_citation(args) -> int | None:
+    """Run ``reproduce`` or ``diff``; None for any other command."""
+    if args.cmd == "reproduce":
+        quiet = getattr(args, "quiet", False)
+        res = api.reproduce(args.path, cache_dir=args.cache_dir, models=args.model, data=args.data,
+                            device=args.device, log=log.info, progress=not (args.no_progress or quiet))
+        if args.json:
+            print(json.dumps(res.to_dict(), indent=1, default=str))
+        elif res.status in ("identical", "different"):
+            print(res.line())
+        if res.status not in ("identical", "different"):
+            log.error(res.line())
+        return res.exit_code
+    if args.cmd == "diff":
+        res = api.diff(args.old, args.new)
+        print(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
+        return 0
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,11 +344,15 @@ def _describe(e: Exception) -> tuple[str, int]:
                 EXIT_CODES["config"])
     if isinstance(e, FileNotFoundError):
         return f"{e.strerror or e}: {e.filename}" if e.filename else str(e), EXIT_CODES["config"]
-    return (f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback and report it)", 1)
+    return (f"internal error: {type(e).__name__}: {clip(str(e), 500)} (rerun with --debug for the traceback and "
+            "report it)", 1)
 
 
 def _dispatch(args) -> int:
     quiet = getattr(args, "quiet", False)
+    done = _dispatch_citation(args)
+    if done is not None:
+        return done
     if args.cmd == "check":
         rows = api.check(args.model, args.text, device=args.device, dtype=args.dtype)
         worst = max(r["max_rel_error"] for r in rows)
@@ -307,14 +375,22 @@ def _dispatch(args) -> int:
         res = run_k24_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
                            n_seqs=args.k24_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
                            dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
-        print(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
+        _say(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
+        return 0
+    if args.cmd == "bench" and args.k21_pass:
+        from report_builder.bench import format_k21_pass, run_k21_pass
+
+        res = run_k21_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
+                           n_seqs=args.k21_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
+                           dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
+        print(json.dumps(res, indent=1, default=str) if args.json else format_k21_pass(res))
         return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
                         repeats=args.repeats, threads=args.threads, layers=args.layers,
                         naive=False if args.skip_naive else None)
-        print(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
+        _say(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
         return 0
     if args.cmd == "serve":
         api.serve(args.dir, args.port, host=args.host)
@@ -330,9 +406,9 @@ def _dispatch(args) -> int:
         _print_table(api.list_models(cfg), args.json)
     elif args.cmd == "env":
         info = api.environment(cfg)
-        print(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
+        _say(json.dumps(info, indent=1, default=str) if args.json else api.format_environment(info))
     elif args.cmd == "clean":
-        print(api.clean(cfg, all=args.all))
+        _say(api.clean(cfg, all=args.all, versions_older_than=args.versions_older_than))
     elif args.cmd == "render":
         api.render(cfg, log=log.info)
     elif args.cmd == "analyze":
@@ -346,9 +422,9 @@ def _dispatch(args) -> int:
             est = {**est, "device_map": placed}
         text = api.format_plan(est) + "".join(f"\ndevice map of {m} ({p['mode']}): {p['layers']}"
                                               for m, p in placed.items())
-        print(json.dumps(est, indent=1, default=str) if args.json else text)
+        _say(json.dumps(est, indent=1, default=str) if args.json else text)
     elif args.cmd == "build":
-        api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=print,
+        api.build(cfg, log=log.info, progress=not (args.no_progress or quiet), out=_say,
                   executor=_executor(args, quiet))
     return 0
 

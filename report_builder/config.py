@@ -8,14 +8,15 @@ and override any key. Pitfall: every key that changes a result must reach the an
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from report_builder import papers
-from report_builder.errors import ConfigError
+from report_builder.errors import ConfigError, for_terminal, shown
+from report_builder.values import SITE_URL_MAX, check_site_url, plain_text  # noqa: F401 - re-exported
 
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
 
@@ -118,6 +119,8 @@ SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
               "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 """Size units, case-insensitive: decimal ``kB MB GB TB`` (powers of 1000) and binary ``KiB MiB GiB TiB``
 (powers of 1024); a bare number is bytes. ``2GB`` = 2·10⁹ bytes, ``2GiB`` = 2·2³⁰."""
+MAX_SIZE = 1 << 60
+"""The largest size `parse_size` accepts (1 EiB): beyond any machine, and still an exact integer."""
 
 
 def parse_size(s: str | int | float, *, key: str = "max_memory") -> int:
@@ -128,19 +131,27 @@ def parse_size(s: str | int | float, *, key: str = "max_memory") -> int:
     """
     import re
 
+    import math
+
     if isinstance(s, bool):
-        raise ConfigError(f"{key}: expected a size such as 512MiB or 2GB, got {s!r}")
-    if isinstance(s, (int, float)):
-        value = float(s)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(s))
-        unit = m.group(2).lower() if m else ""
-        if not m or (unit and unit not in SIZE_UNITS):
-            raise ConfigError(f"{key}: cannot read {s!r} as a size; use a number with one of the units "
-                              f"kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 2GiB")
-        value = float(m.group(1)) * SIZE_UNITS.get(unit, 1)
-    if value <= 0:
-        raise ConfigError(f"{key}: must be a positive size, got {s!r}")
+        raise ConfigError(f"{key}: expected a size such as 512MiB or 2GB, got {shown(s)}")
+    try:
+        if isinstance(s, (int, float)):
+            value = float(s)
+        else:
+            m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(s)[:200])
+            unit = m.group(2).lower() if m else ""
+            if not m or (unit and unit not in SIZE_UNITS):
+                raise ConfigError(f"{key}: cannot read {shown(s)} as a size; use a number with one of the units "
+                                  f"kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 2GiB")
+            value = float(m.group(1)) * SIZE_UNITS.get(unit, 1)
+    except OverflowError:  # an integer too large for a float
+        value = math.inf
+    if not value > 0:  # NaN included
+        raise ConfigError(f"{key}: must be a positive size, got {shown(s)}")
+    if value > MAX_SIZE:  # inf included (1e400)
+        raise ConfigError(f"{key}: {shown(s)} is larger than any machine's memory (at most 1 EiB = 2^60 bytes); "
+                          "use a size such as 2GiB")
     return int(value)
 
 
@@ -184,7 +195,12 @@ def _build(cls, data: Any, where: str):
     known = {f.name: f for f in fields(cls)}
     for k in data:
         if k not in known:
-            raise ConfigError(f"{where}.{k}: unknown key (known: {', '.join(known)})")
+            name = for_terminal(k) if isinstance(k, str) and len(k) <= 100 else shown(k, 100)
+            raise ConfigError(f"{where}.{name}: unknown key (known: {', '.join(known)})")
+    missing = [f.name for f in fields(cls) if f.name not in data
+               and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {', '.join(missing)}")
     kw = {}
     for k, v in data.items():
         f = known[k]
@@ -195,13 +211,13 @@ def _build(cls, data: Any, where: str):
                 raise ConfigError(f"{path}: expected a list of two sentences")
             v = tuple(v)
         elif t.startswith("int") and not (isinstance(v, int) and not isinstance(v, bool)) and not (v is None and "None" in t):
-            raise ConfigError(f"{path}: expected an integer, got {v!r}")
+            raise ConfigError(f"{path}: expected an integer, got {shown(v)}")
         elif t == "float" and not isinstance(v, (int, float)):
-            raise ConfigError(f"{path}: expected a number, got {v!r}")
+            raise ConfigError(f"{path}: expected a number, got {shown(v)}")
         elif t == "bool" and not isinstance(v, bool):
-            raise ConfigError(f"{path}: expected true or false, got {v!r}")
+            raise ConfigError(f"{path}: expected true or false, got {shown(v)}")
         elif t.startswith("str") and not isinstance(v, str) and not (v is None and "None" in t):
-            raise ConfigError(f"{path}: expected a string, got {v!r}")
+            raise ConfigError(f"{path}: expected a string, got {shown(v)}")
         kw[k] = v
     try:
         return cls(**kw)
@@ -226,9 +242,11 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys (models, datasets, …)")
     preset = data.get("preset", "custom")
+    if not isinstance(preset, str):
+        raise ConfigError(f"preset: expected a preset name ({', '.join(PRESETS)}), got {shown(preset)}")
     if preset != "custom":
         if preset not in PRESETS:
-            raise ConfigError(f"preset: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+            raise ConfigError(f"preset: unknown preset {shown(preset)} (known: {', '.join(PRESETS)})")
         data = _merge(PRESETS[preset], {k: v for k, v in data.items()})
     data = dict(data)
     models = data.pop("models", None)
@@ -244,7 +262,7 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
     ms = tuple(_build(ModelConfig, m, f"models[{k}]") for k, m in enumerate(models))
     for k, m in enumerate(ms):
         if m.role not in ROLES:
-            raise ConfigError(f"models[{k}].role: {m.role!r} is not one of {', '.join(ROLES)}")
+            raise ConfigError(f"models[{k}].role: {shown(m.role)} is not one of {', '.join(ROLES)}")
     names = [m.name for m in ms]
     if len(set(names)) != len(names):
         raise ConfigError("models: model names must be unique")
@@ -277,6 +295,12 @@ IG_METHODS = ("closed", "numerical")
 FFAMP_NORMALISE = ("row",)
 
 
+COUNT_MAX = 2**31 - 1
+"""The largest count a key takes (sequences, tokens, threads, steps, ...): beyond any build."""
+SEED_MAX = 2**32 - 1
+"""The largest ``k21.seed`` (numpy's seed range)."""
+
+
 def validate(cfg: Config) -> Config:
     """Check every value of a `Config`; raise `ConfigError` naming the key and the allowed values.
 
@@ -290,51 +314,74 @@ def validate(cfg: Config) -> Config:
         if not ok:
             raise ConfigError(f"{key}: {msg}")
 
-    def count(v: Any, key: str, low: int = 1, optional: bool = False) -> None:
+    def count(v: Any, key: str, low: int = 1, optional: bool = False, high: int = COUNT_MAX) -> None:
         if v is None and optional:
             return
-        need(isinstance(v, int) and not isinstance(v, bool) and v >= low, key,
-             f"expected an integer >= {low}, got {v!r}")
+        need(isinstance(v, int) and not isinstance(v, bool) and low <= v <= high, key,
+             f"expected an integer >= {low} and <= {high}, got {shown(v)}")
 
-    need(isinstance(cfg.device, str) and re.fullmatch(r"cpu|cuda(:[0-9]+)?", cfg.device) is not None, "device",
-         f"{cfg.device!r} is not one of {DEVICES}")
-    need(cfg.dtype in DTYPES, "dtype", f"{cfg.dtype!r} is not one of {', '.join(DTYPES)}")
+    need(isinstance(cfg.device, str) and re.fullmatch(r"cpu|cuda(:[0-9]{1,4})?", cfg.device) is not None, "device",
+         f"{shown(cfg.device)} is not one of {DEVICES}")
+    need(cfg.dtype in DTYPES, "dtype", f"{shown(cfg.dtype)} is not one of {', '.join(DTYPES)}")
     count(cfg.batch_size, "batch_size")
     count(cfg.threads, "threads", optional=True)
     count(cfg.shard_size, "shard_size", optional=True)
     parse_size(cfg.max_memory, key="max_memory")
-    need(cfg.device_map in DEVICE_MAPS, "device_map", f"{cfg.device_map!r} is not one of {', '.join(DEVICE_MAPS)}")
+    need(cfg.device_map in DEVICE_MAPS, "device_map", f"{shown(cfg.device_map)} is not one of {', '.join(DEVICE_MAPS)}")
     need(cfg.device_map == "none" or cfg.device in ("cpu", "cuda"), "device_map",
-         f"spreads over every visible GPU: set device: cuda, not {cfg.device!r} (CUDA_VISIBLE_DEVICES picks the GPUs)")
+         f"spreads over every visible GPU: set device: cuda, not {shown(cfg.device)} (CUDA_VISIBLE_DEVICES picks the GPUs)")
     if cfg.device_memory is not None:
         parse_size(cfg.device_memory, key="device_memory")
         need(cfg.device_map != "none", "device_memory", "applies to a device map only; set device_map: auto")
-    need(cfg.ig.method in IG_METHODS, "ig.method", f"{cfg.ig.method!r} is not one of {', '.join(IG_METHODS)}")
+    need(cfg.ig.method in IG_METHODS, "ig.method", f"{shown(cfg.ig.method)} is not one of {', '.join(IG_METHODS)}")
     count(cfg.ig.steps, "ig.steps")
     mr = cfg.k21.mask_rate
     need(isinstance(mr, (int, float)) and not isinstance(mr, bool) and 0 < mr < 1, "k21.mask_rate",
-         f"expected a fraction strictly between 0 and 1 (e.g. 0.12), got {mr!r}")
-    count(cfg.k21.seed, "k21.seed", low=0)
+         f"expected a fraction strictly between 0 and 1 (e.g. 0.12), got {shown(mr)}")
+    count(cfg.k21.seed, "k21.seed", low=0, high=SEED_MAX)
+    for k, sentence in enumerate(cfg.k21.example):
+        plain_text(sentence, f"k21.example[{k}]")
     count(cfg.k24.top_k, "k24.top_k")
     count(cfg.k24.examples, "k24.examples")
     need(cfg.k24.ffamp_normalise in FFAMP_NORMALISE, "k24.ffamp_normalise",
-         f"{cfg.k24.ffamp_normalise!r} is not one of {', '.join(FFAMP_NORMALISE)}")
-    if cfg.site_url is not None and not str(cfg.site_url).startswith(("https://", "http://")):
-        raise ConfigError(f"site_url: expected the published address, e.g. https://example.org/report/, "
-                          f"got {cfg.site_url!r}")
+         f"{shown(cfg.k24.ffamp_normalise)} is not one of {', '.join(FFAMP_NORMALISE)}")
+    if cfg.site_url is not None:
+        url = check_site_url(cfg.site_url)
+        if url != cfg.site_url:
+            cfg = Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "site_url": url})
     for k, m in enumerate(cfg.models):
-        need(m.role in ROLES, f"models[{k}].role", f"{m.role!r} is not one of {', '.join(ROLES)}")
+        for f in ("name", "source", "revision"):
+            plain_text(getattr(m, f), f"models[{k}].{f}")
+        need(m.role in ROLES, f"models[{k}].role", f"{shown(m.role)} is not one of {', '.join(ROLES)}")
         need(bool(str(m.name).strip()), f"models[{k}].name", "must not be empty")
         need(bool(str(m.source).strip()), f"models[{k}].source", "must not be empty")
     ids = [d.id for d in cfg.datasets]
     for k, d in enumerate(cfg.datasets):
+        for f in ("id", "path", "column", "pair_column", "hub", "subset", "split", "name", "domain", "licence"):
+            plain_text(getattr(d, f), f"datasets[{k}].{f}")
         count(d.n, f"datasets[{k}].n", optional=True)
         count(d.k24_n, f"datasets[{k}].k24_n", optional=True)
         count(d.max_length, f"datasets[{k}].max_length", low=4)
-        need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{d.id!r} is listed twice; dataset ids must be unique")
+        need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{shown(d.id)} is listed twice; dataset ids must be unique")
     if isinstance(cfg.figures, str):
-        need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {cfg.figures!r}")
-    return cfg
+        need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {shown(cfg.figures)}")
+    return expand_paths(cfg)
+
+
+def expand_paths(cfg: Config) -> Config:
+    """``cfg`` with ``~`` expanded the same way in every path key: ``out_dir``, ``cache_dir``,
+    ``data_dir``, each dataset's ``path`` and each model ``source`` that starts with ``~`` (hub ids
+    and embedded names never do). A YAML ``out_dir: "~"`` is the home directory (then refused as an
+    output), never a folder named ``~``."""
+    import os
+    from dataclasses import replace as _replace
+
+    def ex(v: Any) -> Any:
+        return os.path.expanduser(v) if isinstance(v, str) and v.startswith("~") else v
+
+    return _replace(cfg, out_dir=ex(cfg.out_dir), cache_dir=ex(cfg.cache_dir), data_dir=ex(cfg.data_dir),
+                    models=tuple(_replace(m, source=ex(m.source)) for m in cfg.models),
+                    datasets=tuple(_replace(d, path=ex(d.path)) for d in cfg.datasets))
 
 
 def load_config(path: str | Path | None = None, *, preset: str | None = None) -> Config:

@@ -41,7 +41,7 @@ from report_builder.decompose.layouts import decompose_batch, decompose_layer
 from report_builder.models.capture import Capturer, LayerCapture, capture_hooks
 from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
-from report_builder.schema import ERROR_BOUND
+from report_builder.schema import ERROR_BOUND, FIRST_LAYER
 
 _CPU_WORKERS = 1
 
@@ -377,7 +377,10 @@ def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_ba
 def check_model(source: str, texts: list[str] | None = None, *, device: str = "cpu",
                 dtype: str = "float32") -> list[dict]:
     """Decompose a few sentences with the model at ``source`` and return the max relative
-    reconstruction error per layer and check point (``report-builder check``; nothing enforced)."""
+    reconstruction error per layer and check point (``report-builder check``; nothing enforced).
+
+    Rows are ``{model, layer, scope, max_rel_error}`` with ``layer`` counted from 1 (SPEC §8), as a
+    user reads layers everywhere else."""
     from report_builder.models import loading
 
     lm = loading.load(source, device=device, dtype=dtype)
@@ -394,5 +397,5 @@ def check_model(source: str, texts: list[str] | None = None, *, device: str = "c
         for s, e in r.errors.items():
             rows[(layer, s)] = max(rows.get((layer, s), 0.0), e)
     order = lm.layer_weights(0).checks
-    return [dict(model=source, layer=l, scope=s, max_rel_error=rows[(l, s)])
+    return [dict(model=source, layer=l + FIRST_LAYER, scope=s, max_rel_error=rows[(l, s)])
             for l in range(lm.n_layers) for s in order if (l, s) in rows]

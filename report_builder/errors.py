@@ -7,6 +7,10 @@ did before the tree existed); catch them by their own class, not by ``ValueError
 """
 from __future__ import annotations
 
+import reprlib
+import unicodedata
+from typing import Any
+
 
 class ReportBuilderError(Exception):
     """Root: the CLI prints these as one clear message and exits non-zero (a traceback only with --debug)."""
@@ -72,7 +76,7 @@ class ReconstructionError(ReportBuilderError):
 __all__ = ["ReportBuilderError", "ConfigError", "DataError", "ModelError", "UnknownModel", "HubUnreachable",
            "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "MissingDependency",
            "DistributedError", "EXIT_CODES",
-           "exit_code"]
+           "exit_code", "shown", "clip", "for_terminal", "MAX_SHOWN"]
 
 
 EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "interrupted": 130, "terminated": 143}
@@ -89,3 +93,80 @@ def exit_code(e: BaseException) -> int:
     if isinstance(e, UsageError):
         return EXIT_CODES["usage"]
     return EXIT_CODES["config"]
+
+
+MAX_SHOWN = 200
+"""The most characters of a user's value an error message quotes (`shown`)."""
+MAX_LINE = 2000
+"""The most characters of one error line the CLI prints (`clip`: head and tail kept)."""
+
+
+def clip(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` cut to at most ``limit`` characters in the middle (head and tail kept, the number of
+    characters left out named), so the actionable end of a message survives."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    cut = f" … [{len(text) - limit} characters cut] … "
+    keep = max(limit - len(cut), 2)
+    return text[: keep // 2 + keep % 2] + cut + text[len(text) - keep // 2:]
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 6, 6, 6, 6
+_REPR.maxstring, _REPR.maxlong, _REPR.maxother = MAX_SHOWN, 60, MAX_SHOWN
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """A user's value as an error message quotes it: its ``repr``, at most ``limit`` characters, built
+    without ever forming the whole text (a YAML alias bomb's value is a few hundred characters, not
+    hundreds of MB), and with terminal control characters escaped (`for_terminal`).
+
+    The one helper for every error that quotes a value: ``f"...: got {shown(v)}"``, not ``{v!r}``.
+    """
+    if isinstance(value, str):
+        text = repr(value[: limit + 1])
+        if len(value) > limit:
+            text = text[:-1] + f"…{text[-1]} ({len(value)} characters)"
+    elif isinstance(value, (dict, list, tuple, set, frozenset)):
+        text = _REPR.repr(value)
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        text = f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    else:
+        try:
+            text = repr(value)
+        except Exception:  # noqa: BLE001 - a value whose repr fails is still named by its type
+            text = f"<{type(value).__name__}>"
+    return for_terminal(clip(text, limit + 40))
+
+
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+"""Bidirectional controls (Trojan-source text: a name that reads differently from what it is)."""
+
+
+def _escape_char(c: str) -> str:
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def for_terminal(text: Any, *, newlines: bool = False) -> str:
+    """``text`` safe to print on a terminal: control characters (C0, DEL, C1 such as the 8-bit CSI,
+    bidirectional overrides) written as visible escapes (``ESC [31m`` becomes ``\\x1b[31m``), so a
+    model name, dataset id or path can neither recolour, move the cursor, retitle the window nor
+    hide text. Tabs are kept; newlines only with ``newlines=True`` (a multi-line table or report).
+
+    The one function for what the CLI prints (its log lines, error lines, tables and summaries).
+    """
+    text = str(text)
+    if text.isascii() and text.isprintable():
+        return text
+    out = []
+    for c in text:
+        o = ord(c)
+        if c == "\t" or (c == "\n" and newlines):
+            out.append(c)
+        elif o < 0x20 or o == 0x7F or 0x80 <= o < 0xA0 or o in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp"):
+            out.append(_escape_char(c))
+        else:
+            out.append(c)
+    return "".join(out)

@@ -1,23 +1,29 @@
 """Safety of what the tool writes: marker files, locks, temp-dir naming and sweeping, writable checks.
 
-Rules (see README "Safety"):
+Rules (docs/guide/safety.md):
 - A directory is replaced or removed only when it is missing, empty, or carries the tool's marker
   file (``.report_builder-site`` in every site it builds, ``.report_builder-cache`` in every cache);
-  anything else is refused with one clear line (`UnsafeOutput`). The working directory, its parents
-  and the home directory are always refused.
+  anything else is refused with one clear line (`UnsafeOutput`): nothing is adopted. A symbolic link
+  given as ``--out`` is refused too (a swap would replace the link), and so are the working directory,
+  its parents and the home directory.
+- The cache and the output never nest (`check_not_nested`): the site swap would delete a cache inside it.
 - Temporary dirs carry the creating process id and host (``….tmp-<pid>@<host>-…``); a sweep at start
   removes those whose process on this host is gone, never those of a live concurrent build (another
   host's only by age: its pid cannot be checked from here).
-- Locks are `filelock` files next to what they guard (a cache entry, a converted model, a site).
+- Locks: a cache entry's or a converted model's is a `filelock` file next to it, inside the cache;
+  the site's (`site_lock`) is a ``flock`` on the folder that holds ``--out``: no file is written
+  beside the output.
 
 Pitfall: the marker check and the swap must run under the same lock, or two builds may both pass
 the check and race on the rename.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
+import stat
 import re
 import shutil
 import signal
@@ -28,16 +34,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: the site lock falls back to a lock file
+    fcntl = None  # type: ignore[assignment]
 
 from report_builder.errors import UnsafeOutput
 
 SITE_MARKER = ".report_builder-site"
 CACHE_MARKER = ".report_builder-cache"
 MODEL_MARKER = ".report_builder-model.json"
-# files a cache written before markers existed may hold (such a cache is adopted: marker written)
-LEGACY_CACHE_NAMES = {"results", "last_build.json", "models", "fingerprints.json", "freq", "locks",
-                      "site-manifest.json"}
 LOCK_TIMEOUT_S = 6 * 3600  # a lock is held while one entry is computed: wait, do not fail
 _TMP_PID = re.compile(r"\.(?:tmp|old)-(\d+)(?:@([0-9a-f]{8}))?-[^/]*$")
 
@@ -82,7 +90,10 @@ def check_replaceable(target: Path, marker: str, what: str, option: str) -> None
     """Raise `UnsafeOutput` unless ``target`` is missing, an empty dir, or a dir carrying ``marker``."""
     target = Path(target)
     why = _protected(target)
-    if why is None and target.exists():
+    if why is None and target.is_symlink():
+        why = (f"it is a symbolic link (to {os.readlink(target)}); a build would replace the link itself — "
+               f"give the folder it points to")
+    elif why is None and target.exists():
         if not target.is_dir():
             why = "it is a file, not a directory"
         elif not (target / marker).is_file() and any(target.iterdir()):
@@ -92,32 +103,87 @@ def check_replaceable(target: Path, marker: str, what: str, option: str) -> None
                            f"with {option}")
 
 
-def adopt_or_mark_cache(root: Path) -> None:
-    """Create the cache dir with its marker; accept an existing one only if it is recognisably ours.
-
-    A cache written before markers existed (only names the tool writes) is adopted: the marker is added.
-    """
+def mark_cache(root: Path) -> None:
+    """Create the cache dir with its marker; accept an existing one only when it carries the marker
+    or is empty. Nothing is adopted: a folder holding anything else (even names the tool writes, such
+    as ``results/``) is refused with `UnsafeOutput`."""
     root = Path(root)
     why = _protected(root)
     if why is None and root.exists():
         if not root.is_dir():
             why = "it is a file, not a directory"
-        elif not (root / CACHE_MARKER).is_file():
-            foreign = [c.name for c in root.iterdir() if c.name not in LEGACY_CACHE_NAMES
-                       and not c.name.startswith((".tmp", "last_build.tmp", ".lock", "fingerprints.tmp"))]
-            if foreign:
-                why = (f"it holds files report_builder did not write ({', '.join(sorted(foreign)[:3])}) "
-                       f"and no {CACHE_MARKER} marker")
+        elif not (root / CACHE_MARKER).is_file() and any(root.iterdir()):
+            names = sorted(c.name for c in root.iterdir())
+            why = (f"it is not empty ({', '.join(names[:3])}{', …' if len(names) > 3 else ''}) and has no "
+                   f"{CACHE_MARKER} marker (report_builder did not create it)")
     if why:
         raise UnsafeOutput(f"refusing to use {root} as the cache: {why}; choose a new or empty directory with --cache")
     m = root / CACHE_MARKER
     try:
         root.mkdir(parents=True, exist_ok=True)
         if not m.exists():
-            m.write_text("results cache of report_builder; `report-builder clean` may delete this directory's results\n")
+            m.write_text("results cache of report_builder; `report-builder clean` may delete what it wrote here\n")
     except OSError as e:
         raise UnsafeOutput(f"the cache directory {root} is not writable ({e.strerror or e}); choose another "
                            f"directory with --cache or fix its permissions") from None
+
+
+def is_cache(root: Path) -> bool:
+    """Whether ``root`` is a results cache the tool created (a directory carrying its marker)."""
+    return (Path(root) / CACHE_MARKER).is_file()
+
+
+def check_not_nested(out_dir: Path, cache_dir: Path) -> None:
+    """Raise `UnsafeOutput` when the cache and the output are one folder or one holds the other (the
+    site swap would delete a cache inside the output; a build would publish one beside the site)."""
+    out, cache = Path(os.path.abspath(os.path.expanduser(out_dir))), Path(os.path.abspath(os.path.expanduser(cache_dir)))
+    out_r, cache_r = out.resolve(), cache.resolve()
+    for a, b in ((out, cache), (out_r, cache_r)):
+        if a == b:
+            raise UnsafeOutput(f"--cache {cache} and --out {out} are the same folder; give them separate folders")
+        if a in b.parents:
+            raise UnsafeOutput(f"--cache {cache} is inside --out {out}: the site swap would delete it; choose a "
+                               f"cache outside the output")
+        if b in a.parents:
+            raise UnsafeOutput(f"--out {out} is inside --cache {cache}; choose an output outside the cache")
+
+
+def check_no_symlink(path: Path, what: str) -> None:
+    """Raise `UnsafeOutput` when ``path`` is a symbolic link (the tool never makes one, so what it points
+    to cannot be proved its own)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise UnsafeOutput(f"refusing to clean {what} {path}: it is a symbolic link (to {os.readlink(path)}), "
+                           f"which report_builder never makes; remove the link or clean its target by hand")
+
+
+def copy_dir_attrs(src: Path, dst: Path, *, keep_writable: bool = False) -> None:
+    """Give the directory ``dst`` the mode (setgid included), owner, group and extended attributes
+    (POSIX ACLs: ``system.posix_acl_access``/``_default``) of ``src``; what the process may not set is
+    left as it is. Done on a new temporary site before anything is written into it, so its files
+    inherit the group and default ACL as they would inside ``src`` (``keep_writable``: the owner keeps
+    write access until the mode is copied again just before the swap)."""
+    st = os.stat(src)
+    for name in _xattrs(src):
+        try:
+            os.setxattr(dst, name, os.getxattr(src, name, follow_symlinks=False), follow_symlinks=False)
+        except OSError:
+            pass
+    try:
+        os.chown(dst, st.st_uid if os.geteuid() == 0 else -1, st.st_gid)
+    except OSError:
+        pass
+    try:
+        os.chmod(dst, stat.S_IMODE(st.st_mode) | (stat.S_IRWXU if keep_writable else 0))  # after chown
+    except OSError:
+        pass
+
+
+def _xattrs(p: Path) -> list[str]:
+    try:
+        return os.listxattr(p, follow_symlinks=False)
+    except (OSError, AttributeError):
+        return []
 
 
 def check_writable(d: Path, what: str, option: str) -> None:
@@ -141,6 +207,85 @@ def lock_for(path: Path) -> FileLock:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(str(path.parent / f".{path.name}.lock"), timeout=LOCK_TIMEOUT_S)
+
+
+@contextmanager
+def removing_locked(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock (`lock_for`) for the block, then delete the lock file too (used when
+    ``path`` itself is removed: nothing is left behind)."""
+    lock = lock_for(path)
+    with lock:
+        yield
+    try:
+        os.unlink(lock.lock_file)
+    except OSError:
+        pass
+
+
+@contextmanager
+def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Exclusive lock of the output ``out_dir`` while it is checked and swapped: a ``flock`` on the
+    folder that holds it (writes nothing). Where directories cannot be locked (NFS, not POSIX) the
+    lock is the file ``fallback`` (inside the cache). `UnsafeOutput` when it cannot be taken."""
+    parent = Path(os.path.abspath(out_dir)).parent
+    fd = None
+    if fcntl is not None:
+        try:
+            fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError as e:
+            raise UnsafeOutput(f"the output's parent directory {parent} cannot be opened to lock --out "
+                               f"({e.strerror or e}); fix its permissions or choose another --out") from None
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise UnsafeOutput(f"another build holds the lock of {out_dir} (waited {timeout:.0f} s); "
+                                           f"wait for it or choose another --out") from None
+                    time.sleep(0.05)
+                except OSError as e:
+                    if e.errno in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                        os.close(fd)
+                        fd = None  # this filesystem locks no directories: the fallback file
+                        break
+                    raise
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
+    if fd is not None:
+        try:
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+        return
+    if fallback is None:  # pragma: no cover - no lock possible: the renames alone
+        yield
+        return
+    try:
+        Path(fallback).parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(fallback), timeout=timeout):
+            yield
+    except Timeout:
+        raise UnsafeOutput(f"another build holds the lock of {out_dir} ({fallback}); wait for it or choose "
+                           f"another --out") from None
+
+
+def check_site_lock(out_dir: Path, fallback: Path | None = None) -> None:
+    """Take and release the output's lock at once (`preflight`): a blocked lock is found before any
+    work. A lock held by a concurrent build is fine (the swap waits for it)."""
+    try:
+        with site_lock(out_dir, fallback, timeout=0):
+            pass
+    except UnsafeOutput as e:
+        if "another build holds" not in str(e):
+            raise
+    except OSError as e:
+        raise UnsafeOutput(f"the lock of --out {out_dir} cannot be taken ({e.strerror or e}); fix the "
+                           f"permissions or choose another --out") from None
 
 
 # ------------------------------------------------------------------ temporary dirs
@@ -230,6 +375,27 @@ def site_temp_prefixes(out_dir: Path) -> tuple[str, ...]:
     """Name prefixes of the temporary folders a build of ``out_dir`` creates next to it."""
     n = Path(out_dir).name
     return (f".{n}.tmp-", f".{n}-docs.tmp-", f".{n}.old-")
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards. An
+    existing target's mode (setgid included), owner, group and extended attributes (ACLs) pass to
+    ``new`` first (`copy_dir_attrs`): the output keeps them though its inode changes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.parent / f".{target.name}.old-{tmp_tag()}"
+    had_old = target.exists()
+    if had_old and target.is_dir() and not target.is_symlink():
+        copy_dir_attrs(target, new)
+    if had_old:
+        os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        if had_old:
+            os.rename(old, target)
+        raise
+    if had_old:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager

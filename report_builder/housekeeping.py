@@ -3,19 +3,21 @@
 `check_ids` checks the configured dataset and figure ids against their registries (`config.validate`
 checks every other value; the registries sit above the configuration, so the ids are checked here).
 `preflight` checks that the cache and the output can be written without touching foreign files and
-sweeps temporary folders of dead processes. `clean` removes what the tool made, and only that.
+sweeps temporary folders of dead processes. `clean` removes what the tool made, and only that, and
+says what it removed and what it left.
 
 Pitfall: nothing here may remove or overwrite a directory that lacks the tool's marker (`guard`): a
 misconfigured ``--out`` or ``--cache`` must fail with advice, never delete someone's files.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from report_builder import guard
 from report_builder.cache import Cache
 from report_builder.config import Config
-from report_builder.errors import ConfigError
+from report_builder.errors import ConfigError, UsageError, shown
 
 
 def check_ids(cfg: Config) -> Config:
@@ -25,7 +27,7 @@ def check_ids(cfg: Config) -> Config:
 
     for k, d in enumerate(cfg.datasets):
         if not (d.id in DATASETS or d.path or d.hub):
-            raise ConfigError(f"datasets[{k}].id: {d.id!r} is not a built-in dataset ({', '.join(DATASETS)}); for "
+            raise ConfigError(f"datasets[{k}].id: {shown(d.id)} is not a built-in dataset ({', '.join(DATASETS)}); for "
                               f"your own data give `path:` (a .txt/.jsonl/.csv/.tsv file) or `hub:`")
     if not isinstance(cfg.figures, str):
         try:
@@ -36,54 +38,109 @@ def check_ids(cfg: Config) -> Config:
             known = list(cfg.figures)
         for k, f in enumerate(cfg.figures):
             if f not in known:
-                raise ConfigError(f"figures[{k}]: unknown figure id {f!r}; `report-builder list figures` shows the "
+                raise ConfigError(f"figures[{k}]: unknown figure id {shown(f)}; `report-builder list figures` shows the "
                                   f"{len(known)} ids (e.g. {', '.join(known[:3])})")
     return cfg
 
 
 def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | None:
-    """Check, before any work, the configured ids (`check_ids`) and that the cache and the output can
-    be written without touching foreign files; sweep temp dirs left by dead processes. Raises
-    `guard.UnsafeOutput` with advice."""
+    """Check, before any work, the configured ids (`check_ids`), that the cache and the output do not
+    nest, and that both can be written without touching foreign files — the cache (created with its
+    marker when missing or empty), the output, its state folder in the cache and its lock (a blocked
+    one is found now, not after the analyses); sweep temp dirs left by dead processes. Raises
+    `guard.UnsafeOutput` (exit 3) with advice."""
+    from report_builder.site.site_state import site_state
+
     check_ids(cfg)
+    out = Path(cfg.out_dir)
+    if site:
+        guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+    guard.check_not_nested(out, Path(cfg.cache_dir))  # before the cache is created
     c = None
+    if not cache:
+        Cache.existing(cfg.cache_dir)  # read from (render), not created: refused when it is not the tool's
     if cache:
         c = Cache(cfg.cache_dir)
         guard.check_writable(c.base, "the cache directory", "--cache")
         c.sweep()
         guard.sweep([guard.user_cache_dir() / "models"], legacy_age_s=None)
     if site:
-        out = Path(cfg.out_dir)
-        guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
-        guard.check_writable(out.resolve().parent, "the output's parent directory", "--out")
+        guard.check_writable(Path(os.path.abspath(out)).parent, "the output's parent directory", "--out")
+        state = site_state(out, Path(cfg.cache_dir))
+        if not state.in_out:
+            guard.check_writable(state.root, "the output's state folder in the cache", "--cache")
+        guard.check_site_lock(out, state.lock_file)
     return c
 
 
-def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
-    """Remove the results cache and the site — only what carries the tool's marker — and what the
-    site's builds keep beside it (figure renders, the build record: `site.figure_cache.clean`).
+OWN_FILES = ("last_build.json", "summary_lines.json")
+"""Files the tool writes at the top of a results cache (`last_build`, `site.summary`)."""
+
+
+def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = None) -> str:  # noqa: A002
+    """Remove what the tool wrote, and only that: the results cache's entries (`Cache.clean`), the
+    outputs' state folders in it (figure renders, build records: `site_state.clean`), its records, and
+    the site — a directory carrying the site marker. Creates nothing: a missing cache stays missing
+    and no lock file is left. The line says what was removed and what was left (not provably the tool's).
+
+    The site's published figure versions and its history stay (`site.permalinks.clean_site`) unless
+    ``versions_older_than`` (``30d`` or a date) removes those created before it but the current ones
+    (``all``: every version, and the site folder with them).
 
     ``all`` also removes the converted models and the cached evaluation sets in the user cache and
     stale temporary folders.
-    Raises `guard.UnsafeOutput` (nothing removed) when the site or cache directory holds foreign files.
+    Raises `guard.UnsafeOutput` (nothing removed) when the site or cache directory holds foreign files,
+    when ``--out`` or the cache's ``results`` is a symbolic link, or when the two nest.
     """
     import shutil
 
-    out = Path(cfg.out_dir)
-    guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
-    cache = Cache(cfg.cache_dir)  # refuses a foreign directory
-    n = cache.clean()
-    done = [f"{n} cache entries"]
-    if out.exists():
-        with guard.lock_for(out):
-            shutil.rmtree(out)
-        done.append(f"{cfg.out_dir}/")
-    from report_builder.site import figure_cache
+    from report_builder.site import site_state
+    from report_builder.site.permalinks import clean_site, parse_age
 
-    renders = figure_cache.clean(out)
-    if renders:
-        done.append(f"{renders} figure renders and build records")
-    swept = guard.sweep([out.resolve().parent], guard.site_temp_prefixes(out), legacy_age_s=None)
+    try:
+        cutoff = parse_age(versions_older_than) if versions_older_than is not None else None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+    out, cache_dir = Path(cfg.out_dir), Path(cfg.cache_dir)
+    guard.check_no_symlink(out, "the output directory")
+    guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+    guard.check_not_nested(out, cache_dir)
+    cache = Cache.existing(cache_dir)  # refuses a foreign directory, creates nothing
+    if cache is not None:
+        guard.check_no_symlink(cache.root, "the results folder")
+        guard.check_no_symlink(cache_dir / site_state.SITE_DIR, "the site state folder")
+    done, left = [], []
+    if cache is None:
+        done.append(f"nothing from the cache (no cache at {cache_dir})")
+    else:
+        n, rest = cache.clean()
+        done.append(f"{n} cache entries from {cache.root}")
+        left += rest
+        states, rest = site_state.clean(cache_dir)
+        left += rest
+        if states:
+            done.append(f"the figure renders and build records of {len(states)} output(s) from "
+                        f"{cache_dir / site_state.SITE_DIR}")
+        for name in OWN_FILES:
+            f = cache_dir / name
+            if f.is_file() and not f.is_symlink():
+                f.unlink()
+                done.append(str(f))
+        if [c.name for c in cache_dir.iterdir()] == [guard.CACHE_MARKER]:  # nothing else: the cache goes too
+            (cache_dir / guard.CACHE_MARKER).unlink()
+            cache_dir.rmdir()
+            done.append(f"the empty cache {cache_dir}/")
+        else:
+            left += [c for c in sorted(cache_dir.iterdir()) if c.name != guard.CACHE_MARKER and c not in
+                     (cache.root, cache_dir / site_state.SITE_DIR)]
+    if out.exists():
+        with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
+            guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+            kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all")
+        done.append(f"the site {out}/" + (f" (kept its {kept} published figure versions and the history)"
+                                          if kept else "") + (f", {gone} figure versions" if gone else ""))
+    swept = guard.sweep([Path(os.path.abspath(out)).parent], guard.site_temp_prefixes(out), legacy_age_s=None)
     if all:
         from report_builder.models.convert import models_dir
         from report_builder.models.embedded import CACHE_PREFIXES
@@ -92,15 +149,25 @@ def clean(cfg: Config, *, all: bool = False) -> str:  # noqa: A002
         k = 0
         if models.is_dir():
             for d in models.iterdir():
-                if d.is_dir() and d.name.startswith(CACHE_PREFIXES):
-                    with guard.lock_for(d):
+                if d.is_dir() and not d.is_symlink() and d.name.startswith(CACHE_PREFIXES):
+                    with guard.removing_locked(d):
                         shutil.rmtree(d, ignore_errors=True)
                     k += 1
         swept += guard.sweep([models])
-        done.append(f"{k} converted models")
+        if models.is_dir():  # lock files of models that are gone
+            from report_builder.cache import _is_lock_file
+
+            for f in models.iterdir():
+                if _is_lock_file(f) and not (models / f.name[1:-5]).exists():
+                    f.unlink()
+        done.append(f"{k} converted models from {models}")
         from report_builder.data import setcache
 
         done.append(f"{setcache.clean()} cached evaluation sets")
     if swept:
         done.append(f"{len(swept)} stale temporary folders")
-    return "removed " + ", ".join(done)
+    msg = "removed " + ", ".join(done)
+    if left:
+        shown = ", ".join(str(p) for p in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+        msg += f"; left {len(left)} it cannot prove it wrote: {shown}"
+    return msg

@@ -15,9 +15,15 @@ from typing import Any
 
 import yaml
 
-from report_builder.errors import ConfigError
+from report_builder.errors import ConfigError, clip, for_terminal, shown
 
 _INDEX = re.compile(r"\[(\d+)\]")
+MAX_KEY = 200
+"""The longest ``--set`` key read (the longest real one is a few dozen characters)."""
+
+
+def _key(key: str) -> str:
+    return for_terminal(key)
 
 
 def parse_assignment(item: str) -> tuple[list[str | int], Any]:
@@ -29,16 +35,20 @@ def parse_assignment(item: str) -> tuple[list[str | int], Any]:
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set k24.top_k=5")
+        raise ConfigError(f"--set {shown(item)}: expected KEY=VALUE, e.g. --set k24.top_k=5")
+    if len(key) > MAX_KEY or not key.isprintable():
+        raise ConfigError(f"--set {shown(key, 60)}: not a configuration key (letters, digits, `_`, `.` and "
+                          "[index]; `report-builder list` and docs/examples/config.yaml name them)")
     parts: list[str | int] = []
     for part in _INDEX.sub(r".\1", key).split("."):
         if not part:
-            raise ConfigError(f"--set {item!r}: empty part in the key {key!r}")
-        parts.append(int(part) if part.isdigit() else part)
+            raise ConfigError(f"--set {shown(item)}: empty part in the key {shown(key)}")
+        parts.append(int(part) if part.isascii() and part.isdigit() and len(part) < 10 else part)
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--set {key}: cannot read the value {raw!r} ({str(e).splitlines()[0]})") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
+        first = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"--set {_key(key)}: cannot read the value {shown(raw)} ({clip(for_terminal(first), 200)})") from None
     return parts, value
 
 
@@ -60,13 +70,13 @@ def apply_assignments(data: dict, items: list[str]) -> dict:
             where = ".".join(str(p) for p in parts[: depth + 1])
             if isinstance(node, list):
                 if not isinstance(part, int) or not 0 <= part < len(node):
-                    raise ConfigError(f"--set {item.partition('=')[0]}: {where} needs an index 0..{len(node) - 1}")
+                    raise ConfigError(f"--set {_key(item.partition('=')[0])}: {_key(where)} needs an index 0..{len(node) - 1}")
             elif isinstance(node, dict):
                 if isinstance(part, int):
-                    raise ConfigError(f"--set {item.partition('=')[0]}: {where} is a key, not a list index")
+                    raise ConfigError(f"--set {_key(item.partition('=')[0])}: {_key(where)} is a key, not a list index")
             else:
-                raise ConfigError(f"--set {item.partition('=')[0]}: "
-                                  f"{'.'.join(str(p) for p in parts[:depth])} is not a mapping or list")
+                raise ConfigError(f"--set {_key(item.partition('=')[0])}: "
+                                  f"{_key('.'.join(str(p) for p in parts[:depth]))} is not a mapping or list")
             if last:
                 node[part] = value
             else:

@@ -2,7 +2,9 @@
 
 What lives here: each paper's title, authors, venue, BibTeX, site page and intro document
 (`PAPERS`); the models and datasets of the ``paper`` preset (`PRESET_MODELS`, `PRESET_DATASETS`),
-from which `config.PRESETS["paper"]` is built; the roles the K21 appendix figures name (the seven
+from which `config.PRESETS["paper"]` is built; the paper models' shapes and the datasets' split
+sizes (`PAPER_SHAPES`, `PaperDataset.split_size`), which size a plan before anything is downloaded
+(`costs.sizing`; the mean token lengths are the paper's Table 1, in ``resources/k21_reported.yaml``); the roles the K21 appendix figures name (the seven
 model variants in figure order, the MultiBERTs seed group, the non-Wikipedia datasets); and the
 example configuration the K24 "not configured" messages suggest. The site (page titles, cite page,
 provenance), the figures (captions, config snippets) and the config read them from here.
@@ -96,11 +98,14 @@ class PaperModel:
 
 @dataclass(frozen=True)
 class PaperDataset:
-    """A dataset of the paper setting: id, the paper's sample count ``n`` and the K24 subset size."""
+    """A dataset of the paper setting: id, the paper's sample count ``n``, the K24 subset size and the
+    number of items of the whole split the builder reads (``split_size``: SST-2 dev, MNLI dev-matched
+    pairs, CoNLL-2003 validation sentences, the offline Wikipedia pairs)."""
 
     id: str
     n: int
     k24_n: int
+    split_size: int = 0
 
 
 #: K21's primary encoder (Table 2, Fig. 3) and the causal model the paper preset pairs with it.
@@ -127,13 +132,57 @@ SEED_GROUP: tuple[PaperModel, ...] = tuple(
 
 #: The paper setting's datasets: the primary (Wikipedia) set first, then K21's appendix sets (fig12 … fig14).
 PRESET_DATASETS: tuple[PaperDataset, ...] = (
-    PaperDataset("wiki", 992, 256),
-    PaperDataset("sst2", 872, 256),
-    PaperDataset("mnli", 1000, 256),
-    PaperDataset("conll2003", 1000, 256),
+    PaperDataset("wiki", 992, 256, split_size=992),
+    PaperDataset("sst2", 872, 256, split_size=872),
+    PaperDataset("mnli", 1000, 256, split_size=9815),
+    PaperDataset("conll2003", 1000, 256, split_size=3250),
 )
 PRIMARY_DATASET = PRESET_DATASETS[0]
 EXTRA_DATASETS: tuple[PaperDataset, ...] = PRESET_DATASETS[1:]
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A paper model's architecture, recorded so a plan can price it before its config is downloaded.
+
+    Attributes:
+        model_type: the HF ``config.model_type`` (``bert``, ``roberta``, ``gpt2``).
+        d, layers, heads, ff, vocab, positions: model size, layers, attention heads, FF size,
+            vocabulary and position embeddings, as in the model's ``config.json``.
+    """
+
+    model_type: str
+    d: int
+    layers: int
+    heads: int
+    ff: int
+    vocab: int
+    positions: int
+
+    def config_kwargs(self) -> dict:
+        """These numbers under the HF config's own names for ``model_type``."""
+        if self.model_type == "gpt2":
+            return dict(n_embd=self.d, n_layer=self.layers, n_head=self.heads, n_inner=self.ff,
+                        vocab_size=self.vocab, n_positions=self.positions)
+        return dict(hidden_size=self.d, num_hidden_layers=self.layers, num_attention_heads=self.heads,
+                    intermediate_size=self.ff, vocab_size=self.vocab, max_position_embeddings=self.positions)
+
+
+_BERT_BASE = ModelShape("bert", 768, 12, 12, 3072, 30522, 512)
+
+#: Hub id -> architecture of every model of the ``paper`` preset (from each model's ``config.json``).
+PAPER_SHAPES: dict[str, ModelShape] = {
+    "bert-base-uncased": _BERT_BASE,
+    "gpt2": ModelShape("gpt2", 768, 12, 12, 3072, 50257, 1024),
+    "bert-large-uncased": ModelShape("bert", 1024, 24, 16, 4096, 30522, 512),
+    "prajjwal1/bert-medium": ModelShape("bert", 512, 8, 8, 2048, 30522, 512),
+    "prajjwal1/bert-small": ModelShape("bert", 512, 4, 8, 2048, 30522, 512),
+    "prajjwal1/bert-mini": ModelShape("bert", 256, 4, 4, 1024, 30522, 512),
+    "prajjwal1/bert-tiny": ModelShape("bert", 128, 2, 2, 512, 30522, 512),
+    "roberta-base": ModelShape("roberta", 768, 12, 12, 3072, 50265, 514),
+    "roberta-large": ModelShape("roberta", 1024, 24, 16, 4096, 50265, 514),
+    **{m.source: _BERT_BASE for m in SEED_GROUP},  # MultiBERTs: BERT-base, uncased vocabulary
+}
 
 
 def paper_sample_count(dataset: str) -> int:

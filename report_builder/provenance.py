@@ -41,6 +41,24 @@ def lib_version(name: str) -> str:
     return str(mod.__version__) if mod is not None else metadata.version(name)
 
 
+ANALYSIS_LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas", "pyarrow", "scipy",
+                      "wordfreq", "gensim", "accelerate", "gguf")
+"""Distributions a build's tables go through (recorded in every figure's recipe, `site.recipe`)."""
+
+
+def libraries() -> dict[str, str | None]:
+    """The installed versions of `ANALYSIS_LIBRARIES` (read from metadata: nothing is imported)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in ANALYSIS_LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def placements(cfg: Config, *, strict: bool = True) -> dict[str, dict[str, Any]]:
     """Where a build of ``cfg`` puts each model's layers with its ``device_map`` (empty without one):
     model name -> `Placement.to_dict` (mode, main device, ``layers`` as one line, the module map).
@@ -72,6 +90,7 @@ def build_provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any
     Args:
         models, datasets: the models' and datasets' provenance (`analyses.assemble.provenance`).
     """
+    from report_builder.analyses import registry
     from report_builder.analyses.k24_scopes import ig_options
 
     cuda = str(cfg.device).startswith("cuda")
@@ -86,7 +105,8 @@ def build_provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
         "config": guard.public_config(cfg.to_dict()),
         "models": {m: {**p, "source": guard.public_path(p["source"])} for m, p in models.items()},
-        "datasets": datasets,
+        "datasets": datasets, "libraries": libraries(),
+        "analyses": {a.id: {"version": a.version, "tables": list(a.tables)} for a in registry.ANALYSES},
         "params": {"ig": ig_options(cfg).describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
                    "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
                    "ffamp_normalise": cfg.k24.ffamp_normalise, "max_memory": cfg.max_memory},

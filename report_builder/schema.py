@@ -270,6 +270,43 @@ K24 = {
 TABLES: dict[str, list[str]] = {"models": MODELS, "datasets": DATASETS, **K21, **K24}
 """Every result table's columns, in order (ARCHITECTURE.md documents the same)."""
 
+# ------------------------------------------------------------ conventions a user sees (SPEC §8)
+
+FIRST_LAYER = 1
+"""Layers count from 1 wherever a user reads or passes one (API arguments and results, notebook frames,
+`load_results`, `check`, CSVs, plot titles, pages), as in both papers. The engine's indices and the
+cache's parquet tables are 0-based; `user_layers` is the one shift between a table and what a user reads."""
+
+
+def user_layers(frame):
+    """A result table as a user reads it: its integer ``layer`` column counted from `FIRST_LAYER`.
+
+    Returns a shifted copy; a frame without an integer ``layer`` column is returned as it is. Used by
+    ``data.csv`` (`site.figure_files.csv_frame`) and `notebook.load_results`, so both count alike.
+    """
+    col = frame["layer"] if "layer" in getattr(frame, "columns", ()) else None
+    if col is not None and getattr(col.dtype, "kind", "") in "iu":
+        return frame.assign(layer=col + FIRST_LAYER)
+    return frame
+
+
+PERCENT = "%"
+"""Unit of every K21 mixing ratio a user reads (0-100), wherever it is shown."""
+RAW_NORM = "raw norm ||z_{i<-j}||"
+"""Unit of a map value that is the norm of one token's term (K21 maps; `normalise=None` in the notebook)."""
+ROW_NORMALISED = "row-normalised ||z_{i<-j}|| / sum_j ||z_{i<-j}|| (each row sums to 1)"
+"""Unit of a map value divided by its row's sum (K24 maps; the notebook's default, `normalise="row"`)."""
+
+UNITS: dict[str, dict[str, str]] = {
+    "k21_tokens": {m: PERCENT for m in K21_METHODS},
+    "k21_freq": {m: PERCENT for m in K21_METHODS},
+    "k21_maps": {"value": RAW_NORM},
+    "k24_maps": {"value": ROW_NORMALISED},
+}
+"""Result table -> column -> unit, for the columns whose unit is not in their name (attached as
+``DataFrame.attrs["units"]`` to the frames `load_results` and the notebook return)."""
+
 __all__ = ["ERROR_BOUND", "Layout", "POST_LN", "PRE_LN", "LAYOUTS", "layout", "layout_ids", "layout_for_scopes",
            "K21_METHODS", "K21_METHOD_LABELS", "TOKEN_CATEGORIES", "OVERALL", "SPECIAL_TOKEN_CATEGORIES",
-           "PAIR_CATEGORIES", "MODELS", "RECON_ERRORS", "DATASETS", "K21", "K24", "TABLES"]
+           "PAIR_CATEGORIES", "MODELS", "RECON_ERRORS", "DATASETS", "K21", "K24", "TABLES", "FIRST_LAYER",
+           "user_layers", "PERCENT", "RAW_NORM", "ROW_NORMALISED", "UNITS"]

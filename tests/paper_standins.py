@@ -180,28 +180,16 @@ def build_hub_cache(hub: str | Path, ids: dict[str, str] | None = None) -> dict[
 
 # ------------------------------------------------------------------ real shapes, no weights
 
-#: The paper models' architectures (HF config values that differ from the family's defaults; BERT's
-#: and GPT-2's defaults are bert-base-uncased and gpt2 themselves).
-PAPER_SHAPES: dict[str, dict] = {
-    "bert-large-uncased": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
-    "prajjwal1/bert-medium": dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, intermediate_size=2048),
-    "prajjwal1/bert-small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
-    "prajjwal1/bert-mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
-    "prajjwal1/bert-tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-    "roberta-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
-}
-
-
 def _shape_config(repo_id: str, family: str):
-    from transformers import BertConfig, GPT2Config, RobertaConfig
+    """The model's real architecture (`papers.PAPER_SHAPES`, the one record of it) as an HF config."""
+    from transformers import AutoConfig, RobertaConfig
 
-    over = PAPER_SHAPES.get(repo_id, {})
-    if family == "gpt2":
-        return GPT2Config(**over)
+    from report_builder.papers import PAPER_SHAPES
+
+    shape = PAPER_SHAPES[repo_id]
     if family == "roberta":
-        return RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
-                             bos_token_id=0, eos_token_id=2, **over)
-    return BertConfig(**over)
+        return RobertaConfig(type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2, **shape.config_kwargs())
+    return AutoConfig.for_model(shape.model_type, **shape.config_kwargs())
 
 
 def build_shape_cache(hub: str | Path, *, bert_vocab: bool = False) -> dict[str, str]:

@@ -22,7 +22,7 @@ PKG = Path(__file__).resolve().parents[1] / "report_builder"
 STAGES: list[set[str]] = [
     # vocabulary and file safety; "" is the package's lazy __init__ (only `__version__` at import time)
     {"schema", "errors", "papers", "tokens", "atomic", "filehash", "guard", ""},
-    {"config", "overrides", "cache"},                                     # configuration; the results store
+    {"config", "overrides", "values", "cache"},                           # configuration; the results store
     {"stats", "decompose", "data"},                                       # torch-free statistics; maths; eval sets
     {"models"},                                                           # adapters (declare decompose's weights), loading
     {"engine"},                                                           # models x sequences -> layer results
@@ -32,6 +32,8 @@ STAGES: list[set[str]] = [
     {"figures"},                                                          # pure Altair builders
     {"site", "bench", "envinfo", "housekeeping"},                         # pages + mkdocs; the benchmark; `env`;
                                                                           # checks before any work, `clean`
+    {"reproduce"},                                                        # rebuild one figure version from its
+                                                                          # recipe: plans, runs and draws it
     {"api"},                                                              # the thin front
     {"cli", "notebook", "__main__"},                                      # what users call
 ]

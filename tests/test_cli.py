@@ -100,7 +100,7 @@ def test_json_for_list_and_check(capsys, tiny_config):
     res = json.loads(out)
     assert code == 0 and res["ok"] is True and res["bound"] == 1e-4
     assert res["max_rel_error"] == max(r["max_rel_error"] for r in res["rows"]) <= 1e-4
-    assert {r["layer"] for r in res["rows"]} == {0, 1}
+    assert {r["layer"] for r in res["rows"]} == {1, 2}  # layers count from 1 (SPEC §8)
 
 
 def test_env_text_and_json(capsys, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from report_builder import api, cli, costs
-from report_builder.analyses import planning, registry
+from report_builder.analyses import base, planning, registry
 from report_builder.config import from_dict
 from report_builder.models import loading
 
@@ -161,7 +161,10 @@ def test_cli_plan_json_and_text(tmp_path, capsys, no_weights):
     est = json.loads(capsys.readouterr().out)
     assert {"device", "tasks", "totals", "gpus", "notes", "efficiency", "flop_model"} <= set(est)
     assert {"analysis", "model", "dataset", "sequences", "tokens", "cached", "key", "flops", "seconds",
-            "peak_bytes", "disk_bytes"} <= set(est["tasks"][0])
+            "peak_bytes", "disk_bytes", "estimated"} <= set(est["tasks"][0])
+    # everything is here: nothing estimated, every key known
+    assert est["totals"]["estimated"] == 0 and est["estimates"]["models"] == est["estimates"]["datasets"] == {}
+    assert all(t["estimated"] == [] and t["key"] for t in est["tasks"])
     assert cli.main(["build", "--plan", "--config", str(path), "--device", "cuda", "--gpu", "A100", "--gpus", "3"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -252,3 +255,45 @@ def test_table_rows_match_a_real_build(tmp_path):
                 assert len(pd.read_parquet(d / f"{table}.parquet")) == r["rows"][table], (r["analysis"], r["model"], table)
                 checked += 1
     assert checked >= 12
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"models": [{"name": "x", "source": "nobody-here/no-such-model", "role": "primary_encoder"}],
+      "datasets": [{"id": "wiki", "n": 2}]}, "nobody-here/no-such-model"),
+    ({"models": [MINILM], "datasets": [{"id": "mine", "path": "no/such/file.txt", "n": 2}]}, "no/such/file.txt"),
+])
+def test_plan_refuses_what_is_neither_here_nor_recorded(tmp_path, capsys, monkeypatch, no_weights, entry, message):
+    """Only the papers' models and datasets have recorded facts: anything else that is not here is the
+    usual one-line error, no traceback (a model that is recorded sizes fine: tests/test_paper_preset.py)."""
+    import yaml
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**entry, "cache_dir": str(tmp_path / "cache")}))
+    assert cli.main(["plan", "--config", str(path), "--json"]) not in (0, 1)
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_sized_set_and_recorded_shapes():
+    """The recorded facts the plan falls back on: a missing set's size capped by ``n``, the mean length
+    of K21 Table 1, and a recorded shape priced as the model's config is."""
+    from transformers import AutoConfig
+
+    from report_builder import papers
+    from report_builder.costs.sizing import SizedSet, paper_mean_tokens
+    from report_builder.models import registry as adapters
+
+    means = paper_mean_tokens()
+    assert means["sst2"] == 25 and means["mnli"] == 39 and means["conll2003"] == 21
+    s = SizedSet("mnli", 9815, 39, "not here")
+    assert len(s.head(1000)) == 1000 and len(s.head(None)) == 9815 and s.hash == "unknown:mnli"
+    for source, shape in papers.PAPER_SHAPES.items():
+        config = AutoConfig.for_model(shape.model_type, **shape.config_kwargs())
+        adapter = adapters.for_config(config)
+        got = costs.shape_of(config, adapter)
+        assert (got.d, got.layers, got.heads, got.d_ff) == (shape.d, shape.layers, shape.heads, shape.ff), source
+        assert adapter.causal == (source == "gpt2")
+    assert costs.shape_of(AutoConfig.for_model("bert"), adapters.for_config(AutoConfig.for_model("bert"))) == \
+        costs.shape_of(*(lambda c: (c, adapters.for_config(c)))(AutoConfig.for_model(
+            "bert", **papers.PAPER_SHAPES["bert-base-uncased"].config_kwargs())))

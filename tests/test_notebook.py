@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -53,9 +54,12 @@ def test_top_level_import_is_light():
 
 
 def test_decompose_is_a_plain_function_whatever_is_imported_first():
-    """`rb.decompose` is the notebook's function (same signature), also after the `decompose/` package
-    (the mathematics) or its modules are imported, in either order; `rb.build`/`rb.render` are the api's."""
+    """`rb.decompose` is the notebook's function (same signature and docstring, so `help()` and
+    Shift-Tab show the real ones), also after the `decompose/` package (the mathematics) or its modules
+    are imported, in either order; `rb.build`/`rb.render` are the api's."""
     import inspect
+    import pydoc
+    import re
     import types
 
     from report_builder import api, notebook
@@ -67,62 +71,232 @@ def test_decompose_is_a_plain_function_whatever_is_imported_first():
         subprocess.run([sys.executable, "-c", first + code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert isinstance(rb.decompose, types.FunctionType)
     assert inspect.signature(rb.decompose) == inspect.signature(notebook.decompose)
+    assert rb.decompose.__doc__ == notebook.decompose.__doc__
+    shown = pydoc.render_doc(rb.decompose, renderer=pydoc.plaintext)
+    assert re.search(r"progress: '?bool'? = True", shown) and "Layers to decompose, counted from 1" in shown
     assert rb.build is api.build and rb.render is api.render
     assert not hasattr(notebook, "build") and not hasattr(notebook, "render")
 
 
 def test_decompose_maps_ratios_bias_errors(tiny_bert):
+    """Layers count from 1 in arguments, keys and results; ratios are in percent (SPEC §8)."""
     res = rb.decompose(tiny_bert, TEXTS)
-    assert len(res) == 2 and res.layout is schema.POST_LN and res.layers == (0, 1)
+    assert len(res) == 2 and res.layout is schema.POST_LN and res.layers == (1, 2) and res.n_layers == 2
     assert res.scopes == schema.POST_LN.scopes and res.methods == schema.K21_METHODS
     assert 0 < res.max_error <= schema.ERROR_BOUND
     enc = [Tokens(tiny_bert.tokenizer(t)["input_ids"]) for t in ["The man went to the store."]]
     (_, _, direct), = [r for r in decompose_sequences(tiny_bert, enc, layers=[1], maps=("ATBFF",), ratios=True)]
-    assert torch.allclose(res.map(1, "ATBFF"), direct.maps["ATBFF"].cpu(), atol=1e-6)
-    assert torch.allclose(res[0].ratios[1]["ATTNRESLN-N"], direct.ratios["ATTNRESLN-N"].cpu(), atol=1e-6)
+    # the engine's layer index 1 is the user's layer 2
+    assert torch.allclose(res.map(2, "ATBFF", normalise=None), direct.maps["ATBFF"].cpu(), atol=1e-6)
+    assert torch.allclose(res[0].ratios[2]["ATTNRESLN-N"], 100 * direct.ratios["ATTNRESLN-N"].cpu(), atol=1e-4)
+    assert 50 < float(res[0].ratios[2]["ATTN-W"].max()) <= 100  # percent, not a fraction
     s = res[1]
     assert s.tokens[0] == "[CLS]" and s.categories.count("[SEP]") == 2
-    assert set(s.bias[0]) == set(schema.POST_LN.checks) == set(s.errors[0])
-    assert s.maps[0]["ATB"].shape == (len(s), len(s))
-    with pytest.raises(KeyError, match="layers"):
-        res.map(7, "ATB")
+    assert set(s.maps) == set(s.ratios) == set(s.bias) == set(s.errors) == {1, 2}
+    assert set(s.bias[1]) == set(schema.POST_LN.checks) == set(s.errors[1])
+    assert s.maps[1]["ATB"].shape == (len(s), len(s))
+    for bad in (0, 3):  # layer 0 and layer L+1: one clear error each
+        with pytest.raises(ValueError, match=rf"^layer {bad} does not exist: layers count from 1, and tiny-bert "
+                                             r"has layers 1\.\.2$"):
+            res.map(bad, "ATB")
+        with pytest.raises(ValueError, match=rf"^layer {bad} does not exist: layers count from 1"):
+            rb.decompose(tiny_bert, "x", layers=[bad])
+    with pytest.raises(ValueError, match="no map 'ATBLN'"):
+        res.map(1, "ATBLN")
     with pytest.raises(ValueError, match="unknown 'ATBLN'"):
         rb.decompose(tiny_bert, "x", scopes=["ATBLN"])
-    with pytest.raises(ValueError, match="out of range"):
-        rb.decompose(tiny_bert, "x", layers=[5])
+    one = rb.decompose(tiny_bert, "x", layers=[2], progress=False)
+    assert one.layers == (2,) and set(one[0].maps) == {2}
+    with pytest.raises(ValueError, match="layer 1 was not decomposed; decomposed layers: 2"):
+        one.map(1, "ATB")
+
+
+def test_normalise_has_one_default_everywhere(tiny_bert):
+    """Maps are row-normalised by default in map, to_frame and plot; normalise=None gives raw norms,
+    and the frame/label says which."""
+    import inspect
+
+    from report_builder.notebook import NORMALISE, Decomposition, SequenceResult
+
+    assert NORMALISE == "row"
+    for f in (Decomposition.map, Decomposition.to_frame, Decomposition.plot, Decomposition.show, SequenceResult.show):
+        assert inspect.signature(f).parameters["normalise"].default == NORMALISE, f
+    res = rb.decompose(tiny_bert, TEXTS, layers=[1], scopes=["ATB"], methods=["ATTN-N"])
+    raw, row = res.map(1, "ATB", normalise=None), res.map(1, "ATB")
+    assert torch.allclose(row.sum(1), torch.ones(len(res[0])), atol=1e-5)
+    assert torch.allclose(row, raw / raw.sum(1, keepdim=True), atol=1e-6)
+    assert torch.equal(raw, res[0].maps[1]["ATB"])  # the stored data are the raw norms
+    for table in ("k24_maps", "k21_maps"):
+        df, df_raw = res.to_frame(table), res.to_frame(table, normalise=None)
+        assert df.attrs["units"] == {"value": schema.ROW_NORMALISED}
+        assert df_raw.attrs["units"] == {"value": schema.RAW_NORM}
+        assert np.allclose(df.groupby(["example", "i"])["value"].sum(), 1.0, atol=1e-5)
+        assert not np.allclose(df_raw.groupby(["example", "i"])["value"].sum(), 1.0, atol=1e-3)
+    assert "ATB (row-normalised), layer 1" in str(res.plot(1, "ATB").to_dict())
+    assert "ATB (raw norm ||z_i←j||), layer 1" in str(res.plot(1, "ATB", normalise=None).to_dict())
+    with pytest.raises(ValueError, match="normalise: expected 'row'"):
+        res.map(1, "ATB", normalise="column")
 
 
 def test_frames_follow_the_result_tables(tiny_bert):
-    res = rb.decompose(tiny_bert, TEXTS, layers=[1], scopes=["ATB", "ATBFFRESLN"], methods=["ATTN-N"])
+    res = rb.decompose(tiny_bert, TEXTS, layers=[2], scopes=["ATB", "ATBFFRESLN"], methods=["ATTN-N"])
     for table in ("k24_maps", "k21_maps", "k21_tokens", "recon_errors"):
         df = res.to_frame(table)
         assert list(df.columns) == schema.TABLES[table], table
-        assert len(df) > 0
+        assert len(df) > 0 and df["layer"].unique().tolist() == [2], table  # layers from 1, as data.csv
     k24 = res.to_frame("k24_maps")
     sums = k24.groupby(["example", "scope", "i"])["value"].sum()
     assert np.allclose(sums, 1.0, atol=1e-5)  # row-normalised, as the site's k24_maps
-    k21 = res.to_frame("k21_maps")
+    assert k24["example"].unique().tolist() == ["1: The man went to the store.…", "2: He bought milk. It was cold.…"]
+    k21 = res.to_frame("k21_maps", normalise=None)
     first = k21[(k21.example == res.example_name(0))]
-    assert np.allclose(first.value.to_numpy(), res.map(1, "ATTN-N").numpy().ravel())
+    assert np.allclose(first.value.to_numpy(), res.map(2, "ATTN-N", normalise=None).numpy().ravel())
     tok = res.to_frame("k21_tokens")
-    assert np.allclose(tok[tok.seq == 0]["ATTNRESLN-N"], 100 * res[0].ratios[1]["ATTNRESLN-N"].numpy())
+    assert np.allclose(tok[tok.seq == 0]["ATTNRESLN-N"], res[0].ratios[2]["ATTNRESLN-N"].numpy())
+    assert tok.attrs["units"] == {m: "%" for m in schema.K21_METHODS}
     assert tok["dataset"].unique().tolist() == ["notebook"]
     with pytest.raises(ValueError, match="unknown table"):
         res.to_frame("nope")
-    chart = res.plot(1, "ATB")
-    spec = chart.to_dict()
-    assert "ATB, layer 2" in str(spec)  # layers are labelled 1-based on charts
+    title = str(res.plot(2, "ATB").to_dict())
+    assert "ATB (row-normalised), layer 2" in title and "layer 3" not in title  # the layer as passed
 
 
 def test_causal_model_from_a_model_tokenizer_pair(tiny_gpt2):
     res = rb.decompose(tiny_gpt2, ["The cat sat on the mat."], scopes="all", methods=None)
-    assert res.causal and res.layout is schema.PRE_LN and res.methods == ()
-    m = res.map(0, "ATBLNFFRES")
+    assert res.causal and res.layout is schema.PRE_LN and res.methods == () and res.layers == (1, 2)
+    m = res.map(1, "ATBLNFFRES", normalise=None)
     assert torch.count_nonzero(torch.triu(m, 1)) == 0  # no token reads a later one
     k24 = res.to_frame("k24_maps")
     assert (k24.j <= k24.i).all()
     with pytest.raises(ValueError, match="no methods"):
         res.to_frame("k21_maps")
+
+
+def test_short_reprs(tiny_bert):
+    res = rb.decompose(tiny_bert, TEXTS, progress=False)
+    assert repr(res) == ("<Decomposition: tiny-bert (post-LN), 2 sequences, layers 1, 2 of 2, 4 scopes, 5 methods, "
+                         f"max error {res.max_error:.1e}>")
+    assert repr(res[0]).startswith("<SequenceResult: 9 tokens ([CLS] the man went to the …), layers 1, 2, max error")
+    assert "\n" not in repr(res[1]) and len(repr(res[1])) < 120
+    import dataclasses
+
+    assert [f.name for f in dataclasses.fields(res[0])] == ["text", "tokens", "categories", "maps", "ratios",
+                                                          "bias", "errors"]  # the back-reference is no field
+
+
+def test_progress_bar_over_sequences_and_layers(tiny_bert, monkeypatch):
+    """One tqdm.auto bar over sequences x layers; progress=False turns it off."""
+    import tqdm.auto
+
+    bars = []
+
+    class Recorder:
+        def __init__(self, *, total, disable, **kw):
+            self.total, self.disable, self.n, self.closed = total, disable, 0, False
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
+    rb.decompose(tiny_bert, TEXTS, scopes=None, methods=None)
+    rb.decompose(tiny_bert, TEXTS, layers=[2], scopes=None, methods=None, progress=False)
+    assert [(b.total, b.n, b.disable, b.closed) for b in bars] == [(4, 4, False, True), (2, 2, True, True)]
+
+
+def test_long_text_is_cut_with_a_warning(tiny_bert):
+    with pytest.warns(UserWarning, match="text 1 cut to 12 tokens"):
+        res = rb.decompose(tiny_bert, ["Short.", "word " * 40], max_length=12, scopes=["ATB"], methods=None,
+                           progress=False)
+    assert len(res[1]) == 12
+
+
+def _external_refs(page: str) -> list[str]:
+    """Every http(s) address in the HTML outside the inlined (compressed) Vega bundle, and every
+    script/style/link that loads from elsewhere."""
+    import re
+
+    outside = re.sub(r'(<script type="text/plain" id="[^"]+-vega">)[A-Za-z0-9+/=\s]*(</script>)', r"\1\2", page)
+    return (re.findall(r"https?://[^\s\"'<>]*", outside)
+            + re.findall(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=", outside, re.I)
+            + re.findall(r"@import", outside))
+
+
+@pytest.mark.parametrize("payload, bad", [
+    ('<script src="https://cdn.jsdelivr.net/npm/vega@5"></script>', True),
+    ('<link rel="stylesheet" href="vega.css">', True),
+    ('<div>{"$schema": "http://vega.github.io/schema"}</div>', True),
+    ('<script type="text/plain" id="x-vega">aHR0cHM6Ly9leGFtcGxlLm9yZw==</script><div></div>', False),
+])
+def test_the_offline_check_can_fail(payload, bad):
+    assert bool(_external_refs(payload)) is bad
+
+
+HOSTILE = '</script><script>window.pwned=1</script><img src=x onerror="window.pwned=2"> & "q"'
+
+
+def test_inline_view_is_offline_and_escaped(tiny_bert):
+    """_repr_html_ of a Decomposition and of one sequence: the vendored Vega inlined (gzip, base64), no
+    URL to fetch, untrusted token and text strings escaped in the JSON spec."""
+    import base64
+    import gzip
+    import re
+
+    from report_builder.figures import theme
+    from report_builder.site.assets import vega_bundle
+
+    res = rb.decompose(tiny_bert, ["The man went to the store.", HOSTILE], progress=False)
+    for page in (res._repr_html_(), res[1]._repr_html_(), res.show(layer=2, scope="ATTN-N", normalise=None)._repr_html_()):
+        assert _external_refs(page) == []
+        packed = re.search(r'<script type="text/plain" id="[^"]+-vega">([^<]*)</script>', page).group(1)
+        assert gzip.decompress(base64.b64decode(packed)).decode() == vega_bundle()
+        assert page.count("</script>") == 3 and "<img" not in page and "<script>window" not in page
+        spec = json.loads(re.search(r'<script type="application/json" id="[^"]+-spec">([^<]*)</script>', page).group(1))
+        assert "$schema" not in spec and HOSTILE.split()[0] in json.dumps(spec, ensure_ascii=False)
+        assert f'"scheme": "{theme.SEQUENTIAL}"' in json.dumps(spec)  # the site's colours
+    params = {p["name"]: p for p in json.loads(re.search(
+        r'id="[^"]+-spec">([^<]*)<', res.show(layer=2, scope="ATTN-N", seq=1)._repr_html_()).group(1))["params"]}
+    assert params["layer_nb"]["value"] == 2 and params["layer_nb"]["bind"]["min"] == 1
+    assert params["layer_nb"]["bind"]["max"] == 2 and params["scope_nb"]["value"] == "ATTN-N"
+    assert params["scope_nb"]["bind"]["options"] == [*schema.POST_LN.scopes, *schema.K21_METHODS]
+    assert params["example_nb"]["value"] == 1
+    assert rb.decompose(tiny_bert, "x", scopes=None, methods=None, progress=False)._repr_html_() is None
+
+
+def test_check_prints_layers_from_one(tmp_path):
+    """`report-builder check` (text and --json) and `api.check` number layers 1..L."""
+    from test_pipeline import tiny_bert_dir
+
+    from report_builder import api
+
+    model = tiny_bert_dir(tmp_path / "tiny", 0)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-m", "report_builder", "check", "--model", str(model), "--text", "A test."],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    layers = [int(line.split()[0]) for line in r.stdout.splitlines()[1:-1]]
+    assert sorted(set(layers)) == [1, 2] and r.stdout.splitlines()[0].split()[0] == "layer"
+    assert {row["layer"] for row in api.check(str(model), ["A test."])} == {1, 2}
+
+
+def test_load_results_shifts_layers_at_the_boundary():
+    """The cache's 0-based tables reach a user counted from 1, with units named; the cache's own
+    frames are not changed; data.csv uses the same shift."""
+    from report_builder.notebook.frames import user_tables
+    from report_builder.site.figure_files import csv_frame
+
+    cache = {"k21_tokens": pd.DataFrame({"layer": [0, 5], "ATTN-N": [12.5, 40.0]}),
+             "models": pd.DataFrame({"model": ["m"], "layers": [6]}),
+             "k24_maps": pd.DataFrame({"layer": np.array([0, 1], dtype="int32"), "value": [0.5, 0.5]})}
+    out = user_tables(cache)
+    assert out["k21_tokens"]["layer"].tolist() == [1, 6] and cache["k21_tokens"]["layer"].tolist() == [0, 5]
+    assert out["models"]["layers"].tolist() == [6]  # a count, not a layer
+    assert out["k24_maps"]["layer"].tolist() == [1, 2] == csv_frame(cache["k24_maps"])["layer"].tolist()
+    assert out["k21_tokens"].attrs["units"] == {"ATTN-N": "%"} and not cache["k21_tokens"].attrs
+    assert out["k24_maps"].attrs["units"] == {"value": schema.ROW_NORMALISED}
 
 
 def test_load_results_errors_and_site(tmp_path):
@@ -142,8 +316,11 @@ def test_examples_script_runs(tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "notebook_api.py"), str(out)], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "max_error=" in run.stdout and "k21_tokens" in run.stdout
-    assert (out / "atb-layer5.html").is_file() and (out / "site" / "index.html").is_file()
+    assert "<Decomposition: MiniLM-L6 (post-LN), 2 sequences, layers 1, 6 of 6" in run.stdout
+    assert "k21_tokens" in run.stdout and "map cells joined" in run.stdout
+    assert (out / "atb-layer6.html").is_file() and (out / "site" / "index.html").is_file()
+    assert "layer 6" in (out / "atb-layer6.html").read_text()
+    assert _external_refs((out / "view.html").read_text()) == []
     # the configured site_url reaches mkdocs: canonical links point at the published address
     assert 'rel="canonical" href="https://example.org/my-report/' in (out / "site" / "index.html").read_text()
     # the API page is generated from the docstrings
@@ -155,3 +332,24 @@ def test_examples_script_runs(tmp_path):
     for name, df in tables.items():
         if name in schema.TABLES:
             assert set(df.columns) == set(schema.TABLES[name]), name
+    # load_results reads layers from 1, as every figure's data.csv
+    n = int(tables["models"]["layers"].iloc[0])
+    for name in ("k21_tokens", "k24_maps", "recon_errors", "k24_ctx"):
+        assert sorted(tables[name]["layer"].unique()) == list(range(1, n + 1)), name
+    csv = pd.read_csv(out / "site" / "figures" / "k21-fig1" / "data.csv")
+    joined = tables["k21_maps"].merge(csv, on=["model", "example", "layer", "method", "i", "j"])
+    assert len(joined) == len(csv) > 0 and np.allclose(joined["value_x"], joined["value_y"], atol=1e-6)
+
+
+def test_a_view_too_large_keeps_what_is_shown_and_says_so(tiny_bert, monkeypatch):
+    from report_builder.notebook import view
+
+    res = rb.decompose(tiny_bert, TEXTS, progress=False)
+    monkeypatch.setattr(view, "VIEW_CELLS", 2 * 9 * 9)  # room for one 9-token map at both layers
+    shown = res.show(scope="ATB", seq=0)
+    assert json.dumps(shown.spec).count('"scope_nb"') >= 1
+    params = {p["name"]: p for p in shown.spec["params"]}
+    assert params["scope_nb"]["bind"]["options"] == ["ATB"] and params["example_nb"]["bind"]["options"] == [0]
+    assert "tiny-bert (text 1 of 2 only; ATB only: too large for one view)" in json.dumps(shown.spec)
+    monkeypatch.setattr(view, "VIEW_CELLS", 2 * 4 * 4)
+    assert "first 4 of 9 tokens" in json.dumps(res.show(scope="ATB").spec)

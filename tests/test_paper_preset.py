@@ -184,3 +184,50 @@ def test_fig2_is_a_drawn_diagram(paper):
     assert "<svg" in sec and "params" not in sec
     svg = (tmp / "site" / "figures" / "k21-fig2" / "chart.svg").read_text()
     assert "ATTNRESLN-N" in svg and "<title" in svg
+
+
+def test_plan_before_download(tmp_path):
+    """`plan --preset paper --json` on a machine with none of the paper's models and only SST-2 of its
+    data (empty HF cache, HF_HUB_OFFLINE=1, sockets blocked): exit 0, every model sized from the shapes
+    recorded in papers.py, MNLI and CoNLL-2003 from the recorded split sizes and K21 Table 1's mean
+    lengths, each estimate flagged; SST-2 and the offline Wikipedia set are read as they are."""
+    from report_builder import costs, papers
+
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    paper_standins.write_data_dir(tmp_path / "data", n=5)
+    for gone in ("MNLI", "conll2003"):
+        import shutil
+
+        shutil.rmtree(tmp_path / "data" / gone)
+    env = network_env(tmp_path, hub)
+    r = subprocess.run([sys.executable, "-m", "report_builder", "plan", "--preset", "paper", "--json",
+                        "--data-dir", str(tmp_path / "data"), "--cache", str(tmp_path / "cache"), "--gpu", "H200"],
+                       capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "network.log").read_text() == ""
+    assert not (tmp_path / "cache").exists() and not any(hub.iterdir())  # wrote nothing, downloaded nothing
+    est = json.loads(r.stdout)
+    models = {m["source"] for m in papers.preset_models()}
+    assert set(est["estimates"]["models"]) == models == set(papers.PAPER_SHAPES)
+    assert all(v["flags"] == ["shape", "key", "lengths"] for v in est["estimates"]["models"].values())
+    assert set(est["estimates"]["datasets"]) == {"mnli", "conll2003"}
+    assert "DIR/MNLI/dev_matched.tsv" in est["estimates"]["datasets"]["mnli"]["why"]
+    by = {(t["analysis"], t["model"], t["dataset"]): t for t in est["tasks"]}
+    mnli = by[("k21_mixing", "bert-large-uncased", "mnli")]
+    assert mnli["sequences"] == 1000 and mnli["tokens"] == 1000 * 39  # min(n, 9815 pairs) x Table 1's mean
+    assert mnli["estimated"] == ["shape", "key", "items", "lengths"] and mnli["key"] is None
+    assert by[("k21_mixing", "bert-large-uncased", "conll2003")]["tokens"] == 1000 * 21
+    sst2 = by[("k21_mixing", "bert-large-uncased", "sst2")]
+    assert sst2["sequences"] == 5 and sst2["estimated"] == ["shape", "key", "lengths"]  # the file is here
+    wiki = by[("k21_mixing", "bert-base-uncased", "wiki")]
+    assert wiki["sequences"] == 992 and 80 * 992 < wiki["tokens"] < 128 * 992  # the offline set, MiniLM's vocabulary
+    assert by[("architecture", "gpt2", None)]["estimated"] == ["shape", "key"]  # reads no tokens
+    # the recorded shapes price the models as their configs would
+    assert by[("k24_scopes", "bert-large-uncased", "wiki")]["flops"] > 3 * by[("k24_scopes", "bert-base-uncased",
+                                                                                "wiki")]["flops"]
+    assert est["totals"]["estimated"] == len(est["tasks"]) and est["totals"]["seconds"] > 0
+    text = costs.format_plan(est)
+    assert "estimated: shape, key, items, lengths" in text and "tasks estimated from recorded facts" in text
+    assert "note: estimated (items, lengths): datasets conll2003 (DIR/conll2003/valid.txt), mnli" in text
+    assert "note: estimated = shape: model size from the architecture recorded in papers.py" in text

@@ -88,12 +88,13 @@ def test_cache_directory_must_be_ours(tmp_path):
     r = _cli("clean", "--cache", str(foreign), "--out", str(tmp_path / "site"), cwd=tmp_path)
     assert r.returncode != 0 and "refusing to use" in r.stderr
     assert (foreign / "results" / "table1.csv").exists()
-    # a cache from before markers (only names the tool writes) is adopted
+    # nothing is adopted: a folder holding only names the tool writes is refused too (docs/guide/safety.md)
     legacy = tmp_path / "legacy"
     (legacy / "results" / "k21_mixing").mkdir(parents=True)
     (legacy / "last_build.json").write_text("{}")
-    Cache(legacy)
-    assert (legacy / guard.CACHE_MARKER).is_file()
+    with pytest.raises(guard.UnsafeOutput, match="refusing to use .* as the cache"):
+        Cache(legacy)
+    assert not (legacy / guard.CACHE_MARKER).exists()
 
 
 # ------------------------------------------------------------------ point 3: concurrency

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from report_builder.analyses.base import Run, Subject
 from report_builder.data import EncodedSeq, EvalSet, TextItem, encode
-from report_builder.errors import DataError
+from report_builder.errors import DataError, shown
 
 if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; a cached build never does
     from report_builder.engine import Tokens
@@ -47,7 +47,7 @@ def masked(run: Run) -> list[EncodedSeq]:
     enc = encode(run.eval_set(), run.lm().tokenizer, causal=s.causal, max_length=s.dataset.max_length,
                  mask_rate=mask_rate(s), mask_seed=s.cfg.k21.seed)
     if not enc:
-        raise DataError(f"dataset {s.dataset.id!r} is empty after encoding")
+        raise DataError(f"dataset {shown(s.dataset.id)} is empty after encoding")
     return enc
 
 

@@ -6,6 +6,7 @@ analysis gets the K21-masked ones (encoders) — the caller decides, these funct
 """
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -14,6 +15,8 @@ import pandas as pd
 from report_builder.data.encode import EncodedSeq
 from report_builder.analyses.inputs import tokens_of
 from report_builder.schema import K21_METHODS, RECON_ERRORS
+from report_builder.stats import k21_tables
+from report_builder.stats.k21_tables import TokenRows
 
 if TYPE_CHECKING:  # pragma: no cover - torch is imported by the functions that compute (a cached build never does)
     from report_builder.models.loading import LoadedModel
@@ -46,39 +49,49 @@ def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dat
     """
     from report_builder.engine import decompose_sequences
 
-    n_layers = lm.n_layers
-    cols: dict[str, list] = {k: [] for k in ("seq", "layer", "pos", "token", "category", *K21_METHODS)}
+    rows = TensorRows()
     errs: dict[tuple[int, str], float] = {}
     for k, layer, r in decompose_sequences(lm, tokens_of(encoded), ratios=True, batch_size=batch_size,
                                            budget_bytes=budget_bytes, on_batch=on_batch):
-        e = encoded[k]
-        n = len(e)
-        cols["seq"].extend([e.seq] * n)
-        cols["layer"].extend([layer] * n)
-        cols["pos"].extend(range(n))
-        cols["token"].extend(e.tokens)
-        cols["category"].extend(e.category)
-        for m in K21_METHODS:
-            cols[m].extend((100.0 * r.ratios[m].float().cpu().numpy()).tolist())
+        rows.add(encoded[k], layer, r.ratios)
         for s, v in r.errors.items():
             errs[(layer, s)] = max(errs.get((layer, s), 0.0), v)
-    df = pd.DataFrame(cols)
-    df.insert(0, "dataset", dataset)
-    df.insert(0, "model", model)
-    df = df.sort_values(["seq", "layer", "pos"], kind="mergesort").reset_index(drop=True)
-    df[list(K21_METHODS)] = df[list(K21_METHODS)].astype("float32")
-    assert df["layer"].nunique() in (0, n_layers)
+    df = rows.frame(model, dataset)
+    assert len(rows.layers) in (0, lm.n_layers)
     return {"k21_tokens": df, "recon_errors": errors_frame(model, dataset, errs)}
 
 
+class TensorRows(TokenRows):
+    """`stats.k21_tables.TokenRows` fed a `LayerResult`'s ratios as they are (a dict of CPU tensors):
+    each method's tensors are joined once, at the end, instead of one host copy per layer."""
+
+    def stack(self, blocks: list[dict], total: int) -> np.ndarray:
+        import torch
+
+        out = np.empty((len(K21_METHODS), total), dtype=np.float32)
+        for i, m in enumerate(K21_METHODS):
+            parts = [b[m] for b in blocks]
+            if parts[0].dtype == torch.float32 and parts[0].device.type == "cpu":
+                col = torch.from_numpy(out[i])
+                with warnings.catch_warnings():  # a wrong length resizes `col` (deprecated): refused below
+                    warnings.simplefilter("ignore")
+                    try:
+                        torch.cat(parts, out=col)
+                    except RuntimeError as e:  # longer than `total` (its storage cannot grow), not 1-D, ...
+                        raise ValueError(f"{m} ratios do not fit {total} tokens: {e}") from None
+            else:  # bfloat16/float16 widen to float32 exactly
+                col = torch.cat([p.float().cpu() for p in parts])
+                if col.shape == (total,):
+                    out[i] = col.numpy()
+            if col.shape != (total,):
+                raise ValueError(f"{m} ratios of {col.numel()} values for {total} tokens")
+        return out
+
+
 def frequency_table(tokens_df: pd.DataFrame, encoded: list[EncodedSeq], ranks: dict[int, int]) -> pd.DataFrame:
-    """``k21_freq``: layer-averaged ratios per token occurrence with its frequency rank (unmasked inputs)."""
-    keys = ["model", "dataset", "seq", "pos", "token", "category"]
-    df = tokens_df.groupby(keys, sort=False)[list(K21_METHODS)].mean().reset_index()
-    worst = max(ranks.values()) if ranks else 1
-    id_of = {(e.seq, p): tid for e in encoded for p, tid in enumerate(e.input_ids)}
-    df.insert(6, "freq_rank", [int(ranks.get(id_of[(s, p)], worst)) for s, p in zip(df["seq"], df["pos"])])
-    return df
+    """``k21_freq``: layer-averaged ratios per token occurrence with its frequency rank (unmasked inputs);
+    see `stats.k21_tables.frequency_table`."""
+    return k21_tables.frequency_table(tokens_df, encoded, ranks)
 
 
 def expansion_rates(lm: LoadedModel, *, model: str) -> pd.DataFrame:

@@ -136,17 +136,22 @@ def _sharded(a: Analysis, t: Task, shard_size: int) -> list[Task]:
     return [*shards, reduce]
 
 
-def plan(cfg: "Config", cache: Cache | None = None) -> Plan:
+def plan(cfg: "Config", cache: Cache | None = None, *, sizing=None) -> Plan:
     """Every task the configuration needs, in run order (per model: weights-only, then per dataset).
 
     With ``cfg.shard_size``, a shardable analysis of more sequences becomes shard tasks and a reduce
     task (module docstring); a result already in ``cache`` stays one task (its shards are not planned).
     Loads the evaluation sets and hashes each model's weights (memoised); loads no weights.
+    ``sizing`` (`costs.sizing.Sizing`, for `report-builder plan` only) answers ``eval_set``,
+    ``fingerprint`` and ``causal`` instead, estimating what is not downloaded yet.
     """
     from report_builder.data import load_entry
     from report_builder.models import causality, loading
 
-    sets = {d.id: load_entry(d, cfg.data_dir) for d in cfg.datasets}
+    eval_set = sizing.eval_set if sizing is not None else (lambda d: load_entry(d, cfg.data_dir))
+    fingerprint = sizing.fingerprint if sizing is not None else (lambda m: loading.fingerprint(m.source, m.revision))
+    is_causal = sizing.causal if sizing is not None else (lambda m: causality.is_causal(m.source, m.revision))
+    sets = {d.id: eval_set(d) for d in cfg.datasets}
     tasks: list[Task] = []
     planned: dict[tuple[str, str], Task] = {}  # (analysis, subject label) -> task
 
@@ -160,8 +165,8 @@ def plan(cfg: "Config", cache: Cache | None = None) -> Plan:
             tasks.append(t)
 
     for mc in cfg.models:
-        fp = loading.fingerprint(mc.source, mc.revision)
-        causal = causality.is_causal(mc.source, mc.revision)
+        fp = fingerprint(mc)
+        causal = is_causal(mc)
         model_subject = Subject(cfg, mc, fp, causal)
         for a in registry.ANALYSES:
             if a.scope == "model":

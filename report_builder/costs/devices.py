@@ -154,12 +154,12 @@ def device_rate(device: str, dtype: str, *, threads: int = 1, gpu: str | None = 
 
 
 def _gpu(name: str) -> GPU:
-    from report_builder.errors import UsageError
+    from report_builder.errors import UsageError, shown
 
     for k, g in GPUS.items():
         if name.lower() == k.lower():
             return g
-    raise UsageError(f"--gpu: unknown GPU {name!r}; known: {', '.join(GPUS)} (or give --gpu-flops TFLOPS)")
+    raise UsageError(f"--gpu: unknown GPU {shown(name)}; known: {', '.join(GPUS)} (or give --gpu-flops TFLOPS)")
 
 
 def _available_bytes() -> int | None:

@@ -15,6 +15,7 @@ from report_builder.costs.flops import (EFFICIENCY, OVERHEAD_S, Shape, expansion
                                         ig_points, shape_of, work_flops)
 from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, disk_bytes, layer_fixed_bytes,
                                             table_rows)
+from report_builder.costs.sizing import FLAGS, Sizing, SizedSet
 from report_builder.costs.text import fmt_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +47,7 @@ class TaskCost:
     peak_bytes: int
     disk_bytes: int
     rows: dict[str, int] = field(default_factory=dict)
+    estimated: list[str] = field(default_factory=list)
 
 
 def balance(seconds: list[float], n: int) -> tuple[float, list[float]]:
@@ -77,10 +79,12 @@ class _TokenRun:
 
 class _Lengths:
     """Token lengths of the sequences each task decomposes: the real sets encoded with each model's
-    tokenizer by the same `analyses.inputs` functions the analyses call."""
+    tokenizer by the same `analyses.inputs` functions the analyses call (with ``sizing``: what is not
+    here, estimated by `sizing.Sizing`)."""
 
-    def __init__(self, plan: "Plan"):
+    def __init__(self, plan: "Plan", sizing: "Sizing | None" = None):
         self.plan = plan
+        self.sizing = sizing
         self._tok: dict[tuple, Any] = {}
         self._sets: dict[tuple, list[int]] = {}
 
@@ -89,7 +93,8 @@ class _Lengths:
         if key not in self._tok:
             from report_builder.models.loading import config_and_tokenizer
 
-            self._tok[key] = config_and_tokenizer(mc.source, mc.revision)
+            self._tok[key] = (self.sizing.config_and_tokenizer(mc) if self.sizing is not None
+                              else config_and_tokenizer(mc.source, mc.revision))
         return self._tok[key]
 
     def tokenizer_key(self, mc) -> str:
@@ -123,6 +128,12 @@ class _Lengths:
         run = _TokenRun(s, self.config_and_tokenizer(s.model)[1], es)
         if a.inputs == "pair":
             return [len(inputs.pair(run))]
+        if isinstance(es, SizedSet):  # not here: every item at the paper's mean length
+            if a.inputs == "examples":
+                k = min(len(es), max(0, s.cfg.k24.examples - 1))
+                return [len(inputs.pair(run))] + [min(es.mean_tokens, s.dataset.max_length,
+                                                      inputs.EXAMPLES_MAX_LENGTH)] * k
+            return [min(es.mean_tokens, s.dataset.max_length)] * max(0, min(hi, len(es)) - lo)
         if a.inputs == "examples":
             return [len(e) for e in inputs.examples(run)[0]]
         key = (self.tokenizer_key(s.model), s.dataset.id, s.dataset.max_length, s.causal)
@@ -133,8 +144,9 @@ class _Lengths:
 
 def _batch_size(task: "Task") -> int:
     """Sequences per padded batch on the batched (GPU) path, as each analysis asks the engine."""
-    b = task.subject.cfg.batch_size
-    return {"k21_mixing": b, "k21_frequency": b, "k24_scopes": max(1, b // 2)}.get(task.base, 8)
+    from report_builder.analyses import registry
+
+    return registry.get(task.base).work.batch(task.subject.cfg.batch_size)
 
 
 LOAD_S = 1.0
@@ -215,8 +227,17 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
                     None if dev_s is None else dev_s + host_s, dev_s, host_s, 0.0, int(peak), int(disk), rows)
 
 
+def plan_costs(cfg, cache: "Cache | None" = None, **kw: Any) -> dict[str, Any]:
+    """`estimate` of ``cfg``'s plan, before anything is downloaded: what is not here is sized from
+    recorded facts (`sizing.Sizing`) and flagged. ``kw``: `estimate`'s options."""
+    from report_builder.analyses import planning
+
+    sizing = Sizing(cfg)
+    return estimate(planning.plan(cfg, cache, sizing=sizing), cache, sizing=sizing, **kw)
+
+
 def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = None, gpu_flops: float | None = None,
-             gpus: int = 1, threads: int | None = None) -> dict[str, Any]:
+             gpus: int = 1, threads: int | None = None, sizing: Sizing | None = None) -> dict[str, Any]:
     """Price every task of ``plan`` and total them (see the module docstring).
 
     Args:
@@ -224,9 +245,13 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
         gpu, gpu_flops: a named GPU or a matmul rate in TFLOP/s, for a GPU that is not here.
         gpus: also give the time on this many GPUs (tasks assigned greedily, never split).
         threads: CPU worker threads of the build (default as the build picks them).
+        sizing: the `sizing.Sizing` the plan was made with: models and data that are not here are
+            priced from it, and each task lists its estimate flags (``estimated``; key None when
+            its key rests on something not here).
     Returns:
         ``device`` (the rate and how it was found), ``tasks`` (one dict per task, every number),
-        ``totals``, ``gpus`` (1 and N GPU times where a GPU is estimated) and ``notes``.
+        ``totals``, ``gpus`` (1 and N GPU times where a GPU is estimated), ``notes`` and
+        ``estimates`` (what was estimated and why, the flags' legend).
     """
     from report_builder.analyses import registry
     from report_builder.models.loading import adapter_of
@@ -248,7 +273,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
                       gpu=gpu, gpu_flops=gpu_flops)
     rate = dev["flops_per_s"]
     base = _process_base_bytes() if kind == "cpu" else 0
-    lengths = _Lengths(plan)
+    lengths = _Lengths(plan, sizing)
     shapes: dict[tuple, Shape] = {}
     loaded: set[tuple] = set()
     rows: list[TaskCost] = []
@@ -257,7 +282,13 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
         key = (mc.source, mc.revision)
         if key not in shapes:
             config = lengths.config_and_tokenizer(mc)[0]
-            shapes[key] = shape_of(config, adapter_of(mc.source, mc.revision).for_config(config))
+            if sizing is not None and "shape" in sizing.model_flags(mc):
+                from report_builder.models import registry as adapters
+
+                adapter = adapters.for_config(config)
+            else:
+                adapter = adapter_of(mc.source, mc.revision).for_config(config)
+            shapes[key] = shape_of(config, adapter)
         cached = bool(cache is not None and cache.path(t.analysis, t.key).is_dir())
         whole = None
         if t.reduce:  # its tables cover every item of the analysis
@@ -266,6 +297,11 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
             whole = lengths.items(t, 0, t.subject.n_items)
         r = task_cost(t, shapes[key], lengths.of(t), cached=cached, rate=rate, kind=kind, workers=workers,
                       base_bytes=base, table_lengths=whole)
+        if sizing is not None:
+            r.estimated = sizing.task_flags(mc, t.subject.dataset.id if t.subject.dataset is not None else None,
+                                            reads_tokens=bool(r.tokens) or whole is not None)
+            if {"key", "items"} & set(r.estimated):
+                r.key = None
         if not cached and not t.reduce and key not in loaded:  # the executor loads a model on its first task that computes
             loaded.add(key)
             r.load_seconds = load_seconds(shapes[key], cfg.dtype)
@@ -301,10 +337,33 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     if mem and totals["peak_bytes"] > mem:
         notes.append(f"the largest task's peak memory ({fmt_bytes(totals['peak_bytes'])}) exceeds the device's "
                      f"{fmt_bytes(mem)}: lower --max-memory or batch_size")
+    estimates = None
+    if sizing is not None:
+        estimates = {**sizing.summary(), "flags": dict(FLAGS)}
+        totals["estimated"] = sum(1 for r in rows if r.estimated)
+        notes.extend(_estimate_notes(estimates))
     return {"device": {"device": cfg.device, "dtype": cfg.dtype, "kind": kind, "workers": workers, **dev},
             "efficiency": dict(EFFICIENCY), "overhead_s": dict(OVERHEAD_S[kind]),
             "tasks": [asdict(r) for r in rows], "totals": totals, "gpus": multi, "notes": notes,
-            "flop_model": F.__doc__.split("The FLOP model", 1)[1].strip()}
+            "flop_model": F.__doc__.split("The FLOP model", 1)[1].strip(), "estimates": estimates}
+
+
+def _estimate_notes(est: dict[str, Any]) -> list[str]:
+    """The plan's notes on what it estimated: the models and data not here, the flags' legend."""
+    if not est["models"] and not est["datasets"]:
+        return []
+    out = []
+    groups: dict[tuple, list[str]] = {}
+    for name, v in est["models"].items():
+        groups.setdefault((tuple(v["flags"]), v["why"]), []).append(name)
+    for (flags, why), names in groups.items():
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        out.append(f"estimated ({', '.join(flags)}): models {shown}" + (f": {why}" if why else ""))
+    if est["datasets"]:
+        sets = ", ".join(f"{k}" + (f" ({v['why']})" if v["why"] else "") for k, v in est["datasets"].items())
+        out.append(f"estimated (items, lengths): datasets {sets} are not here; --data-dir DIR reads them from there")
+    out.append("estimated = " + "; ".join(f"{k}: {v}" for k, v in est["flags"].items()))
+    return out
 
 
 def _process_base_bytes() -> int:

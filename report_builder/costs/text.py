@@ -1,4 +1,5 @@
-"""The plan as text: one table (a row per task), a total line, the rate and the 1/N-GPU answer."""
+"""The plan as text: one table (a row per task, estimates marked), a total line, the rate and the 1/N-GPU
+answer."""
 from __future__ import annotations
 
 from typing import Any
@@ -44,12 +45,19 @@ def shard_cell(row: dict) -> str:
     return f"reduce {row['reduces']}" if row.get("reduces") else "-"
 
 
+def estimated_cell(row: dict) -> str:
+    """The plan table's last column for a task priced from recorded facts: ``estimated: shape, items``
+    (the flags of `costs.sizing.FLAGS`; the legend is a note under the table)."""
+    return "estimated: " + ", ".join(row["estimated"]) if row.get("estimated") else ""
+
+
 def format_plan(est: dict[str, Any]) -> str:
-    """One table (a row per task), a total line, and the 1/N-GPU answer where a GPU is estimated."""
+    """One table (a row per task), a total line, and the 1/N-GPU answer where a GPU is estimated; a task
+    priced from recorded facts (not downloaded yet) says ``estimated: <flags>`` in its last column."""
     head = ("analysis", "model", "dataset", "shard", "seqs", "tokens", "FLOPs", "time", "peak mem", "disk", "")
     body = [(r["analysis"], r["model"], r["dataset"] or "-", shard_cell(r), str(r["sequences"]), str(r["tokens"]),
              fmt_flops(r["flops"]), fmt_seconds(r["seconds"]), fmt_bytes(r["peak_bytes"]), fmt_bytes(r["disk_bytes"]),
-             "cached" if r["cached"] else "") for r in est["tasks"]]
+             "cached" if r["cached"] else estimated_cell(r)) for r in est["tasks"]]
     right = {4, 5, 6, 7, 8, 9}
     w = [max(len(h), *(len(b[k]) for b in body)) if body else len(h) for k, h in enumerate(head)]
 
@@ -65,7 +73,8 @@ def format_plan(est: dict[str, Any]) -> str:
                f"{t['sequences']} sequences, {fmt_flops(t['flops'])}, "
                + (f"~{fmt_seconds(t['seconds'])} on {on}" if t["seconds"] is not None else "time n/a")
                + f", peak memory {fmt_bytes(t['peak_bytes'])}, disk {fmt_bytes(t['disk_bytes'])}"
-               + (f" (+{fmt_bytes(t['disk_bytes_cached'])} cached)" if t["cached"] else ""))
+               + (f" (+{fmt_bytes(t['disk_bytes_cached'])} cached)" if t["cached"] else "")
+               + (f"; {t['estimated']} of the tasks estimated from recorded facts" if t.get("estimated") else ""))
     if t["seconds"]:
         out.append(f"  of which: decomposition on the device {fmt_seconds(t['device_seconds'])}, the analyses' "
                    f"statistics on the host CPU {fmt_seconds(t['host_seconds'])}, model loads "
@@ -76,8 +85,9 @@ def format_plan(est: dict[str, Any]) -> str:
                    + "; plus per sequence and layer " + ", ".join(f"{k} {v * 1e3:g} ms" for k, v in est["overhead_s"].items()))
     g = est.get("gpus")
     if g:
-        out.append(f"on 1 GPU: ~{fmt_seconds(g['seconds_1'])}; on {g['n']} GPUs: ~{fmt_seconds(g['seconds_n'])} "
-                   f"(greedy balanced by task; the largest task alone takes {fmt_seconds(g['largest_task_seconds'])})")
+        out.append(f"on 1 GPU: ~{fmt_seconds(g['seconds_1'])}"
+                   + (f"; on {g['n']} GPUs: ~{fmt_seconds(g['seconds_n'])} (greedy balanced by task; the largest "
+                      f"task alone takes {fmt_seconds(g['largest_task_seconds'])})" if g["n"] > 1 else ""))
     for n in est["notes"]:
         out.append("note: " + n)
     return "\n".join(out)

@@ -28,7 +28,7 @@ import os
 from typing import Any, Iterable
 
 from report_builder.filehash import sha256_of_file
-from report_builder.errors import DataError
+from report_builder.errors import DataError, clip, for_terminal, shown
 from .evalset import EvalSet, TextItem, make_set
 from .hub import load_hub_split
 from .text import normalise_space
@@ -74,6 +74,11 @@ class DataSource:
 
 
 
+def _name(path: str) -> str:
+    """A data file as messages name it: its file name, quoted and bounded (never the whole path)."""
+    return shown(os.path.basename(path), 100)
+
+
 def _clean(value: Any) -> str:
     return normalise_space(value) if isinstance(value, str) else ""
 
@@ -82,14 +87,14 @@ def _pairs_from_rows(rows: Iterable[dict], src: DataSource, set_id: str, where: 
                      fields: list[str] | None = None) -> list[tuple[str, str | None]]:
     """``(text_a, text_b)`` from mapping rows; rows with an empty text are skipped."""
     if not src.column:
-        raise DataError(f"dataset {set_id!r}: {where} needs `column:` naming the text field"
-                        + (f" (fields: {', '.join(fields)})" if fields else ""))
+        raise DataError(f"dataset {shown(set_id)}: {where} needs `column:` naming the text field"
+                        + (f" (fields: {clip(for_terminal(', '.join(fields)), 300)})" if fields else ""))
     wanted = [src.column] + ([src.pair_column] if src.pair_column else [])
     if fields is not None:
         missing = [c for c in wanted if c not in fields]
         if missing:
-            raise DataError(f"dataset {set_id!r}: {where} has no field(s) {', '.join(map(repr, missing))} "
-                            f"(fields: {', '.join(fields)})")
+            raise DataError(f"dataset {shown(set_id)}: {where} has no field(s) {', '.join(map(shown, missing))} "
+                            f"(fields: {clip(for_terminal(', '.join(fields)), 300)})")
     out = []
     for row in rows:
         a = _clean(row.get(src.column))
@@ -101,7 +106,7 @@ def _pairs_from_rows(rows: Iterable[dict], src: DataSource, set_id: str, where: 
 
 def _read_txt(path: str, src: DataSource, set_id: str) -> list[tuple[str, str | None]]:
     if src.column or src.pair_column:
-        raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} is a .txt file (one text per "
+        raise DataError(f"dataset {shown(set_id)}: {_name(path)} is a .txt file (one text per "
                         f"line); `column:`/`pair_column:` apply to .jsonl and .csv files only")
     with open(path, encoding="utf-8") as fh:
         return [(t, None) for t in (normalise_space(line) for line in fh) if t]
@@ -116,35 +121,52 @@ def _read_jsonl(path: str, src: DataSource, set_id: str) -> list[tuple[str, str 
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} line {k} is not JSON "
+                raise DataError(f"dataset {shown(set_id)}: {_name(path)} line {k} is not JSON "
                                 f"({exc.msg}); expected one JSON object per line") from None
+            except (ValueError, RecursionError) as exc:  # nested too deep, an integer of thousands of digits
+                why = "nested too deeply" if isinstance(exc, RecursionError) else shown(str(exc))
+                raise DataError(f"dataset {shown(set_id)}: {_name(path)} line {k} cannot be read ({why}); "
+                                "expected one flat JSON object per line") from None
             if not isinstance(row, dict):
-                raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} line {k} is not a JSON "
-                                f"object; expected one object per line with field {src.column!r}")
+                raise DataError(f"dataset {shown(set_id)}: {_name(path)} line {k} is not a JSON "
+                                f"object; expected one object per line with field {shown(src.column)}")
             rows.append(row)
     fields = sorted({f for r in rows for f in r}) if rows else []
-    return _pairs_from_rows(rows, src, set_id, os.path.basename(path), fields if rows else None)
+    return _pairs_from_rows(rows, src, set_id, _name(path), fields if rows else None)
 
 
 def _read_csv(path: str, src: DataSource, set_id: str, delimiter: str) -> list[tuple[str, str | None]]:
     with open(path, encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh, delimiter=delimiter)
-        fields = [f.strip() for f in (reader.fieldnames or [])]
-        reader.fieldnames = fields
-        rows = list(reader)
-    return _pairs_from_rows(rows, src, set_id, os.path.basename(path), fields)
+        rows: list[dict] = []
+        fields: list[str] | None = None
+        try:
+            fields = [f.strip() for f in (reader.fieldnames or [])]
+            reader.fieldnames = fields
+            for row in reader:
+                rows.append(row)
+        except csv.Error as exc:  # a field over csv.field_size_limit() (131,072 characters), a stray NUL ...
+            why = str(exc)
+            if "field larger than field limit" in why:
+                why = (f"a field is longer than {csv.field_size_limit():,} characters; a text is cut to "
+                       "max_length tokens anyway: shorten it, or give the texts as .jsonl")
+            where = f"row {len(rows) + 1} after the header" if fields is not None else "the header"
+            raise DataError(f"dataset {shown(set_id)}: {_name(path)} {where} cannot be read as "
+                            f"{'CSV' if delimiter == ',' else 'TSV'} ({clip(for_terminal(why), 300)})"
+                            ) from None
+    return _pairs_from_rows(rows, src, set_id, _name(path), fields)
 
 
 def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
     path = os.path.expanduser(src.path or "")
     ext = os.path.splitext(path)[1].lower()
     if ext not in FILE_FORMATS:
-        raise DataError(f"dataset {set_id!r}: cannot read {os.path.basename(path)!r} (suffix {ext or 'none'}); "
+        raise DataError(f"dataset {shown(set_id)}: cannot read {_name(path)} (suffix {ext or 'none'}); "
                         f"expected {FORMAT_HELP}")
     if not os.path.isfile(path):
-        raise DataError(f"dataset {set_id!r}: data file not found: {src.path}; expected {FORMAT_HELP}")
+        raise DataError(f"dataset {shown(set_id)}: data file not found: {shown(src.path)}; expected {FORMAT_HELP}")
     if src.hub or src.subset or src.split:
-        raise DataError(f"dataset {set_id!r}: give either `path:` or `hub:` (with `subset:`/`split:`), "
+        raise DataError(f"dataset {shown(set_id)}: give either `path:` or `hub:` (with `subset:`/`split:`), "
                         f"not both")
     kind = FILE_FORMATS[ext]
     try:
@@ -155,7 +177,7 @@ def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None
         else:
             pairs = _read_csv(path, src, set_id, "," if kind == "csv" else "\t")
     except UnicodeDecodeError:
-        raise DataError(f"dataset {set_id!r}: {os.path.basename(path)} is not UTF-8 text") from None
+        raise DataError(f"dataset {shown(set_id)}: {_name(path)} is not UTF-8 text") from None
     cols = f", column {src.column!r}" if src.column else ""
     cols += f", pair column {src.pair_column!r}" if src.pair_column else ""
     sheet = {"source": f"{os.path.basename(path)} (user file{cols}; sha256 {sha256_of_file(path)[:16]})",
@@ -195,15 +217,15 @@ def build_custom(set_id: str, source: DataSource) -> EvalSet:
             or (hub) ``datasets`` missing or the dataset unreachable — one line saying what to do.
     """
     if source.hub is not None and source.path is not None:
-        raise DataError(f"dataset {set_id!r}: give either `path:` or `hub:`, not both")
+        raise DataError(f"dataset {shown(set_id)}: give either `path:` or `hub:`, not both")
     if source.path is not None:
         pairs, sheet = _from_file(set_id, source)
     elif source.hub is not None:
         if not source.column:
-            raise DataError(f"dataset {set_id!r}: `hub: {source.hub}` needs `column:` naming the text field")
+            raise DataError(f"dataset {shown(set_id)}: `hub: {source.hub}` needs `column:` naming the text field")
         pairs, sheet = _from_hub(set_id, source)
     else:
-        raise DataError(f"dataset {set_id!r} is not a built-in id; give its data as {FORMAT_HELP}")
+        raise DataError(f"dataset {shown(set_id)} is not a built-in id; give its data as {FORMAT_HELP}")
     items = [TextItem(f"{set_id}-{k:05d}", a, b) for k, (a, b) in enumerate(pairs)]
     return make_set(set_id, source.name or set_id, items, source=sheet["source"],
                     licence=source.licence or "unknown (user data)", domain=source.domain or "unknown",

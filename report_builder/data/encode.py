@@ -18,7 +18,7 @@ import dataclasses
 import random
 from typing import Any
 
-from report_builder.errors import DataError
+from report_builder.errors import DataError, shown
 from .evalset import EvalSet, TextItem
 from report_builder.schema import TOKEN_CATEGORIES
 
@@ -227,7 +227,7 @@ def encode(eval_set: EvalSet, tokenizer: Any, *, causal: bool, max_length: int =
             empty.
     """
     if not eval_set.items:
-        raise DataError(f"dataset {eval_set.id!r} is empty; nothing to encode")
+        raise DataError(f"dataset {shown(eval_set.id)} is empty; nothing to encode")
     if mask_rate > 0 and tokenizer.mask_token_id is None:
         apply_mask([], tokenizer, rate=mask_rate)  # raises the DataError
     cats = _special_categories(tokenizer, causal)

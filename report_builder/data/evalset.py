@@ -99,9 +99,9 @@ class EvalSet:
         if n is None or n >= len(self.items):
             return self
         if n < 1:
-            from report_builder.errors import DataError
+            from report_builder.errors import DataError, shown
 
-            raise DataError(f"n must be a positive number of items, got {n!r}")
+            raise DataError(f"n must be a positive number of items, got {shown(n)}")
         sheet = dict(self.datasheet)
         sheet["size"] = n
         return EvalSet(self.id, self.name, self.items[:n], sheet)
@@ -128,10 +128,10 @@ def make_set(
     Raises:
         DataError: If ``items`` is empty.
     """
-    from report_builder.errors import DataError
+    from report_builder.errors import DataError, shown
 
     if not items:
-        raise DataError(f"dataset {set_id!r} is empty (source: {source}); nothing to evaluate")
+        raise DataError(f"dataset {shown(set_id)} is empty (source: {source}); nothing to evaluate")
     sheet = {"source": source, "licence": licence, "domain": domain, "built": built,
              "size": len(items)}
     return EvalSet(set_id, name, tuple(items), sheet)

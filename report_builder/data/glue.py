@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import os
 
-from report_builder.errors import DataError
+from report_builder.errors import DataError, shown
 from .evalset import EvalSet, TextItem, make_set
 from .hub import load_hub_split
 
@@ -32,10 +32,10 @@ def resolve_file(path: str, default_names: tuple[str, ...], set_id: str, fmt: st
             candidate = os.path.join(path, name)
             if os.path.isfile(candidate):
                 return candidate
-        raise DataError(f"no {' / '.join(default_names)} in folder {path} for {set_id!r}; "
+        raise DataError(f"no {' / '.join(default_names)} in folder {path} for {shown(set_id)}; "
                         f"expected {fmt}")
     if not os.path.isfile(path):
-        raise DataError(f"data file for {set_id!r} not found: {path}; expected {fmt}")
+        raise DataError(f"data file for {shown(set_id)} not found: {path}; expected {fmt}")
     return path
 
 
@@ -58,7 +58,7 @@ def read_tsv(path: str, columns: tuple[str, ...], set_id: str, fmt: str) -> list
         reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None:
-            raise DataError(f"dataset {set_id!r} is empty: {path} has no header or rows; "
+            raise DataError(f"dataset {shown(set_id)} is empty: {path} has no header or rows; "
                             f"expected {fmt}")
         header = [h.strip() for h in header]
         missing = [c for c in columns if c not in header]
@@ -73,7 +73,7 @@ def read_tsv(path: str, columns: tuple[str, ...], set_id: str, fmt: str) -> list
             if all(values):
                 rows.append(values)
     if not rows:
-        raise DataError(f"dataset {set_id!r} is empty: {path} has a header but no rows; "
+        raise DataError(f"dataset {shown(set_id)} is empty: {path} has a header but no rows; "
                         f"expected {fmt}")
     return rows
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from report_builder.errors import DataError
+from report_builder.errors import DataError, shown
 
 from .layout import data_dir_hint
 
@@ -36,14 +36,17 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
         import datasets  # noqa: PLC0415 - optional, heavy
     except ImportError as exc:
         raise DataError(
-            f"dataset {set_id!r} needs either the `datasets` library with hub access "
+            f"dataset {shown(set_id)} needs either the `datasets` library with hub access "
             f"(`pip install datasets`) or a local file: pass path=<{local_hint}>{also}"
         ) from exc
+    # never a dataset's loading script: `datasets` 4 has none; 3.x runs one only when asked (and
+    # HF_DATASETS_TRUST_REMOTE_CODE can ask), so it is told not to
+    no_code = {"trust_remote_code": False} if str(getattr(datasets, "__version__", "")).split(".")[0] in ("2", "3") else {}
     try:
-        return datasets.load_dataset(repo, config, split=split)
+        return datasets.load_dataset(repo, config, split=split, **no_code)
     except Exception as exc:  # noqa: BLE001 - offline hub, missing config, ...
         raise DataError(
-            f"could not load {repo}{'/' + config if config else ''} split {split!r} for "
-            f"{set_id!r} through `datasets` ({type(exc).__name__}: {exc}); without hub access "
+            f"could not load {repo}{'/' + config if config else ''} split {shown(split)} for "
+            f"{shown(set_id)} through `datasets` ({type(exc).__name__}: {exc}); without hub access "
             f"pass path=<{local_hint}>{also}"
         ) from exc

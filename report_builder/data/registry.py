@@ -11,13 +11,14 @@ own hash).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 from typing import Any, Callable
 
 from .conll import build_conll2003
 from .custom import DataSource, build_custom
 from report_builder.filehash import sha256_of_file
-from report_builder.errors import DataError
+from report_builder.errors import DataError, clip, for_terminal, shown
 from .evalset import EvalSet
 from .glue import build_mnli, build_sst2
 from .layout import DATA_DIR_LAYOUT, data_dir_path
@@ -63,16 +64,16 @@ def load_eval_set(id: str, *, n: int | None = None, path: str | None = None,  # 
             missing file or column, empty set, or ``datasets`` unavailable.
     """
     if n is not None and n < 1:
-        raise DataError(f"n must be a positive number of items, got {n!r}")
+        raise DataError(f"n must be a positive number of items, got {shown(n)}")
     known = {f.name for f in dataclasses.fields(DataSource)}
     bad = set(source) - known
     if bad:
-        raise DataError(f"dataset {id!r}: unknown key(s) {', '.join(sorted(bad))} "
+        raise DataError(f"dataset {shown(id)}: unknown key(s) {', '.join(sorted(bad))} "
                         f"(known: path, {', '.join(sorted(known - {'path'}))})")
     given = {k: v for k, v in source.items() if v is not None}
     if id in DATASETS:
         if given:
-            raise DataError(f"dataset {id!r} is a built-in id, which takes only `path:`; give your own "
+            raise DataError(f"dataset {shown(id)} is a built-in id, which takes only `path:`; give your own "
                             f"data ({', '.join(sorted(given))}) another id")
         es = DATASETS[id](path)
         if path is not None:
@@ -80,7 +81,7 @@ def load_eval_set(id: str, *, n: int | None = None, path: str | None = None,  # 
         return es.head(n)
     src = DataSource(path=path, **given)
     if not src.given:
-        raise DataError(f"unknown dataset id {id!r}; known ids: {', '.join(DATASETS)}; for your own "
+        raise DataError(f"unknown dataset id {shown(id)}; known ids: {', '.join(DATASETS)}; for your own "
                         f"data give `path:` or `hub:`")
     return build_custom(id, src).head(n)
 
@@ -100,9 +101,18 @@ def load_entry(entry: Any, data_dir: str | None = None) -> EvalSet:
     fields = {f.name: getattr(entry, f.name, None) for f in dataclasses.fields(DataSource)}
     path = fields.pop("path")
     in_dir = None if path is not None else data_dir_path(entry.id, data_dir)
-    if in_dir is not None and not any(v is not None for v in fields.values()):
-        return _data_dir_set(entry.id, in_dir, entry.n)
-    return load_eval_set(entry.id, n=entry.n, path=path, **fields)
+    try:
+        if in_dir is not None and not any(v is not None for v in fields.values()):
+            return _data_dir_set(entry.id, in_dir, entry.n)
+        return load_eval_set(entry.id, n=entry.n, path=path, **fields)
+    except (OSError, EOFError, UnicodeDecodeError) as e:  # a file that is not what the set reads
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS):
+            raise  # the disk or the permissions, not the data: the CLI says so
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        raise DataError(f"dataset {shown(entry.id)}: cannot read {shown(path or in_dir or entry.id)} "
+                        f"({type(e).__name__}: {clip(for_terminal(why), 200)}); give the file this dataset "
+                        "reads (README \"The papers' own setting\"), or a .txt/.jsonl/.csv file under an id of "
+                        "your own (README \"Your own data\")") from None
 
 
 def _data_dir_set(set_id: str, folder: str, n: int | None) -> EvalSet:
@@ -110,7 +120,7 @@ def _data_dir_set(set_id: str, folder: str, n: int | None) -> EvalSet:
     (licence, domain), its source named by the layout path and the file's sha256, never the local
     folder."""
     if n is not None and n < 1:
-        raise DataError(f"n must be a positive number of items, got {n!r}")
+        raise DataError(f"n must be a positive number of items, got {shown(n)}")
     sub, name = DATA_DIR_LAYOUT[set_id]
     es = DATASETS[set_id](folder)
     target = os.path.join(folder, name)

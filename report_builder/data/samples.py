@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from report_builder.errors import DataError
+from report_builder.errors import DataError, shown
 from .evalset import EvalSet, TextItem, make_set
 from .gensim_data import NEWS_FILE, SENTIMENT_FILE, gensim_test_file
 from .text import normalise_space, split_sentences, word_count
@@ -33,7 +33,7 @@ def _local(path: str | None, default: str, set_id: str) -> str:
     if path is None:
         return gensim_test_file(default)
     if not os.path.isfile(path):
-        raise DataError(f"data file for {set_id!r} not found: {path}; expected a text file with "
+        raise DataError(f"data file for {shown(set_id)} not found: {path}; expected a text file with "
                         f"one text per line (like gensim's {default})")
     return path
 

@@ -16,7 +16,7 @@ import argparse
 import importlib
 from typing import Any, Callable
 
-from report_builder.errors import UsageError
+from report_builder.errors import UsageError, shown
 from report_builder.executors.base import Executor, Option, Registered
 
 __all__ = ["DEFAULT", "MODULES", "Executor", "Option", "add_arguments", "create", "executors", "options_of"]
@@ -68,7 +68,7 @@ def create(name: str = DEFAULT, *, log: Callable[[str], Any] = print, progress: 
     for an unknown name or an option that belongs to another executor."""
     reg = executors()
     if name not in reg:
-        raise UsageError(f"unknown executor {name!r}; choose {_choices(list(reg))}")
+        raise UsageError(f"unknown executor {shown(name)}; choose {_choices(list(reg))}")
     cls = reg[name]
     known = {o.dest for c in reg.values() for o in c.options}
     if set(options) - known:

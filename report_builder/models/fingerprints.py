@@ -8,6 +8,10 @@ same-size, same-mtime replacement as by ``cp -p`` or ``rsync -a`` changes the in
 `memo_read` / `memo_put` are the JSON memo files' one reader and writer (the causality memo uses
 them too). Torch is imported only to hash an in-memory model.
 
+Only regular files are hashed (a link to one is followed): a device (``/dev/zero``), a FIFO, a socket
+or a folder named like a weight file is refused with one `ModelError` line (exit 4) before it is
+opened, and a file is read up to the size it had when it was checked, never further.
+
 Pitfall: an embedded model converted from a GGUF is fingerprinted by its *source* files (the GGUF or
 its chunks, `embedded_fingerprint`), never by the converted copy, which is derived from them.
 """
@@ -16,10 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from report_builder import guard
+from report_builder.errors import ModelError
 from report_builder.models.embedded import FOLDER, GGUF, GGUF_CHUNKS, Embedded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,8 +35,25 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 """File suffixes that hold weights."""
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular(p: Path) -> os.stat_result:
+    """``p``'s stat (links followed) when it is a regular file; `ModelError` naming what it is otherwise."""
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        raise ModelError(f"model file {p} cannot be read ({e.strerror or e}); check the model folder") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise ModelError(f"refusing to read model file {p}: it is {kind}, not a regular file; point the model at "
+                         f"a folder of real weight files")
+    return st
+
+
 def _stat_key(p: Path) -> str:
-    st = p.stat()
+    st = _regular(p)
     return f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
 
 
@@ -54,9 +77,14 @@ def _memo_hash(paths: list[Path], *, full: bool) -> str:
     for p in sorted(paths):
         if not full:
             h.update(p.name.encode())
+        left = _regular(p).st_size  # checked before opening (a FIFO would block in open); read no further
         with open(p, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
+            while left > 0:
+                block = f.read(min(1 << 22, left))
+                if not block:
+                    break
                 h.update(block)
+                left -= len(block)
     fp = h.hexdigest() if full else h.hexdigest()[:16]
     memo_put(memo_path, key, fp)
     return fp

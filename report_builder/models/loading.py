@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from report_builder.errors import ModelError, SequenceTooLong, UnknownModel
+from report_builder.errors import ModelError, SequenceTooLong, UnknownModel, shown
 from report_builder.models.device_plan import device_map_for, placement_options
 from report_builder.models.embedded import EMBEDDED, licence
 from report_builder.models.fingerprints import (
     WEIGHT_SUFFIXES, embedded_fingerprint, hash_files, hash_state_dict, weight_files,
 )
-from report_builder.models.sources import OFFLINE_ADVICE, check_revision, config_location, hub_snapshot_dir, resolve
+from report_builder.models.sources import (auto_config, check_revision, config_location, hub_snapshot_dir,
+                                           resolve)
 
 if TYPE_CHECKING:  # pragma: no cover - torch and the adapters are imported where a model is built or read,
     # so planning (fingerprints, causality, snapshots) never imports torch
@@ -183,20 +184,17 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         UnknownModel, HubUnreachable, UnsupportedArchitecture, ModelError: with what to do.
     """
     import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
 
     from report_builder.models import registry
     from report_builder.models.adapter import check_structure
     from report_builder.models.placement import placement_of
 
-    path, kw = resolve(source, revision)
-    try:
-        config = AutoConfig.from_pretrained(path, **kw)
-    except OSError as e:
-        raise UnknownModel(f"could not load a config for {source!r}: {e}. " + OFFLINE_ADVICE) from e
+    path, kw = resolve(source, revision)  # kw: trust_remote_code=False (sources.NO_REMOTE_CODE)
+    config = auto_config(path, kw, source)  # a model's own code (auto_map) is refused here, before weights
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
-        meta = AutoModel.from_config(config, attn_implementation="eager")
+        meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
     check_structure(meta, adapter)
     torch_dtype = getattr(torch, dtype)
     mode, dmap = device_map_for(meta, device_map, device=device, dtype=torch_dtype, device_memory=device_memory,
@@ -214,9 +212,9 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
             raise
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if dmap is not None and isinstance(e, (ValueError, RuntimeError, KeyError)):
-            raise ModelError(f"could not load {source!r} with its device map ({type(e).__name__}: {first[:200]})"
+            raise ModelError(f"could not load {shown(source)} with its device map ({type(e).__name__}: {first[:200]})"
                              ) from e
-        raise ModelError(f"could not read the weights of {source!r} ({type(e).__name__}: {first[:200]}); the "
+        raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {first[:200]}); the "
                          f"weight file may be truncated or damaged: copy, download or save it again") from e
     kw.pop("device_map", None)
     if dmap is None:
@@ -266,11 +264,8 @@ def adapter_of(source: str, revision: str | None = None) -> Adapter:
     e = EMBEDDED.get(source)
     if e is not None and e.model_type is not None:  # its config lives in a GGUF: no conversion for this
         return registry.for_model_type(e.model_type)
-    from transformers import AutoConfig
-
     path, kw = resolve(source, revision)
-    cfg = AutoConfig.from_pretrained(path, **kw)
-    return registry.for_config(cfg)
+    return registry.for_config(auto_config(path, kw, source))
 
 
 def config_and_tokenizer(source: str, revision: str | None = None):
@@ -279,7 +274,7 @@ def config_and_tokenizer(source: str, revision: str | None = None):
     An embedded GGUF model reads its converted copy when one exists (never converting: that loads the
     weights), else the GGUF file's metadata (~9 s): `sources.config_location`.
     """
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     path, kw = config_location(source, revision)
-    return AutoConfig.from_pretrained(path, **kw), AutoTokenizer.from_pretrained(path, **kw)
+    return auto_config(path, kw, source), AutoTokenizer.from_pretrained(path, **kw)

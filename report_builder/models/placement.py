@@ -29,7 +29,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from report_builder.errors import ModelError
+from report_builder.errors import ModelError, shown
 
 STORAGE_OFFLOAD = ("cpu", "disk")
 """Map values that keep weights off the execution device (streamed to it when the layer runs)."""
@@ -38,7 +38,7 @@ STORAGE_OFFLOAD = ("cpu", "disk")
 def device_name(d) -> str:
     """A map value or device as text: ``0`` -> ``cuda:0``, ``"cpu"``, ``"disk"``."""
     if isinstance(d, bool):
-        raise ModelError(f"device_map value {d!r} is not a device (use a GPU index, cuda:N, cpu or disk)")
+        raise ModelError(f"device_map value {shown(d)} is not a device (use a GPU index, cuda:N, cpu or disk)")
     if isinstance(d, int):
         return f"cuda:{d}"
     if isinstance(d, torch.device):
@@ -128,13 +128,13 @@ def check_map(model: nn.Module, dmap: dict) -> dict[str, str]:
             except RuntimeError:
                 ok = False
         if not ok:
-            raise ModelError(f"device_map: {k!r} -> {v!r} is not a device; use a GPU index (0, 1, ...), "
+            raise ModelError(f"device_map: {shown(k)} -> {shown(v)} is not a device; use a GPU index (0, 1, ...), "
                              f"cuda:N, cpu or disk")
         out[str(k)] = name
     missing = [n for n, _ in model.named_parameters() if owner_key(n, out) is None]
     if missing:
         raise ModelError(f"device_map places no device for {len(missing)} parameter(s) of the model, e.g. "
-                         f"{missing[0]!r}; give every top-level module a device (or use device_map: auto)")
+                         f"{shown(missing[0])}; give every top-level module a device (or use device_map: auto)")
     return out
 
 

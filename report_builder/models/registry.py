@@ -12,7 +12,7 @@ import importlib
 
 from torch import nn
 
-from report_builder.errors import UnsupportedArchitecture
+from report_builder.errors import UnsupportedArchitecture, shown
 from report_builder.models.adapter import Adapter, check_structure
 from report_builder.schema import LAYOUTS, Layout
 
@@ -69,7 +69,7 @@ def for_model_type(model_type: str) -> Adapter:
     why = (f" (refused: its layer does not match a supported layout: {UNSUPPORTED_LAYOUTS[model_type]})"
            if model_type in UNSUPPORTED_LAYOUTS else "")
     raise UnsupportedArchitecture(
-        f"model type {model_type!r} has no adapter{why}; supported model types: {', '.join(supported_model_types())} "
+        f"model type {shown(model_type)} has no adapter{why}; supported model types: {', '.join(supported_model_types())} "
         f"(classes: {', '.join(supported())}). Adding a family is one file in report_builder/models/."
     )
 

@@ -17,7 +17,8 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from report_builder.errors import HubUnreachable, UnknownModel
+from report_builder.errors import (HubUnreachable, ModelError, UnknownModel, UnsupportedArchitecture, clip, for_terminal,
+                                   shown)
 from report_builder.models import convert
 from report_builder.models.embedded import EMBEDDED, FOLDER, GGUF, GGUF_CHUNKS, Embedded, offline_choices
 
@@ -44,14 +45,14 @@ OFFLINE_ADVICE = ("use an embedded model (" + offline_choices() + "; presets `de
 def is_hub_id(source: str) -> bool:
     """True for a hub id (``gpt2``, ``google/multiberts-seed_0``): not embedded, not a local path."""
     p = Path(source).expanduser()
-    return not (source in EMBEDDED or p.is_dir() or p.suffix or source.startswith((".", "/", "~"))
+    return not (source in EMBEDDED or os.path.isdir(p) or p.suffix or source.startswith((".", "/", "~"))
                 or source.count("/") > 1)
 
 
 def check_revision(source: str, revision: str | None) -> None:
     """Refuse a revision for a source that is not a hub id."""
     if revision is not None and not is_hub_id(source):
-        raise UnknownModel(f"revision {revision!r} applies to hub ids only; {source!r} is "
+        raise UnknownModel(f"revision {shown(revision)} applies to hub ids only; {shown(source)} is "
                            f"{'an embedded model' if source in EMBEDDED else 'a local path'}")
 
 
@@ -69,6 +70,81 @@ def embedded_dir(name: str) -> Path:
     return _MODEL_DIR[e.kind](e)
 
 
+NO_REMOTE_CODE = {"trust_remote_code": False}
+"""Passed to every transformers ``from_pretrained``: a model folder's or hub repository's own Python
+code is never run, and transformers never asks on the terminal whether to run it."""
+FLOAT_DTYPES = {"float32", "float", "float16", "half", "bfloat16", "float64", "double", "auto"}
+"""``torch_dtype`` values of a config.json that name floating-point weights (what is decomposed)."""
+_CONFIG_READ_MAX = 16 << 20
+
+
+def _small_json(path: Path) -> dict:
+    """A config file's JSON object, or {} when it is absent, not a regular file, too large or not an
+    object (transformers then reports it in its own words)."""
+    import json
+
+    try:
+        if not path.is_file() or path.stat().st_size > _CONFIG_READ_MAX:
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_model_config(config: dict, source: str, where: str = "config.json") -> None:
+    """Refuse a model whose config needs code of its own (``auto_map``) or declares weights that are
+    not floating-point (``torch_dtype: int8``), before anything is loaded.
+
+    Raises:
+        UnsupportedArchitecture: ``auto_map``: report_builder never runs a model's own code.
+        ModelError: a ``torch_dtype`` that is not a floating-point type (a quantised checkpoint).
+    """
+    auto = config.get("auto_map")
+    if auto:
+        names = ", ".join(sorted(map(str, auto))) if isinstance(auto, dict) else shown(auto)
+        raise UnsupportedArchitecture(
+            f"model {shown(source)} needs its own Python code to load (`auto_map` in its {where}: "
+            f"{for_terminal(clip(names, 120))}); report_builder never runs code "
+            "from a model folder or hub repository (trust_remote_code=False): use a model whose architecture "
+            "transformers implements itself")
+    dtype = config.get("torch_dtype", config.get("dtype"))
+    if dtype is not None and not (isinstance(dtype, str) and dtype.removeprefix("torch.") in FLOAT_DTYPES):
+        raise ModelError(f"model {shown(source)}: its {where} declares torch_dtype {shown(dtype, 40)}, not a "
+                         "floating-point type (a quantised checkpoint?); report_builder decomposes float32, "
+                         "bfloat16 or float16 weights: give the model's unquantised checkpoint")
+
+
+def check_model_folder(folder: str | Path, source: str) -> None:
+    """`check_model_config` on a model folder's ``config.json`` and ``tokenizer_config.json`` (read
+    as JSON only), before transformers reads anything."""
+    folder = Path(folder)
+    check_model_config(_small_json(folder / "config.json"), source)
+    tok = _small_json(folder / "tokenizer_config.json")
+    if tok.get("auto_map"):
+        check_model_config({"auto_map": tok["auto_map"]}, source, "tokenizer_config.json")
+
+
+def auto_config(path: str, kw: dict, source: str):
+    """``AutoConfig.from_pretrained(path, **kw)`` without running a model's code, checked by
+    `check_model_config`; a config transformers cannot read is one `ModelError` line."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path, **{**kw, **NO_REMOTE_CODE})
+    except OSError as e:
+        if e.errno is not None:  # disk, permissions: not the model's fault
+            raise
+        raise UnknownModel(f"could not load a config for {shown(source)}: {shown(str(e))}. " + OFFLINE_ADVICE) from e
+    except (ValueError, KeyError, TypeError) as e:  # an unknown model_type, custom code, a malformed value
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UnsupportedArchitecture(f"could not read the config of {shown(source)} "
+                                      f"({type(e).__name__}: {shown(first)}); report_builder loads models "
+                                      "whose architecture transformers implements itself") from e
+    check_model_config(config.to_dict(), source)
+    return config
+
+
 def resolve(source: str, revision: str | None = None) -> tuple[str, dict]:
     """Return (path or hub id to pass to from_pretrained, extra kwargs); raise actionable errors.
 
@@ -77,20 +153,23 @@ def resolve(source: str, revision: str | None = None) -> tuple[str, dict]:
     """
     check_revision(source, revision)
     if source in EMBEDDED:
-        return str(embedded_dir(source)), {}
+        return str(embedded_dir(source)), dict(NO_REMOTE_CODE)
     p = Path(source).expanduser()
-    if p.is_dir():
+    if os.path.isdir(p):  # os.path: False, not an OSError, for a name too long for the filesystem
         if not (p / "config.json").exists():
-            raise UnknownModel(f"local model directory {p} has no config.json")
-        return str(p), {}
-    if p.exists():
-        raise UnknownModel(f"model path {source!r} is a file; give the directory that holds its config.json "
-                           f"and weights (e.g. {str(p.parent)!r})")
+            raise UnknownModel(f"local model directory {shown(str(p))} has no config.json")
+        check_model_folder(p, source)
+        return str(p), dict(NO_REMOTE_CODE)
+    if os.path.exists(p):
+        raise UnknownModel(f"model path {shown(source)} is a file; give the directory that holds its config.json "
+                           f"and weights (e.g. {shown(str(p.parent))})")
     if not is_hub_id(source):
-        raise UnknownModel(f"model path {source!r} does not exist; " + OFFLINE_ADVICE)
-    rkw = {"revision": revision} if revision else {}
-    at = f"{source!r}" + (f" at revision {revision!r}" if revision else "")
-    if hub_snapshot_dir(source, revision) is not None:
+        raise UnknownModel(f"model path {shown(source)} does not exist; " + OFFLINE_ADVICE)
+    rkw = {"revision": revision, **NO_REMOTE_CODE} if revision else dict(NO_REMOTE_CODE)
+    at = f"{shown(source)}" + (f" at revision {shown(revision)}" if revision else "")
+    snap = hub_snapshot_dir(source, revision)
+    if snap is not None:
+        check_model_folder(snap, source)
         return source, {"local_files_only": True, **rkw}
     if _offline():
         raise HubUnreachable(

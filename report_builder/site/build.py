@@ -2,21 +2,26 @@
 
 Atomic: pages and assets are rendered into a temporary docs folder and built into a temporary site
 folder next to the output (the build's own directory, never the working directory); only after mkdocs
-succeeded is the site replaced by renames, under a lock next to it (two builds of one output swap in
+succeeded is the site replaced by renames, under the output's lock (`guard.site_lock`: two builds of one output swap in
 turn). The output is replaced only when it is missing, empty or carries the ``.report_builder-site``
 marker every built site has (`report_builder.guard`). An error, KeyboardInterrupt or SIGTERM leaves
 the previous site untouched and removes the temporary folders.
 
 No-op rebuilds are cheap: a figure whose inputs are unchanged (the tables it read, the display
 judgement, roles, reported numbers, its declaration and version, the package's code) is neither built
-nor drawn: its files and page section come from the figure cache (`figure_cache`, ``<out
-parent>/.cache/figure-renders``); one whose inputs changed but whose content hash did not reuses its
+nor drawn: its files and page section come from the figure cache (`figure_cache`, in the output's own
+state folder: ``<cache>/site/<out id>/``, `site_state`); one whose inputs changed but whose content hash did not reuses its
 drawn ``chart.svg``/``chart.png`` (`figure_files.RenderCache`); figures read their tables through
 `figures.display.DisplayTables`, so tokens are put in display form only for figures that are built.
 When the generated pages and files, the site resources, the extra files, the site URL and the
 versions equal the previous build's (build date masked) and the existing site is byte for byte what
-that build left (digest in ``.cache/site-build-<out name>.json``), mkdocs is skipped and the site
+that build left (digest in the state's ``build.json``), mkdocs is skipped and the site
 kept. A site edited or deleted by the user, or any changed page, is built again.
+
+Figure versions (`site.permalinks`, `site.publish`): each figure's provenance and citation are its
+version's (a version published before keeps its own); the history entry (`site.history`) is made
+before the pages; right before the swap, under the lock, every earlier version (verified) and this
+build's new ones are published into the new site with their pages, ``history.json`` and its charts.
 
 Pitfall: a builder that raises anything but `NotConfigured` fails the render
 loudly — a figure is never skipped silently.
@@ -24,6 +29,7 @@ loudly — a figure is never skipped silently.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -34,18 +40,20 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from report_builder import guard, papers
+from report_builder import guard
+from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
 from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
-from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe, site_cache_dir
+from report_builder.site import figure_cache as fcache
+from report_builder.site import history, permalinks, publish
+from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
+from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
-                                             write_figure_files)
+                                             write_csv, write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
-
-#: Paper key -> its generated page (from `report_builder.papers`).
-PAGES = {key: p.page for key, p in papers.PAPERS.items()}
+from report_builder.site.write_pages import PAGES, write_pages  # noqa: F401 - build.PAGES
 
 
 @dataclass
@@ -109,7 +117,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                 out_dir: Path = Path("site"), docs_dir: Path | None = None,
                 log: Callable[[str], Any] = print, figures: Iterable[FigureSpec] | None = None,
                 inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None,
-                site_url: str | None = None, extra_files: dict[str, str] | None = None) -> RenderReport:
+                site_url: str | None = None, extra_files: dict[str, str] | None = None,
+                cache_dir: Path | None = None) -> RenderReport:
     """Build the whole site from result tables.
 
     Args:
@@ -125,11 +134,14 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         inline_limit: datasets with more JSON bytes than this are loaded from files, not inlined.
         reported: the papers' reported numbers, passed to the builders (default: ``provenance["reported"]``).
         extra_files: site-relative path -> text, written into the site before it is swapped in.
+        cache_dir: the results cache: the figure renders, build record and manifest copy of this output
+            live in it (`site_state`); None or not a cache: inside the output, carried by the swap.
     Raises:
         UnsafeOutput: ``out_dir`` (or ``docs_dir``) holds files the tool did not create.
     """
     out_dir = Path(out_dir).resolve()
     docs_dir = Path(docs_dir).resolve() if docs_dir is not None else None
+    site_url = check_site_url(site_url) if site_url is not None else None  # reaches every page: parsed, not trusted
     guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
     if docs_dir is not None:
         guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
@@ -145,24 +157,30 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     tag = guard.tmp_tag()
     tmp_docs = out_dir.parent / f".{out_dir.name}-docs.tmp-{tag}"
     tmp_site = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
-    cache_manifest = site_cache_dir(out_dir) / "site-manifest.json"
-    build_record = site_cache_dir(out_dir) / f"site-build-{out_dir.name}.json"
-    render_cache = RenderCache(site_cache_dir(out_dir) / "figure-renders")
+    state = site_state(out_dir, cache_dir)
+    cache_manifest, build_record = state.manifest, state.record
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
+    versions = permalinks.Versions(out_dir, site_url, log)  # earlier versions, carried into the new site
+    past = history.read(out_dir)
     try:
         tmp_docs.mkdir(parents=True)
+        tmp_site.mkdir()  # before anything is written: its files inherit the output's group and default ACL
+        if out_dir.is_dir() and not out_dir.is_symlink():
+            guard.copy_dir_attrs(out_dir, tmp_site, keep_writable=True)
+        secret = state.key()
+        render_cache = RenderCache(state.working(tmp_site) / "figure-renders", secret)
         previous = manifest.read_manifest(out_dir / "figures" / "manifest.json", cache_manifest)
         assets.write_assets(tmp_docs)
         reported = reported if reported is not None else provenance.get("reported", {}) or {}
         display = DisplayTables(tables)  # tokens in display form, each table converted when first read
-        figure_cache = FigureCache(render_cache.root, tables, judged=display.judged, context={
+        figure_cache = FigureCache(render_cache.root, tables, judged=display.judged, secret=secret, context={
             "roles": dataclasses.asdict(roles), "reported": reported, "inline_limit": inline_limit})
         sections: dict[str, Section] = {}
         counts: dict = {}  # sequence counts of the provenance records, counted once per table and dataset
         for spec in specs:
             sections[spec.id] = _render_figure(spec, display, roles, reported, provenance, tmp_docs / "figures",
-                                               inline_limit, log, render_cache, figure_cache, counts)
+                                               inline_limit, log, render_cache, figure_cache, counts, versions)
         current = {
             "date": provenance.get("date"), "git_commit": provenance.get("git_commit"),
             "report_builder_version": provenance.get("report_builder_version"), "preset": provenance.get("preset"),
@@ -174,15 +192,20 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         current["base"] = base
         (tmp_docs / "figures").mkdir(parents=True, exist_ok=True)
         (tmp_docs / "figures" / "manifest.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
-        _write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
-                     inline_limit)
+        entry, charts = publish.history_entry(versions, past, provenance, tmp_docs / "figures")
+        entries = past + ([entry] if entry else [])
+        write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
+                    inline_limit, history.history_html(entries, publish.present(versions)),
+                    {i: (permalinks.permalink(i, h), permalinks.permalink_url(site_url, i, h))
+                     for i, h in versions.current.items()})
         n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
         n_built = sum(1 for s in sections.values() if s.built and s.not_configured is None)
         log(f"site: {n_drawn} figures drawn, {render_cache.hits + figure_cache.hits} reused; {n_built} built, "
             f"{figure_cache.hits} not built (inputs unchanged)")
         date = str(provenance.get("date") or "")
+        dates = publish.build_dates(date, entries, versions)  # this build's and the dates its pages carry over
         known = {f"figures/{k}": v for k, v in figure_cache.known.items()}
-        inputs = _inputs_digest(tmp_docs, date, extra_files or {}, site_url, known)
+        inputs = _inputs_digest(tmp_docs, dates, extra_files or {}, site_url, known)
         kept = _can_keep(out_dir, docs_dir, build_record, inputs)
         if kept:
             log(f"site: no page changed since the build of {kept}; mkdocs skipped, {out_dir} kept as it is")
@@ -196,24 +219,25 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             (tmp_site / rel).write_text(text, encoding="utf-8")
         (tmp_site / guard.SITE_MARKER).write_text("built by report_builder; `report-builder build` and `clean` "
                                                   "may replace or remove this directory\n", encoding="utf-8")
-        with guard.lock_for(out_dir):
+        render_cache.prune()  # before the swap: in the fallback the renders are carried inside the new site
+        figure_cache.prune()
+        with guard.site_lock(out_dir, state.lock_file):
             guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
-            _replace_dir(tmp_site, out_dir)
+            publish.publish(versions, tmp_site, past, entry, charts, log)
+            guard.replace_dir(tmp_site, out_dir)
             if docs_dir is not None:
                 (tmp_docs / guard.SITE_MARKER).write_text("generated pages of report_builder\n", encoding="utf-8")
                 guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
-                _replace_dir(tmp_docs, docs_dir)
+                guard.replace_dir(tmp_docs, docs_dir)
             cache_manifest.parent.mkdir(parents=True, exist_ok=True)
             tmp_manifest = cache_manifest.with_name(f".{cache_manifest.name}.tmp-{tag}")
             tmp_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
             os.replace(tmp_manifest, cache_manifest)
-            record = {"date": date, "inputs": inputs, "site": _tree_digest(out_dir),
-                      "docs": _tree_digest(docs_dir, date) if docs_dir is not None else None}
+            record = {"date": date, "dates": list(dates), "inputs": inputs, "site": _tree_digest(out_dir),
+                      "docs": _tree_digest(docs_dir, dates) if docs_dir is not None else None}
             tmp_record = build_record.with_name(f".{build_record.name}.tmp-{tag}")
             tmp_record.write_text(json.dumps(record, indent=1), encoding="utf-8")
             os.replace(tmp_record, build_record)
-        render_cache.prune()
-        figure_cache.prune()
     finally:
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():
@@ -221,19 +245,22 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     return _report(specs, sections, changes, out_dir, log)
 
 
-def _tree_digest(root: Path, date: str = "", known: dict[str, str] | None = None) -> str | None:
-    """SHA-256 over every file of ``root`` (relative path and bytes; ``date`` replaced by a placeholder
-    when given, so two renders that differ only in their build date digest alike); None if missing.
+def _tree_digest(root: Path, date: str | tuple[str, ...] = "", known: dict[str, str] | None = None) -> str | None:
+    """SHA-256 over every file of ``root`` (relative path and bytes; ``date`` — one date or several:
+    the build's and the earlier builds' its pages show — replaced by a placeholder when given, so two
+    renders that differ only in their build date digest alike); None if missing.
 
     ``known``: relative path -> SHA-256 of files whose bytes were just verified (figure files from
     `figure_cache`, which never hold a build date): taken as they are instead of read again."""
     if not root.is_dir():
         return None
     return _files_digest({p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-                          if p.is_file() and p.name != guard.SITE_MARKER}, date, known)
+                          if p.is_file() and p.name != guard.SITE_MARKER
+                          and p.relative_to(root).parts[0] != IN_OUT}, date, known)
 
 
-def _files_digest(files: dict[str, Path], date: str = "", known: dict[str, str] | None = None) -> str:
+def _files_digest(files: dict[str, Path], date: str | tuple[str, ...] = "",
+                  known: dict[str, str] | None = None) -> str:
     """SHA-256 over ``files`` (relative path -> file), in their order (see `_tree_digest`)."""
     known = known or {}
     h = hashlib.sha256()
@@ -242,14 +269,15 @@ def _files_digest(files: dict[str, Path], date: str = "", known: dict[str, str] 
             digest = bytes.fromhex(known[rel])
         else:
             data = p.read_bytes()
-            if date:
-                data = data.replace(date.encode("utf-8"), b"\0DATE\0")
+            for d in (date,) if isinstance(date, str) else date:
+                if d:
+                    data = data.replace(d.encode("utf-8"), b"\0DATE\0")
             digest = hashlib.sha256(data).digest()
         h.update(rel.encode("utf-8") + b"\0" + digest)
     return h.hexdigest()
 
 
-def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url: str | None,
+def _inputs_digest(docs: Path, date: str | tuple[str, ...], extra_files: dict[str, str], site_url: str | None,
                    known: dict[str, str] | None = None) -> str:
     """Everything mkdocs turns into the site: the generated pages and files (build date masked), the
     site's sources (mkdocs.yml, templates, hand-written pages: `paths.source_files`), the extra files,
@@ -260,8 +288,9 @@ def _inputs_digest(docs: Path, date: str, extra_files: dict[str, str], site_url:
     from report_builder.site.paths import RESOURCES, source_files
 
     h = hashlib.sha256()
+    dates = [d for d in ((date,) if isinstance(date, str) else date) if d]
     for part in (_tree_digest(docs, date, known), _files_digest(source_files(RESOURCES)), json.dumps(
-            {k: v.replace(date, "\0DATE\0") if date else v for k, v in sorted(extra_files.items())}),
+            {k: functools.reduce(lambda t, d: t.replace(d, "\0DATE\0"), dates, v) for k, v in sorted(extra_files.items())}),
             str(site_url), mkdocs.__version__, __version__):
         h.update(str(part).encode("utf-8") + b"\0")
     return h.hexdigest()
@@ -275,7 +304,8 @@ def _can_keep(out_dir: Path, docs_dir: Path | None, record_path: Path, inputs: s
         return None
     if _tree_digest(out_dir) != record.get("site"):
         return None
-    if docs_dir is not None and _tree_digest(docs_dir, str(record.get("date") or "")) != record.get("docs"):
+    if docs_dir is not None and _tree_digest(docs_dir, tuple(record.get("dates") or [str(record.get("date") or "")])
+                                             ) != record.get("docs"):
         return None
     return str(record.get("date") or "an earlier build")
 
@@ -301,17 +331,34 @@ def figure_title(spec: FigureSpec, result: FigureResult, tables: dict[str, pd.Da
     return export_title(result.title or spec.title, spec.id, tuple(result.models), tuple(result.datasets), names)
 
 
+def shown_table(result: FigureResult) -> pd.DataFrame | None:
+    """The frame a figure shows as a table (a table's own, or its data when it has no chart or drawing)."""
+    if result.table is not None:
+        return result.table
+    return result.data if result.chart is None and result.svg is None else None
+
+
+def figure_files(spec: FigureSpec, result: FigureResult, tables: Any, figures_dir: Path, inline_limit: int,
+                 render_cache: RenderCache | None = None) -> FigureFiles:
+    """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.reproduce`'s way)."""
+    table = shown_table(result)
+    return write_figure_files(spec.id, result.data, result.chart, table if table is not None else result.data,
+                              figures_dir, inline_limit, title=figure_title(spec, result, tables), svg=result.svg,
+                              render_cache=render_cache)
+
+
 def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, reported: dict[str, Any],
                    prov: dict[str, Any], figures_dir: Path, inline_limit: int, log: Callable[[str], Any],
                    render_cache: RenderCache | None = None, figure_cache: FigureCache | None = None,
-                   counts: dict | None = None) -> Section:
+                   counts: dict | None = None, versions: permalinks.Versions | None = None) -> Section:
     """One figure's files and page section: reused from ``figure_cache`` when its inputs are unchanged
-    (not built, not drawn), else built (its reads recorded) and stored; provenance and BibTeX are
-    written every time (they name this build's date and commit)."""
+    (not built, not drawn), else built (its reads recorded) and stored; provenance and BibTeX are those
+    of the figure's version (`permalinks`): a version published before keeps its own, a new one gets
+    this build's recipe (`site.recipe`)."""
     fig_dir = figures_dir / spec.id
     hit = figure_cache.get(spec) if figure_cache is not None else None
     if hit is not None and (hit.meta.get("not_configured") is not None or figure_cache.restore(hit, fig_dir)):
-        sec = _section_from_meta(hit.meta)
+        sec = _section_from_meta(hit.meta, fig_dir, spec)
         if sec.not_configured is not None:
             figure_cache.used.add(hit.path.name)
             log(f"site: {spec.id} not configured")
@@ -327,34 +374,29 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
             figure_cache.put(spec, tracker.reads(), fig_dir if sec.not_configured is None else None, meta)
         if sec.not_configured is not None:
             return sec
-    result = sec.result
-    rec = prov_mod.figure_provenance(prov, display.raw, tuple(result.models), tuple(result.datasets),
-                                     {**spec.params, **result.params}, sec.content_hash, tuple(spec.analysis),
-                                     counts)
-    (fig_dir / "provenance.json").write_text(json.dumps(rec, indent=1, default=str), encoding="utf-8")
-    bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, sec.content_hash, prov,
-                                 spec.reproduces)
-    paper_bib = prov_mod.PAPER_BIBTEX.get(spec.paper)
-    (fig_dir / "cite.bib").write_text(bib + ("\n\n" + paper_bib if paper_bib else "") + "\n", encoding="utf-8")
-    sec.files = {**sec.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib"}
+    rec, prov_text, bib_text, url = publish.figure_record(spec, sec.result, sec.content_hash, display, roles, prov,
+                                                          inline_limit, counts, versions)
+    (fig_dir / "provenance.json").write_text(prov_text, encoding="utf-8")
+    (fig_dir / "cite.bib").write_text(bib_text, encoding="utf-8")
+    sec.files = {**sec.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib",
+                 "permalink": permalinks.permalink(spec.id, sec.content_hash) + "index.html"}
     sec.provenance_html = prov_mod.provenance_html(rec)
-    sec.cite_html = prov_mod.cite_html(bib, paper_bib)
+    sec.cite_html = prov_mod.cite_html(bib_text.split("\n\n")[0], prov_mod.PAPER_BIBTEX.get(spec.paper), url,
+                                       sec.files["permalink"])
     return sec
 
 
-_SECTION_FIELDS = ("files", "content_hash", "page_spec", "spec_attr", "table_html", "svg_html", "paper_html",
-                   "compare_html", "compare_note", "compare_same", "paper_name", "show_paper")
-
-
-def _section_from_meta(meta: dict[str, Any]) -> Section:
-    """A figure's section as `figure_cache` stored it (provenance and citation still to be written)."""
+def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) -> Section:
+    """A figure's section as `figure_cache` stored it (`figure_cache.section_fields`: HTML made again
+    from the stored data; provenance and citation still to be written)."""
     nc = meta.get("not_configured")
     if nc is not None:
         return Section(not_configured=_NotConfigured(nc["message"], nc["config_entry"]))
     r = meta["result"]
     result = FigureResult(data=pd.DataFrame(), reading=r["reading"], title=r["title"], models=tuple(r["models"]),
                           datasets=tuple(r["datasets"]), params=r["params"])
-    return Section(result=result, reused=True, **{k: meta["section"][k] for k in _SECTION_FIELDS})
+    return Section(result=result, reused=True, paper_name=prov_mod.PAPER_NAMES.get(spec.paper, spec.paper),
+                   **fcache.section_fields(meta["section"], fig_dir))
 
 
 def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
@@ -373,18 +415,15 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     if not isinstance(result, FigureResult):
         raise TypeError(f"figure {spec.id}: builder returned {type(result).__name__}, not FigureResult")
     drawn = result.svg is not None
-    table = result.table if result.table is not None else (result.data if result.chart is None and not drawn else None)
+    table = shown_table(result)
     try:
-        title = figure_title(spec, result, ctx.tables)
-        ff: FigureFiles = write_figure_files(spec.id, result.data, result.chart,
-                                             table if table is not None else result.data, fig_dir.parent,
-                                             inline_limit, title=title, svg=result.svg, render_cache=render_cache)
+        ff = figure_files(spec, result, ctx.tables, fig_dir.parent, inline_limit, render_cache)
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     files = dict(ff.files)
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None)
     if cmp is not None:
-        cmp.table.to_csv(fig_dir / "paper_vs_ours.csv", index=False)
+        write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
@@ -402,65 +441,12 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     )
     stored = {"title": result.title, "reading": result.reading, "models": list(result.models),
               "datasets": list(result.datasets), "params": result.params}
-    keep = {k: getattr(sec, k) for k in _SECTION_FIELDS}
-    if not (json_safe(stored["params"]) and json_safe(keep) and all(isinstance(x, str) for x in
+    keep = fcache.section_record(sec, {"table": table, "paper": result.paper if show_paper else None,
+                                       "compare": cmp.table if cmp is not None else None}, fig_dir)
+    if not (keep is not None and json_safe(stored["params"]) and all(isinstance(x, str) for x in
                                                                      stored["models"] + stored["datasets"])):
         return sec, None
     return sec, {"section": keep, "result": stored}
-
-
-def _write_pages(docs: Path, specs: list[FigureSpec], sections: dict[str, Section],
-                 tables: dict[str, pd.DataFrame], roles: Roles, prov: dict[str, Any],
-                 changes: manifest.Changes, inline_limit: int) -> None:
-    env = pages.environment()
-    env.globals["slug"] = pages._slug
-    by_paper: dict[str, list[FigureSpec]] = {p: [] for p in PAGES}
-    for s in specs:
-        if s.paper not in PAGES:
-            raise ValueError(f"figure {s.id}: unknown paper {s.paper!r} (expected one of {list(PAGES)})")
-        by_paper[s.paper].append(s)
-
-    def write(name: str, text: str) -> None:
-        (docs / name).write_text(text, encoding="utf-8")
-
-    for paper, page in PAGES.items():
-        groups: list[dict[str, Any]] = []
-        for s in by_paper[paper]:
-            if not groups or groups[-1]["section"] != s.section:
-                groups.append({"section": s.section, "items": []})
-            tmpl_name = s.template if (Path(env.loader.searchpath[0]) / s.template).is_file() else "figure.md.j2"
-            groups[-1]["items"].append(env.get_template(tmpl_name).render(
-                fig=s, s=sections[s.id], h="###" if s.section else "##", roles=roles))
-        write(page, env.get_template("pages/paper.md.j2").render(
-            paper=paper, paper_name=prov_mod.PAPER_NAMES[paper], paper_title=papers.PAPERS[paper].title,
-            intro=papers.PAPERS[paper].intro_doc, groups=groups))
-
-    figure_index = {p: [{"id": s.id, "title": s.title, "page": PAGES[p],
-                         "built": sections[s.id].not_configured is None} for s in by_paper[p]]
-                    for p in PAGES if by_paper[p]}
-    n_nc = sum(1 for s in specs if sections[s.id].not_configured is not None)
-    write("index.md", env.get_template("pages/index.md.j2").render(
-        prov=prov, mixing=pages.headline_mixing(tables, roles), cancellation=pages.headline_cancellation(tables, roles),
-        figure_index=figure_index, n_built=len(specs) - n_nc, n_not_configured=n_nc, changes=changes))
-    write("methods.md", env.get_template("pages/methods.md.j2").render(
-        prov=prov, recon_table=pages.recon_table(tables), recon_summary=pages.recon_summary(tables),
-        js=assets.versions(), inline_kb=inline_limit // 1000))
-    write("performance.md", env.get_template("pages/performance.md.j2").render())  # hand-written: docs/performance.md
-    write("models.md", env.get_template("pages/models.md.j2").render(
-        model_cards=pages.model_cards(tables, prov), dataset_cards=pages.dataset_cards(tables, prov)))
-
-    status = {**{i: "new" for i in changes.new}, **{i: "changed" for i in changes.changed},
-              **{i: "unchanged" for i in changes.unchanged}}
-    prev_figs = (changes.previous or {}).get("figures", {})
-    rows = [{"id": s.id, "page": PAGES[s.paper], "title": s.title,
-             "status": status.get(s.id, "not configured"),
-             "hash": sections[s.id].content_hash or "–",
-             "previous": prev_figs.get(s.id, {}).get("hash") or "–"} for s in specs]
-    write("changes.md", env.get_template("pages/changes.md.j2").render(changes=changes, rows=rows))
-    write("api.md", env.get_template("pages/api.md.j2").render(version=prov.get("report_builder_version") or ""))
-    write("cite.md", env.get_template("pages/cite.md.j2").render(
-        report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
-        rows=[r for r in rows if r["hash"] != "–"]))
 
 
 def _mkdocs_build(docs: Path, site: Path, site_url: str | None = None) -> None:
@@ -476,20 +462,3 @@ def _mkdocs_build(docs: Path, site: Path, site_url: str | None = None) -> None:
         build(cfg)
     finally:
         cfg.plugins.on_shutdown()
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.parent / f".{target.name}.old-{guard.tmp_tag()}"
-    had_old = target.exists()
-    if had_old:
-        os.rename(target, old)
-    try:
-        os.rename(new, target)
-    except BaseException:
-        if had_old:
-            os.rename(old, target)
-        raise
-    if had_old:
-        shutil.rmtree(old, ignore_errors=True)

@@ -50,4 +50,4 @@ def render_configured(cfg: "Config", tables: "dict[str, pd.DataFrame]", provenan
         figures = [f for f in all_figures() if f.id in set(cfg.figures)]
     return render_site(tables, roles_of(cfg), {**provenance, "reported": reported}, out_dir=Path(cfg.out_dir),
                        log=log, reported=reported, site_url=cfg.site_url, figures=figures,
-                       extra_files={"config.resolved.yaml": resolved})
+                       extra_files={"config.resolved.yaml": resolved}, cache_dir=Path(cfg.cache_dir))

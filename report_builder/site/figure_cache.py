@@ -1,10 +1,13 @@
 """Figures reused by their inputs: a figure whose inputs are unchanged is neither built nor drawn.
 
-Every built figure is stored in ``<out parent>/.cache/figure-renders/fig-<id>-<key>/``: the files of
-its folder (``data.csv``, ``spec.json``, ``chart.svg``/``.png``, ``data-<hash>.json``,
-``paper_vs_ours.csv``; not ``provenance.json`` and ``cite.bib``, which name this build's date and
-commit and are written again every time) and, in ``meta.json``, what its page section shows (tables
-as HTML, the page's spec, the reading, the title) with the SHA-256 of every file. The key
+Every built figure is stored in ``<state>/figure-renders/fig-<id>-<key>/`` (`site_state`: the
+output's own folder in the results cache): the files of its folder (``data.csv``, ``spec.json``,
+``chart.svg``/``.png``, ``data-<hash>.json``, ``paper_vs_ours.csv``; not ``provenance.json`` and
+``cite.bib``, which name this build's date and commit and are written again every time) and, in
+``meta.json``, the data its page section is made from (`section_record`: the shown tables' rows,
+the page's spec, the reading, the title — never HTML: on reuse the tables are formatted again by
+`htmltable`, the spec escaped by `pages.spec_attr`) with the SHA-256 of every file, all under an
+HMAC with the state's secret (`site_state.secret`): an entry that does not verify is built again. The key
 (`FigureCache.key`) is a SHA-256 over everything those are computed from:
 
 - the result tables the figure read while it was built (`ReadTracker` records them, with the ones it
@@ -21,7 +24,8 @@ as HTML, the page's spec, the reading, the title) with the SHA-256 of every file
   NumPy. Not the templates: they shape pages, and pages are generated again on every build.
 
 A hit copies the stored files (hard links where possible; each verified against its SHA-256 first)
-into the new docs folder; a miss builds the figure and stores it.
+into the new docs folder; a miss builds the figure and stores it. Only the entries a build used are
+kept (`prune`); each output has its own folder, so two outputs never prune each other's.
 
 Pitfall: the key of a lookup is computed from the tables the figure read *last time*. It can only
 read other tables now if one of those tables, the code, the roles or another keyed input changed,
@@ -44,9 +48,10 @@ import pandas as pd
 
 from report_builder import guard
 from report_builder.figures.spec import FigureSpec
+from report_builder.site import site_state
 from report_builder.site.render_code import files_digest
 
-FORMAT = 1
+FORMAT = 2
 """Version of the entry layout and of what goes into the key."""
 ALL = "*"
 """The recorded reads of a figure that walked over every table."""
@@ -55,37 +60,6 @@ NOT_STORED = ("provenance.json", "cite.bib")
 _ENTRY = re.compile(r"fig-(?P<id>[a-z0-9][a-z0-9-]*)-(?P<key>[0-9a-f]{24})")
 RENDER_ENTRY = re.compile(r"[0-9a-f]{12}-vl[\w.]+")
 """Names of `figure_files.RenderCache` entries (drawings by content hash)."""
-
-
-def site_cache_dir(out_dir: Path) -> Path:
-    """``<out parent>/.cache``: where a build of ``out_dir`` keeps its figure renders, its build
-    record (``site-build-<out name>.json``) and the last manifest."""
-    return Path(out_dir).resolve().parent / ".cache"
-
-
-def clean(out_dir: Path) -> int:
-    """Remove what building ``out_dir`` keeps beside it: every entry of ``figure-renders`` named like
-    the tool's (by inputs or by content hash), temporary folders of processes that are gone, and
-    ``site-build-<out name>.json``. Foreign files stay (``figure-renders`` is removed only when that
-    leaves it empty). Returns how many entries and files were removed."""
-    base = site_cache_dir(out_dir)
-    renders = base / "figure-renders"
-    n = 0
-    if renders.is_dir():
-        for d in renders.iterdir():
-            if d.is_dir() and not d.is_symlink() and (_ENTRY.fullmatch(d.name) or RENDER_ENTRY.fullmatch(d.name)):
-                shutil.rmtree(d)
-                n += 1
-        n += len(guard.sweep([renders], legacy_age_s=None))
-        try:
-            renders.rmdir()
-        except OSError:  # not empty: something the tool did not write is there
-            pass
-    record = base / f"site-build-{Path(out_dir).resolve().name}.json"
-    if record.is_file():
-        record.unlink()
-        n += 1
-    return n
 
 
 class ReadTracker(Mapping):
@@ -170,18 +144,21 @@ class FigureCache:
     """The figures of earlier builds, keyed by their inputs (see the module docstring).
 
     Args:
-        root: the folder shared with `figure_files.RenderCache` (``.cache/figure-renders``).
+        root: the folder shared with `figure_files.RenderCache` (``<state>/figure-renders``).
         tables: the raw result tables of this build.
         context: what every key holds besides the figure's own inputs (roles, reported numbers,
             inline limit): any JSON-able value.
         judged: returns how display tokens are judged (called once, for the first key that needs it).
+        secret: the HMAC key of the entries (`site_state.secret`); None: nothing is reused or stored.
 
     Attributes:
         known: ``<id>/<file name>`` -> SHA-256 of every file this build restored or stored.
     """
 
-    def __init__(self, root: Path, tables: Mapping[str, pd.DataFrame], context: Any, judged) -> None:
+    def __init__(self, root: Path, tables: Mapping[str, pd.DataFrame], context: Any, judged,
+                 secret: bytes | None = None) -> None:
         self.root = Path(root)
+        self.secret = secret
         self.tables = tables
         self._context = context
         self._judged_fn = judged
@@ -244,8 +221,9 @@ class FigureCache:
                 meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            if meta.get("format") != FORMAT or meta.get("id") != spec.id:
-                continue
+            if meta.get("format") != FORMAT or meta.get("id") != spec.id or not site_state.verify(
+                    self.secret, meta.get("mac"), d.name, _json({k: v for k, v in meta.items() if k != "mac"})):
+                continue  # another format, or not proved ours (edited, planted, another key): built again
             key = self.key(spec, meta.get("reads", ALL))
             if d.name != f"fig-{spec.id}-{key}" or meta.get("key") != key:
                 continue
@@ -258,17 +236,22 @@ class FigureCache:
         files: dict[str, str] = hit.meta.get("files", {})
         for name, digest in files.items():
             p = hit.path / "files" / name
-            if "/" in name or name in NOT_STORED or not p.is_file() or _sha_file(p) != digest:
+            if ("/" in name or name in NOT_STORED or name.startswith(".") or p.is_symlink() or not p.is_file()
+                    or _sha_file(p) != digest):
                 return False
         fig_dir.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            src, dst = hit.path / "files" / name, fig_dir / name
-            if dst.exists():
-                dst.unlink()
-            try:
-                os.link(src, dst)
-            except OSError:
-                shutil.copyfile(src, dst)
+        try:
+            for name in files:
+                src, dst = hit.path / "files" / name, fig_dir / name
+                if dst.exists():
+                    dst.unlink()
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    shutil.copyfile(src, dst)
+        except OSError:  # the entry went away meanwhile (a concurrent build of this output pruned it)
+            shutil.rmtree(fig_dir, ignore_errors=True)
+            return False
         self.used.add(hit.path.name)
         self.hits += 1
         self.known.update({f"{hit.meta['id']}/{name}": digest for name, digest in files.items()})
@@ -276,7 +259,9 @@ class FigureCache:
 
     def put(self, spec: FigureSpec, reads: list[str] | str, fig_dir: Path | None, meta: dict[str, Any]) -> None:
         """Store ``fig_dir``'s files (None: a figure without files, e.g. not configured) and ``meta``
-        under the key of ``reads``. A cache that cannot be written only costs time."""
+        under the key of ``reads``, with its HMAC. A cache that cannot be written only costs time."""
+        if self.secret is None:
+            return
         key = self.key(spec, reads)
         d = self.root / f"fig-{spec.id}-{key}"
         tmp = self.root / f".{d.name}.tmp-{guard.tmp_tag()}"
@@ -289,7 +274,9 @@ class FigureCache:
                     if p.is_file() and p.name not in NOT_STORED:
                         shutil.copyfile(p, tmp / "files" / p.name)
                         files[p.name] = _sha_file(tmp / "files" / p.name)
-            record = {"format": FORMAT, "id": spec.id, "key": key, "reads": reads, "files": files, **meta}
+            record = json.loads(json.dumps({"format": FORMAT, "id": spec.id, "key": key, "reads": reads,
+                                            "files": files, **meta}))
+            record["mac"] = site_state.mac(self.secret, d.name, _json(record))
             (tmp / "meta.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
             if d.exists():
                 shutil.rmtree(d)
@@ -308,6 +295,85 @@ class FigureCache:
             if d.is_dir() and d.name not in self.used and _ENTRY.fullmatch(d.name):
                 shutil.rmtree(d, ignore_errors=True)
         guard.sweep([self.root], (".fig-",), legacy_age_s=None)
+
+
+_NUMERIC = re.compile(r"u?int(8|16|32|64)|float(32|64)|bool")
+
+
+def _frame_data(df: pd.DataFrame) -> dict[str, Any] | None:
+    """A shown table as JSON data (columns, dtypes, rows); None when its values are not JSON."""
+    try:
+        rows = df.astype(object).where(df.notna(), None).values.tolist()
+        data = {"columns": list(df.columns), "dtypes": [str(t) for t in df.dtypes], "rows": rows}
+        return json.loads(json.dumps(data))
+    except (TypeError, ValueError):
+        return None
+
+
+def _frame(data: dict[str, Any]) -> pd.DataFrame:
+    """The table `_frame_data` stored (numeric and boolean dtypes restored)."""
+    df = pd.DataFrame(data["rows"], columns=data["columns"])
+    if df.columns.is_unique:
+        for c, t in zip(data["columns"], data["dtypes"]):
+            if _NUMERIC.fullmatch(str(t)):
+                try:
+                    df[c] = df[c].astype(t)
+                except (TypeError, ValueError):
+                    pass
+    return df
+
+
+_TABLES = {"table": "table_html", "paper": "paper_html", "compare": "compare_html"}
+"""A stored table's name -> the section field it is shown in."""
+
+
+def section_record(section: Any, frames: Mapping[str, pd.DataFrame | None], fig_dir: Path) -> dict[str, Any] | None:
+    """What an entry keeps of a built figure's page section (`build.Section`): data, never HTML — the
+    shown tables (``frames``: ``table``, ``paper``, ``compare``) as rows, the page's spec, whether a
+    drawing is inlined (it is ``chart.svg``). None (not stored) when the HTML made again from these
+    (`section_fields`) would differ from this build's."""
+    from report_builder.site import htmltable, pages
+
+    rec: dict[str, Any] = {"files": section.files, "content_hash": section.content_hash,
+                           "page_spec": section.page_spec, "compare_note": section.compare_note,
+                           "compare_same": section.compare_same, "show_paper": section.show_paper,
+                           "drawn": bool(section.svg_html), "tables": {}}
+    for name, field in _TABLES.items():
+        shown = getattr(section, field)
+        if not shown:
+            continue
+        data = _frame_data(frames[name]) if frames.get(name) is not None else None
+        if data is None or htmltable.to_html(_frame(data)) != shown:
+            return None
+        rec["tables"][name] = data
+    if section.page_spec is not None and pages.spec_attr(section.page_spec) != section.spec_attr:
+        return None
+    if rec["drawn"] and _inline_svg(fig_dir) != section.svg_html:
+        return None
+    return rec if json_safe(rec) else None
+
+
+def _inline_svg(fig_dir: Path) -> str | None:
+    from report_builder.site import pages
+
+    try:
+        return pages.inline_svg((fig_dir / "chart.svg").read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+def section_fields(record: dict[str, Any], fig_dir: Path) -> dict[str, Any]:
+    """The page-section fields of a reused figure from its `section_record` and its restored (verified)
+    files in ``fig_dir``: tables formatted and escaped by `htmltable`, the spec by `pages.spec_attr`."""
+    from report_builder.site import htmltable, pages
+
+    tables = record.get("tables") or {}
+    out = {k: record[k] for k in ("files", "content_hash", "page_spec", "compare_note", "compare_same", "show_paper")}
+    for name, field in _TABLES.items():
+        out[field] = htmltable.to_html(_frame(tables[name])) if name in tables else ""
+    out["spec_attr"] = pages.spec_attr(record["page_spec"]) if record["page_spec"] is not None else ""
+    out["svg_html"] = (_inline_svg(fig_dir) or "") if record.get("drawn") else ""
+    return out
 
 
 def json_safe(value: Any) -> bool:

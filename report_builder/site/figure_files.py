@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import vl_convert as vlc
 
-from report_builder import guard
+from report_builder import guard, schema
 from report_builder.site.figure_cache import RENDER_ENTRY
 from report_builder.site.htmltable import fmt_column
 
@@ -248,12 +248,65 @@ def export_spec(chart: Any | None, table: pd.DataFrame | None, title: dict[str, 
     return spec
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP's CSV-injection list)."""
+_FORMULA = re.compile(r"'*[=+\-@\t\r]")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_cell(value: Any) -> Any:
+    """A text cell as a CSV of the site writes it: one ``'`` is put before a text that would start a
+    formula in a spreadsheet (``=``, ``+``, ``-``, ``@``, tab or CR first, after any ``'``: so the
+    rule is reversible, `unspreadsheet_cell`); a text that is a plain number (``-0.5``) and every
+    non-text value (numbers stay numbers) are kept as they are. A carriage return inside a text is
+    written as a line feed: Python's CSV writer quotes a field with a line feed but not one with a
+    lone CR, which a spreadsheet may read as a new row (whose first cell could be a formula)."""
+    if not isinstance(value, str):
+        return value
+    formula = _FORMULA.match(value) is not None and not _PLAIN_NUMBER.fullmatch(value)
+    if "\r" in value:
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
+    return "'" + value if formula else value
+
+
+def unspreadsheet_cell(value: Any) -> Any:
+    """The inverse of `spreadsheet_cell` (a cell of ``data.csv`` read back as the table had it)."""
+    if isinstance(value, str) and value.startswith("'") and _FORMULA.match(value[1:]) \
+            and not _PLAIN_NUMBER.fullmatch(value[1:]):
+        return value[1:]
+    return value
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """``frame`` as the text of a CSV file of the site (no index), safe to open in a spreadsheet:
+    every text cell and column name through `spreadsheet_cell`. The one CSV writer of the site
+    (``data.csv``, ``paper_vs_ours.csv``)."""
+    out = frame.rename(columns=spreadsheet_cell)
+    for k in range(out.shape[1]):
+        col = out.iloc[:, k]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            safe = col.cat.rename_categories(spreadsheet_cell) if any(
+                spreadsheet_cell(c) is not c for c in col.cat.categories) else col
+        elif col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
+            safe = col.map(spreadsheet_cell)  # numbers, NaN and None untouched
+        else:
+            continue  # numeric, boolean, datetime columns: written as they are
+        if safe is not col and not safe.equals(col):  # unchanged columns keep their dtype (and bytes)
+            out.isetitem(k, safe)
+    return out.to_csv(index=False)
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> str:
+    """Write ``frame`` to ``path`` as `csv_text` (UTF-8) and return the text."""
+    text = csv_text(frame)
+    Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
 def csv_frame(data: pd.DataFrame) -> pd.DataFrame:
     """The frame written as ``data.csv``: result tables keep 0-based layers, the CSV shows them 1-based
     (``layer = 1`` is the first layer), like every chart, reading and table of the site."""
-    if "layer" in data.columns and pd.api.types.is_integer_dtype(data["layer"]):
-        return data.assign(layer=data["layer"] + 1)
-    return data
+    return schema.user_layers(data)  # the one shift, shared with notebook.load_results (SPEC §8)
 
 
 def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table: pd.DataFrame | None,
@@ -280,8 +333,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     rel = f"figures/{fig_id}"
     files: dict[str, str] = {}
 
-    csv = csv_frame(data).to_csv(index=False)
-    (fig_dir / "data.csv").write_text(csv, encoding="utf-8")
+    csv = write_csv(csv_frame(data), fig_dir / "data.csv")
     files["csv"] = f"{rel}/data.csv"
 
     spec = export_spec(chart, table if table is not None else data, title)
@@ -315,15 +367,17 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
 
 class RenderCache:
     """The drawn ``chart.svg``/``chart.png`` of earlier builds, keyed by the figure's content hash and the
-    renderer's version, in a folder the tool owns (``<out parent>/.cache/figure-renders``).
+    renderer's version, in the output's state folder (``<state>/figure-renders``, `site_state`).
 
     The content hash covers the whole spec and data, so a hit gives the same bytes a new drawing would.
-    Each entry records the SHA-256 of its two files; an entry that does not match (edited, truncated)
-    is ignored and drawn again. `prune` keeps only the entries the latest build used.
+    Each entry records the SHA-256 of its two files under an HMAC with the state's secret; an entry that
+    does not verify (edited, truncated, planted, another key) is ignored and drawn again, and without a
+    secret nothing is reused or stored. `prune` keeps only the entries the latest build used.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, secret: bytes | None = None) -> None:
         self.root = Path(root)
+        self.secret = secret
         self.used: set[str] = set()
         self.hits = 0
 
@@ -331,13 +385,19 @@ class RenderCache:
         return self.root / f"{content_hash}-vl{vlc.__version__}"
 
     def get(self, content_hash: str) -> tuple[bytes, bytes] | None:
+        from report_builder.site.site_state import verify
+
         d = self._dir(content_hash)
         try:
             meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+            if (d / "chart.svg").is_symlink() or (d / "chart.png").is_symlink():
+                return None
             svg, png = (d / "chart.svg").read_bytes(), (d / "chart.png").read_bytes()
         except (OSError, ValueError):
             return None
-        if meta.get("svg") != hashlib.sha256(svg).hexdigest() or meta.get("png") != hashlib.sha256(png).hexdigest():
+        s, p = hashlib.sha256(svg).hexdigest(), hashlib.sha256(png).hexdigest()
+        if not isinstance(meta, dict) or meta.get("svg") != s or meta.get("png") != p or not verify(
+                self.secret, meta.get("mac"), d.name, s, p):
             return None
         self.used.add(d.name)
         self.hits += 1
@@ -350,14 +410,19 @@ class RenderCache:
             self.used.add(d.name)
 
     def put(self, content_hash: str, svg: bytes, png: bytes) -> None:
+        from report_builder.site.site_state import mac
+
+        if self.secret is None:
+            return
         d = self._dir(content_hash)
         tmp = self.root / f".{d.name}.tmp-{guard.tmp_tag()}"
         try:
             tmp.mkdir(parents=True, exist_ok=True)
             (tmp / "chart.svg").write_bytes(svg)
             (tmp / "chart.png").write_bytes(png)
-            (tmp / "meta.json").write_text(json.dumps({"svg": hashlib.sha256(svg).hexdigest(),
-                                                       "png": hashlib.sha256(png).hexdigest()}), encoding="utf-8")
+            sums = {"svg": hashlib.sha256(svg).hexdigest(), "png": hashlib.sha256(png).hexdigest()}
+            sums["mac"] = mac(self.secret, d.name, sums["svg"], sums["png"])
+            (tmp / "meta.json").write_text(json.dumps(sums), encoding="utf-8")
             if d.exists():
                 shutil.rmtree(d)
             os.rename(tmp, d)

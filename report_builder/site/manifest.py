@@ -1,7 +1,7 @@
 """The manifest of figure content hashes and the comparison with the previous build ("Changes" page).
 
 The previous manifest is read from the existing ``site/figures/manifest.json`` before ``site/`` is
-replaced (or from the copy kept in ``.cache/site-manifest.json``). The "Changes" page compares with
+replaced (or from the copy kept in the output's state folder, `site_state`). The "Changes" page compares with
 `baseline`: the last build whose figures differed (a no-op rebuild keeps the page as it was). Pitfall: a figure that was not
 configured has no hash; it is listed as "not configured", never as changed.
 """

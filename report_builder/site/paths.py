@@ -42,14 +42,15 @@ def resources_dir() -> Path:
 
 def source_files(root: Path) -> dict[str, Path]:
     """Relative path -> file of every source that shapes the pages under ``root``: ``mkdocs.yml``,
-    every file under ``templates/`` and the hand-written pages (``docs/*.md``; not the images,
-    examples or generated pages in docs' subfolders, which never reach the site)."""
+    every file under ``templates/`` and the hand-written pages (``docs/*.md`` fragments and the
+    ``docs/guide/*.md`` pages; not the images, examples or generated pages in docs' other
+    subfolders, which never reach the site)."""
     files = {"mkdocs.yml": root / "mkdocs.yml"} if (root / "mkdocs.yml").is_file() else {}
     for p in sorted((root / "templates").rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
             files[p.relative_to(root).as_posix()] = p
     docs = root / "docs"
-    for p in sorted(docs.glob("*.md")) if docs.is_dir() else []:
+    for p in sorted([*docs.glob("*.md"), *docs.glob("guide/*.md")]) if docs.is_dir() else []:
         if p.is_file():
             files[p.relative_to(root).as_posix()] = p
     return dict(sorted(files.items(), key=lambda kv: kv[0].split("/")))  # the order of sorted paths
@@ -59,3 +60,10 @@ RESOURCES = resources_dir()
 MKDOCS_YML = RESOURCES / "mkdocs.yml"
 TEMPLATES_DIR = RESOURCES / "templates"
 HANDWRITTEN_DOCS = RESOURCES / "docs"
+
+
+def guide_pages() -> list[str]:
+    """The standalone hand-written pages, ``docs/guide/<name>.md`` (the site's Guide section: each is
+    published as ``guide/<name>.md`` and listed in ``mkdocs.yml``'s nav), sorted by name."""
+    d = HANDWRITTEN_DOCS / "guide"
+    return sorted(p.name for p in d.glob("*.md") if p.is_file()) if d.is_dir() else []

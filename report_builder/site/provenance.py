@@ -180,21 +180,35 @@ def _bib_escape(text: str) -> str:
     return "".join(_BIB_SPECIAL.get(c, c) for c in str(text))
 
 
+def bib_url(url: str) -> str:
+    """A URL for a BibTeX ``url`` field and ``\\url{}``: characters that would end or break the braced
+    field (braces, backslash, quotes, angle brackets, whitespace, control and non-ASCII characters)
+    percent-encoded; the URL's own ``%``/``#`` kept (``url`` fields are read verbatim)."""
+    from urllib.parse import quote
+
+    return quote(str(url), safe="/:?#[]@!$&'()*+,;=-._~%")
+
+
 def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: dict[str, Any],
-                  reproduces: str = "") -> str:
-    """BibTeX for one figure of this build: names the id, the content hash and the report version."""
+                  reproduces: str = "", url: str | None = None) -> str:
+    """BibTeX for one figure version: the id, the content hash, the report version and the version's
+    permalink ``url`` (the published address when ``site_url`` is set, else the site-relative one)."""
     date = str(prov.get("date") or "")
     year = date[:4] if date[:4].isdigit() else "n.d."
     commit = str(prov.get("git_commit") or "unknown")[:12]
+    link = bib_url(url) if url else None
+    where = (f"\\url{{{link}}}" if link and "://" in link else
+             f"report\\_builder report, figure {fig_id}" + (f", permalink {_bib_escape(url)}" if url else ""))
     return (
-        f"@misc{{report_builder:{fig_id},\n"
+        f"@misc{{report_builder:{fig_id}:{content_hash},\n"
         f"  title        = {{{{report\\_builder}}: {_bib_escape(title)} ({fig_id})}},\n"
         f"  author       = {{{{report\\_builder contributors}}}},\n"
         f"  year         = {{{year}}},\n"
-        f"  howpublished = {{report\\_builder report, figure {fig_id}}},\n"
-        f"  note         = {{Figure {fig_id}, content hash {content_hash}, report\\_builder "
+        f"  howpublished = {{{where}}},\n"
+        + (f"  url          = {{{link}}},\n" if link else "")
+        + f"  note         = {{Figure {fig_id}, version {content_hash} (content hash), report\\_builder "
         f"{prov.get('report_builder_version')} (commit {commit}, preset {prov.get('preset')}); "
-        f"{_relation(paper, reproduces)}}},\n"
+        f"{_relation(paper, reproduces)}; verify with report-builder reproduce}},\n"
         f"}}"
     )
 
@@ -226,11 +240,17 @@ def report_bibtex(prov: dict[str, Any]) -> str:
     )
 
 
-def cite_html(bibtex: str, paper_bibtex: str | None) -> str:
-    """The "Cite this figure" box: this figure's BibTeX and the paper's, each with a copy button."""
-    parts = ['<details class="quote rb-cite"><summary>Cite this figure</summary>',
-             "<p>This figure (the id and content hash pin the exact numbers):</p>",
-             f'<pre class="rb-bibtex"><code>{html.escape(bibtex)}</code></pre>']
+def cite_html(bibtex: str, paper_bibtex: str | None, url: str | None = None, href: str | None = None) -> str:
+    """The "Cite this figure" box: the version's permalink ``url`` (linked to ``href``, its page in this
+    site), its BibTeX and the paper's, each with a copy button."""
+    parts = ['<details class="quote rb-cite"><summary>Cite this figure</summary>']
+    if url:
+        href = html.escape(href or (url if "://" in url else url + "index.html"), quote=True)
+        parts.append(f'<p>This version\'s permalink (it never changes; a later build adds a new version beside it): '
+                     f'<a class="rb-permalink" href="{href}"><code>{html.escape(url)}</code></a></p>')
+    parts += ["<p>This figure (the id and content hash pin the exact numbers; "
+              "<code>report-builder reproduce</code> rebuilds it from its provenance and compares):</p>",
+              f'<pre class="rb-bibtex"><code>{html.escape(bibtex)}</code></pre>']
     if paper_bibtex:
         parts += ["<p>The paper it reproduces:</p>",
                   f'<pre class="rb-bibtex"><code>{html.escape(paper_bibtex)}</code></pre>']

@@ -32,6 +32,7 @@ from report_builder.cache import Cache
 from report_builder.config import from_dict
 from tests.conftest import figure_hashes, table_bytes
 from tests.tiny_models import save_tiny
+from report_builder.executors import ray_local
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'report_builder[distributed]')")
@@ -41,9 +42,11 @@ FIGURES = ["k21-tab2", "k21-fig3", "k21-tab8", "k24-ctx-ff", "k24-ffamp-top", "k
 """Figures drawn from every analysis' tables (K21 tokens, freq, expansion; K24 ctx, pairs, norms, LN dims)."""
 
 HOLDER = r"""
+import os
 import sys
 import ray
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+from report_builder.executors.ray_local import start_local
+start_local(ray, num_cpus=2, token=os.environ["RAY_AUTH_TOKEN"], log_to_driver=False)  # loopback only
 try:
     from ray._private.worker import _global_node
     session = _global_node.get_session_dir_path()
@@ -53,7 +56,8 @@ print(ray.get_runtime_context().gcs_address, session, sep="\t", flush=True)
 sys.stdin.read()  # until the test module closes it
 ray.shutdown()
 """
-"""The cluster: a local Ray (GCS, raylet, workers) started by this child and stopped when its stdin closes."""
+"""The cluster: a local Ray (GCS, raylet, workers) started by this child as the command line starts one
+(`ray_local.start_local`: bound to 127.0.0.1, token authentication), stopped when its stdin closes."""
 
 
 AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
@@ -432,7 +436,7 @@ def test_cli_joins_a_running_cluster(cluster, models, tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=_env(), cwd=tmp_path / "run")
     assert r.returncode == 0, f"{r.stderr[-3000:]}\n{cluster.diagnose()}"
     assert "analyses: 7 computed, 0 reused" in r.stdout, r.stdout
-    assert "ray: 2 CPUs, 0 GPUs on 1 node(s)" in r.stderr
+    assert f"ray: joined the Ray cluster at {cluster.address}: 2 CPUs, 0 GPUs on 1 node(s)" in r.stderr
     bars = [ln for ln in _log_lines(r.stderr) if ln.startswith("build:")]
     assert bars and "7/7" in bars[-1] and "tasks 7/7" in bars[-1], bars[-3:]
     r = _cli(cluster, d, tmp_path / "run")
@@ -444,3 +448,97 @@ def test_this_process_is_no_ray_driver():
     fails a test instead of ending the suite."""
     ray = sys.modules.get("ray")
     assert ray is None or not ray.is_initialized()
+
+
+def _listening(pid: int) -> list[tuple[str, str, int]]:
+    """(process name, address, port) of every TCP socket listening in process ``pid`` and its
+    descendants (the Ray processes a command started: GCS, raylet, agents, workers, the driver)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    out = []
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            conns = (p.net_connections if hasattr(p, "net_connections") else p.connections)(kind="inet")
+            name = p.name()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        out += [(name, c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
+    return out
+
+
+def _loopback(ip: str) -> bool:
+    import ipaddress
+
+    a = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(a, "ipv4_mapped", None)
+    return (mapped or a).is_loopback
+
+
+@needs_ray
+def test_local_ray_listens_on_loopback_only_and_never_joins_RAY_ADDRESS(cluster, models, tmp_path):
+    """`--executor ray` without `--address`, with RAY_ADDRESS naming another running cluster (the
+    module's): the command line starts its own Ray (1 CPU, not the module cluster's 2) and every port
+    its Ray processes listen on (GCS, raylet, object manager, agents, workers, the driver) is on the
+    loopback interface, read while a worker holds a task; its token lives in the environment only
+    (no ~/.ray/auth_token in HOME)."""
+    hold, home, where = tmp_path / "hold", tmp_path / "home", tmp_path / "run"
+    for p in (hold, home, where):
+        p.mkdir()
+    d = {"models": [{"name": "enc", "source": str(models[0]), "role": "primary_encoder"}],
+         "datasets": [{"id": "wiki", "n": 2, "k24_n": 1, "max_length": 16}], "k24": {"top_k": 3, "examples": 1},
+         "cache_dir": str(tmp_path / "cache")}
+    (where / "c.yaml").write_text(yaml.safe_dump(d))
+    key = next(t.key for t in planning.plan(from_dict(d)).tasks if t.analysis == "k21_mixing")
+    flag = hold / f"hold-k21_mixing-{key}"
+    flag.write_text("")
+    env = {k: v for k, v in _env(**{ray_executor.TEST_HOLD_ENV: str(hold)}).items()
+           if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    env.update(RAY_ADDRESS=cluster.address, HOME=str(home))
+    cmd = [sys.executable, "-m", "report_builder", "analyze", "--config", str(where / "c.yaml"),
+           "--executor", "ray", "--ray-num-cpus", "1", "--no-progress"]
+    with open(where / "err.txt", "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=where)
+    try:
+        started = _wait(lambda: list(hold.glob("started-k21_mixing-*")), proc, 300)
+        assert started, f"no task reached the hold point\n{(where / 'err.txt').read_text()[-3000:]}"
+        listening = _listening(proc.pid)
+    finally:
+        flag.unlink(missing_ok=True)
+        try:
+            proc.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    stderr = (where / "err.txt").read_text()
+    assert proc.returncode == 0, stderr[-3000:]
+    names = {n for n, _, _ in listening}
+    assert "gcs_server" in names and "raylet" in names, listening  # the sockets were read
+    assert [x for x in listening if not _loopback(x[1])] == [], listening
+    assert "ray: started a local Ray at 127.0.0.1:" in stderr and ": 1 CPUs, 0 GPUs on 1 node(s)" in stderr, stderr
+    assert cluster.address not in stderr
+    assert not (home / ".ray").exists()  # no token file: the token was in the environment only
+
+
+def test_local_ray_options_and_environment(monkeypatch):
+    """What `start_local` gives ray.init and the environment (no Ray starts): a new local instance
+    (address "local", so RAY_ADDRESS is never read), the loopback node address, no dashboard, token
+    authentication with a fresh token, RAY_ADDRESS removed while it runs, everything restored after."""
+    got = {}
+
+    class FakeRay:
+        @staticmethod
+        def init(**kw):
+            got.update(kw, env={k: os.environ.get(k) for k in ray_local.local_ray_env()})
+
+    monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    env = ray_local.start_local(FakeRay, num_cpus=3, log_to_driver=False)
+    assert got["address"] == "local" and got["_node_ip_address"] == "127.0.0.1" and got["num_cpus"] == 3
+    assert got["include_dashboard"] is False and got["log_to_driver"] is False
+    e = got["env"]
+    assert e["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0" and e["RAY_AUTH_MODE"] == "token"
+    assert len(e["RAY_AUTH_TOKEN"]) == 64 and e["RAY_ADDRESS"] is None
+    assert ray_local.local_ray_env()["RAY_AUTH_TOKEN"] != e["RAY_AUTH_TOKEN"]  # a new token each time
+    env.__exit__(None, None, None)
+    assert os.environ["RAY_ADDRESS"] == "10.1.2.3:6379" and "RAY_AUTH_TOKEN" not in os.environ

@@ -32,6 +32,12 @@ def test_pages_nav_and_offline(rendered):
     site = root / "site"
     for name in ("index", "k21", "k24", "methods", "models", "changes", "cite"):
         assert (site / f"{name}.html").is_file()
+    from report_builder.site.paths import guide_pages
+
+    assert guide_pages()
+    for name in guide_pages():  # the hand-written Guide pages (docs/guide/)
+        page = (site / "guide" / name).with_suffix(".html")
+        assert page.is_file() and "<h1" in page.read_text(encoding="utf-8"), name
     for js in ("vega-bundle.js", "charts.js", "report.css", "iframe-worker-shim.js"):
         assert (site / "assets" / "rb" / js).is_file()
     assert (site / "search" / "search_index.js").is_file()  # offline search
@@ -71,7 +77,7 @@ def test_noop_rebuild_keeps_site_and_changes_page(tmp_path):
     assert any("mkdocs skipped" in x for x in logs) and not any("mkdocs build" in x for x in logs)
     assert {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
     # a site (or generated docs) edited or deleted by the user is rebuilt, never kept
-    record = tmp_path / ".cache" / "site-build-site.json"
+    record = site / ".report_builder" / "build.json"  # no results cache: the state is carried inside the site
     inputs = __import__("json").loads(record.read_text())["inputs"]
     assert build_mod._can_keep(site, tmp_path / "docs" / "generated", record, inputs)
     assert not build_mod._can_keep(site, tmp_path / "docs" / "generated", record, inputs[::-1])

@@ -1,6 +1,7 @@
 """The figure cache (`site.figure_cache`): a figure whose inputs are unchanged is neither built nor
-drawn; a change to one input rebuilds exactly the figures that read it; `clean` removes the render
-cache and the build record, never a foreign file."""
+drawn; a change to one input rebuilds exactly the figures that read it; an entry that does not verify
+(edited, planted, signed with another key) is built again and never published; each output keeps its
+own entries; `clean` removes the render state, never a foreign file."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from report_builder.cache import Cache
 from report_builder.figures.spec import FigureResult, FigureSpec
 from report_builder.site import build as build_mod
-from report_builder.site import figure_cache
+from report_builder.site import figure_cache, site_state
 from tests import site_helpers as h
 
 pytestmark = pytest.mark.slow
@@ -21,12 +23,18 @@ pytestmark = pytest.mark.slow
 IDS = [f.id for f in h.DUMMY_FIGURES]
 
 
-def _render(root: Path, tables=None, figures=None, roles=None, date="2025-01-02T03:04:05+00:00", **kw):
+def _render(root: Path, tables=None, figures=None, roles=None, date="2025-01-02T03:04:05+00:00", out="site", **kw):
     logs: list[str] = []
+    Cache(root / "cache")  # a results cache (marked): the output's state lives in it
     report = build_mod.render_site(h._dummy_tables() if tables is None else tables, roles or h.DUMMY_ROLES,
-                                   {**h.provenance(), "date": date}, out_dir=root / "site", log=logs.append,
-                                   figures=h.DUMMY_FIGURES if figures is None else figures, **kw)
+                                   {**h.provenance(), "date": date}, out_dir=root / out, log=logs.append,
+                                   figures=h.DUMMY_FIGURES if figures is None else figures,
+                                   cache_dir=root / "cache", **kw)
     return report, logs
+
+
+def _renders(root: Path, out="site") -> Path:
+    return site_state.site_state(root / out, root / "cache").root / "figure-renders"
 
 
 def _site(root: Path) -> dict[str, bytes]:
@@ -81,7 +89,7 @@ def test_unchanged_inputs_rebuild_nothing_and_each_input_rebuilds_its_readers(tm
 
 def test_damaged_entry_is_built_again(tmp_path):
     _render(tmp_path)
-    renders = tmp_path / ".cache" / "figure-renders"
+    renders = _renders(tmp_path)
     (entry,) = renders.glob("fig-k21-dummy-fig-*")
     (entry / "files" / "data.csv").write_text("edited\n")
     r, _ = _render(tmp_path)
@@ -113,28 +121,43 @@ def test_reads_are_recorded_missing_tables_and_walks_included(tmp_path):
     tables["k21_freq"] = pd.DataFrame({"model": ["tiny-bert"], "freq_rank": [1]})  # the missing one appears
     r, _ = _render(tmp_path, tables, figures=figs)
     assert r.rebuilt == ["k21-looks", "k21-walks"]
-    meta = [json.loads((d / "meta.json").read_text()) for d in (tmp_path / ".cache" / "figure-renders").glob("fig-*")]
+    meta = [json.loads((d / "meta.json").read_text()) for d in _renders(tmp_path).glob("fig-*")]
     reads = {m["id"]: m["reads"] for m in meta}
     assert {"k21_freq", "recon_errors"} <= set(reads["k21-looks"]) and "k24_ctx" not in reads["k21-looks"]
     assert reads["k21-walks"] == figure_cache.ALL
 
 
-def test_clean_removes_the_render_cache_and_build_record_only(tmp_path):
+def test_clean_removes_the_render_state_and_build_record_only(tmp_path):
     from report_builder import api
 
     _render(tmp_path)
-    base = tmp_path / ".cache"
-    renders = base / "figure-renders"
-    assert list(renders.glob("fig-*")) and (base / "site-build-site.json").is_file()
-    (base / "site-build-other.json").write_text("{}")  # another output's record
-    cfg = api.configure(preset="smoke", cache_dir=str(tmp_path / "results"), out_dir=str(tmp_path / "site"))
+    state = site_state.site_state(tmp_path / "site", tmp_path / "cache")
+    assert list(_renders(tmp_path).glob("fig-*")) and state.record.is_file() and state.manifest.is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name not in ("site", "cache")]  # nothing beside the output
+    (state.root.parent / "notes.txt").write_text("mine")  # a foreign file in the state folder stays
+    cfg = api.configure(preset="smoke", cache_dir=str(tmp_path / "cache"), out_dir=str(tmp_path / "site"))
     msg = api.clean(cfg)
-    assert "figure renders" in msg
-    assert not renders.exists() and not (base / "site-build-site.json").exists()
-    assert (base / "site-build-other.json").is_file()
-    # a foreign file in the render cache stays (and keeps its folder)
-    _render(tmp_path)
-    (renders / "notes.txt").write_text("mine")
-    (renders / "fig-mine").mkdir()
-    assert figure_cache.clean(tmp_path / "site") > 0
-    assert sorted(p.name for p in renders.iterdir()) == ["fig-mine", "notes.txt"]
+    assert "figure renders and build records of 1 output" in msg and "notes.txt" in msg, msg
+    assert not state.root.exists() and (state.root.parent / "notes.txt").is_file()
+    assert not (tmp_path / "site").exists()
+
+
+def test_entries_store_data_not_html_and_prove_their_origin(tmp_path):
+    r1, _ = _render(tmp_path)
+    renders = _renders(tmp_path)
+    (tab,) = renders.glob("fig-k21-dummy-tab-*")
+    meta = json.loads((tab / "meta.json").read_text())
+    assert "mac" in meta and not [k for k in meta["section"] if k.endswith("_html") or k == "spec_attr"]
+    # what is shown again is formatted and escaped again: a hostile cell stays text
+    rec = meta["section"]
+    rec["tables"]["table"]["rows"][0][0] = "<img src=x onerror=alert(1)>"
+    html = figure_cache.section_fields(rec, tmp_path / "site" / "figures" / "k21-dummy-tab")["table_html"]
+    assert "<img" not in html and "&lt;img src=x onerror=alert" in html
+    # an entry edited in place, or one signed with another cache's key, is built again
+    (tab / "meta.json").write_text(json.dumps({**meta, "section": rec}))
+    r2, _ = _render(tmp_path, site_url="https://example.org/")
+    assert r2.rebuilt == ["k21-dummy-tab"] and "onerror" not in (tmp_path / "site" / "k21.html").read_text()
+    state = site_state.site_state(tmp_path / "site", tmp_path / "cache")
+    state.key_file.write_bytes(bytes(32))
+    r3, _ = _render(tmp_path, site_url="https://example.org/x/")
+    assert r3.rebuilt == IDS and r3.drawn == [i for i in IDS if i != "k21-dummy-missing"]

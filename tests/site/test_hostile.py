@@ -1,5 +1,8 @@
-"""A build whose dataset text, dataset name and model name are hostile, opened in headless Chromium:
-no dialog fires, no injected script, link or image exists, and the text is shown literally.
+"""A build whose configured strings are hostile — dataset text, dataset name, domain and licence, model
+names, the K21 example sentences and a `site_url` full of legal-but-odd URL characters — opened in
+headless Chromium: no dialog fires, no injected script, link or image exists, the text is shown
+literally, every canonical link is the configured address; the build's terminal output shows a
+bidirectional override escaped.
 
 Chromium and Playwright as in tests/site/test_browser.py (never skipped under CI=true)."""
 from __future__ import annotations
@@ -20,6 +23,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_NAME = '<script>alert("m")</script><img src=x onerror=alert(1)>[x](javascript:alert(1)){{ 7*7 }}]]>{bib'
 DATA_NAME = '<img src=y onerror=alert(2)>[d](javascript:alert(2)) {{ 7*7 }} ]]> {unbalanced'
+RTL_NAME = "rtl\u202egnirts\u2066-model"
+"""A second model named with a right-to-left override: shown text on the site, escaped on the terminal."""
+SITE_URL = "https://example.org/r%22%3E%3Cscript%3Ealert%289%29%3C/script%3E/(x)!$*+,;=:@~/"
+"""Legal URL characters only (`config.check_site_url`); what would be markup is percent-encoded."""
+DOMAIN = '<img src=z onerror=alert(6)>{{ 7*7 }} [d](javascript:alert(6))'
+LICENCE = '</td><script>alert(10)</script> "quoted" & {unbalanced'
+EXAMPLE = ["<script>alert(7)</script> the man went to the store .",
+           "[x](javascript:alert(8)) he bought <b>milk</b> ."]
 LINES = [
     "<script>alert(3)</script> the film is good .",
     "<img src=x onerror=alert(4)> a fine cast and a long ending .",
@@ -39,9 +50,13 @@ def hostile_site(tmp_path_factory):
     data = tmp / "hostile.txt"
     data.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     cfg = {
-        "models": [{"name": MODEL_NAME, "source": str(model), "role": "primary_encoder"}],
-        "datasets": [{"id": "hostile", "path": str(data), "name": DATA_NAME, "n": 6, "k24_n": 3, "max_length": 32}],
+        "models": [{"name": MODEL_NAME, "source": str(model), "role": "primary_encoder"},
+                   {"name": RTL_NAME, "source": str(model), "role": "variant"}],
+        "datasets": [{"id": "hostile", "path": str(data), "name": DATA_NAME, "n": 6, "k24_n": 3, "max_length": 32,
+                      "domain": DOMAIN, "licence": LICENCE}],
+        "k21": {"example": EXAMPLE},
         "k24": {"top_k": 5, "examples": 2},
+        "site_url": SITE_URL,
         "cache_dir": str(tmp / "cache"), "out_dir": str(tmp / "site"),
     }
     p = tmp / "cfg.yaml"
@@ -50,6 +65,7 @@ def hostile_site(tmp_path_factory):
     r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--config", str(p), "--no-progress",
                         "--threads", "1"], capture_output=True, text=True, env=env, timeout=900, cwd=tmp)
     assert r.returncode == 0, r.stderr[-4000:]
+    (tmp / "terminal.txt").write_text(r.stdout + "\n" + r.stderr, encoding="utf-8")
     return tmp / "site"
 
 
@@ -67,8 +83,9 @@ def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
             dialogs: list[str] = []
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.goto(f"{base}/{name}", wait_until="load")
-            page.wait_for_function("document.documentElement.getAttribute('data-rb-charts') === 'ready'",
-                                   timeout=60_000)
+            if name != "404.html":  # its links are absolute under site_url's path: no charts load here
+                page.wait_for_function("document.documentElement.getAttribute('data-rb-charts') === 'ready'",
+                                       timeout=60_000)
             # hover every chart so tooltips render too
             for el in page.query_selector_all(".rb-chart svg.marks path, .rb-chart svg.marks rect")[:40]:
                 try:
@@ -81,6 +98,10 @@ def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
                 injected_script: [...document.querySelectorAll('script')].filter(s => s.textContent.includes('alert(')).length,
                 tooltip_img: document.querySelectorAll('#vg-tooltip-element img, #vg-tooltip-element script').length,
             })""")
+            canonical = page.evaluate(
+                "() => [...document.querySelectorAll('link[rel=canonical]')].map(l => l.getAttribute('href'))")
+            if canonical != [SITE_URL + name] and not (name == "404.html" and canonical == []):
+                failures.append(f"{name}: canonical links {canonical}")
             if dialogs:
                 failures.append(f"{name}: dialog(s) {dialogs}")
             failures += [f"{name}: {k} = {v}" for k, v in bad.items() if v]
@@ -94,6 +115,26 @@ def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
     assert MODEL_NAME in texts["index.html"]  # so does the Home page's Models row
     assert DATA_NAME in texts["models.html"] and DATA_NAME in texts["k21.html"]
     assert "{{ 7*7 }}" in texts["models.html"] and "49" not in MODEL_NAME
+    assert DOMAIN in texts["models.html"] and LICENCE in texts["models.html"]  # the dataset card
+    assert RTL_NAME in texts["models.html"]
+
+
+def test_site_url_reaches_sitemap_and_404_as_configured(hostile_site):
+    """`site_url` (legal characters only) is the prefix of every sitemap entry, in well-formed XML,
+    and of the 404 page's links, which hold no markup of it."""
+    locs = [e.text for e in ET.parse(hostile_site / "sitemap.xml").getroot().iter()
+            if e.tag.endswith("loc")]
+    assert locs and all(loc.startswith(SITE_URL) for loc in locs), locs[:3]
+    page = (hostile_site / "404.html").read_text(encoding="utf-8")
+    path = SITE_URL.split("example.org", 1)[1]
+    assert f'href="{path}assets/' in page and "<script>alert" not in page
+
+
+def test_the_build_log_escapes_control_characters(hostile_site):
+    """The build summary and log print model names: a right-to-left override appears as `\\u202e`."""
+    text = (hostile_site.parent / "terminal.txt").read_text(encoding="utf-8")
+    assert "\u202e" not in text and "\u2066" not in text
+    assert "rtl\\u202egnirts\\u2066-model" in text
 
 
 def test_hostile_files_are_well_formed(hostile_site):
@@ -122,3 +163,68 @@ def test_bibtex_and_markdown_escapers():
     assert b.count("{") == b.count("}") and "\\textbraceleft{}" in b and "\\%" in b
     m = md_escape("[x](javascript:alert(1)) <b>\n# h")
     assert "](" not in m and "<b>" not in m and "\n" not in m and "&lt;b&gt;" in m
+
+
+# ---------------------------------------------------------------- figure versions and the history (#24)
+
+
+@pytest.fixture(scope="module")
+def hostile_rebuilt(hostile_site):
+    """The hostile site built again with one sequence fewer: changed figures, a history entry whose
+    numbers name the hostile model, version pages showing hostile provenance (runs after the tests above)."""
+    tmp = hostile_site.parent
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--config", str(tmp / "cfg.yaml"),
+                        "--no-progress", "--threads", "1", "--set", "datasets.0.n=5"],
+                       capture_output=True, text=True, env=env, timeout=900, cwd=tmp)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return hostile_site
+
+
+def test_hostile_text_is_inert_on_version_pages_and_the_history(hostile_rebuilt, browser):
+    import json
+
+    from report_builder.site.serve import make_server
+
+    site = hostile_rebuilt
+    entries = json.loads((site / "history.json").read_text(encoding="utf-8"))["entries"]
+    assert len(entries) == 2 and entries[1]["changed"]
+    assert MODEL_NAME in entries[1]["models"]  # kept exactly, as data
+    pages = sorted(p.relative_to(site).as_posix() for p in site.glob("figures/*/*/index.html"))
+    old = [p for p in pages if "A newer version exists" in (site / p).read_text(encoding="utf-8")]
+    assert old and len(pages) > len(old)
+    server = make_server(site, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    failures, texts = [], {}
+    try:
+        for name in ["changes.html", *pages]:
+            ctx = browser.new_context()
+            page = ctx.new_page()
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(f"{base}/{name}", wait_until="load")
+            bad = page.evaluate("""() => ({
+                js_links: [...document.querySelectorAll('a[href]')].filter(a => a.href.trim().toLowerCase().startsWith('javascript:')).length,
+                injected_img: document.querySelectorAll('img[src="x"], img[src="y"]').length,
+                injected_script: [...document.querySelectorAll('script')].filter(s => s.textContent.includes('alert(')).length,
+            })""")
+            if dialogs:
+                failures.append(f"{name}: dialog(s) {dialogs}")
+            failures += [f"{name}: {k} = {v}" for k, v in bad.items() if v]
+            texts[name] = page.inner_text("body")
+            ctx.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not failures, "\n".join(failures)
+    assert MODEL_NAME in texts["changes.html"]  # where the largest change is: the model, shown literally
+    shown = [p for p in pages if MODEL_NAME in texts[p]]
+    assert len(shown) == len(pages), sorted(set(pages) - set(shown))[:3]  # every version's provenance names it
+    for p in pages:
+        bib = (site / p).parent / "cite.bib"
+        depth = 0
+        for c in bib.read_text(encoding="utf-8").replace("\\{", "").replace("\\}", ""):
+            depth += (c == "{") - (c == "}")
+            assert depth >= 0, bib
+        assert depth == 0, bib

@@ -69,3 +69,19 @@ def test_a_top_level_template_edit_reaches_the_next_build(tmp_path):
     (custom / "templates" / "figure.md.j2").write_text(tmpl.read_text(encoding="utf-8").replace(MARK, "CUSTOM-COPY"))
     html = _render(checkout, out, REPORT_BUILDER_RESOURCES=str(custom))
     assert "CUSTOM-COPY" in html and MARK not in html
+
+
+def test_every_guide_page_is_in_the_nav_and_every_nav_entry_exists():
+    """docs/guide/*.md are the site's standalone hand-written pages: each is listed in mkdocs.yml's nav."""
+    import yaml
+
+    from report_builder.site.paths import MKDOCS_YML, guide_pages
+
+    def leaves(nav):
+        for item in nav:
+            for v in item.values():
+                yield from (leaves(v) if isinstance(v, list) else [v])
+
+    text = "\n".join(l for l in MKDOCS_YML.read_text(encoding="utf-8").splitlines() if "!!" not in l)
+    nav = [p for p in leaves(yaml.safe_load(text)["nav"]) if p.startswith("guide/")]
+    assert sorted(nav) == [f"guide/{n}" for n in guide_pages()]

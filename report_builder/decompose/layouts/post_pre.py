@@ -189,10 +189,7 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
     sf = s  # (B, n, 1)
     w1 = fw.first()  # (d, d'), gated [W_gate | W_up] (d, 2 d'): both projections in one GEMM
     pre_tot = fw.project(xin, w=w1)  # the real FF input's pre-activations (biases included)
-    # the bias term's; exactly zero (+0.0) without any bias in the layer (Llama): no GEMM needed
-    no_bias = all(t is None for t in (fw.b1, fw.b_gate, fw.b_up, fw.b2)) and not bool(n_bias.any())
-    pre_bias = torch.zeros(*n_bias.shape[:-1], w1.shape[-1], dtype=x.dtype, device=x.device) if no_bias else \
-        fw.project(n_bias, w=w1)
+    pre_bias = fw.project(n_bias, w=w1)  # the bias term's
     if fw.gated:
         uab = fw.project(mw, False, w1)  # (B, n, H, 2 d')
         uxab = fw.project(mx, False, w1)
@@ -203,10 +200,7 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
         ux = fw.project(mx, False, w1)
         kappa, g0 = elementwise_kappa(fw.act, pre_tot, ig)
         ff_bias_hidden = pre_bias * kappa + g0
-    if no_bias and not fw.gated and bool(g0 != 0):
-        no_bias = False  # an activation with act(0) != 0 puts g0 into the bias term
-    # (n, d); without biases ``0 @ W2 + 0`` is +0.0 whatever the signs of the zeros before
-    ff_bias = torch.zeros_like(x) if no_bias else ff_bias_hidden @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)
+    ff_bias = ff_bias_hidden @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
     res_bias = n_bias if post else output_bias(lw.attn, d, x).expand(B, n, d)
 
     ff_total = fw.output(pre_tot)  # the un-decomposed FF output: fixes the following norm's scale

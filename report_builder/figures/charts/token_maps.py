@@ -194,7 +194,8 @@ def _expand(chart: alt.Chart, toks: pd.DataFrame, example_field: str | None) -> 
         lookup="kj", from_=lk, **{"as": ["label_j", "token_j"]})
 
 
-def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True) -> dict:
+def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True,
+                  value_title: str = "row-normalised value") -> dict:
     axis = (alt.Axis(labelFontSize=theme.FONT_SIZE, labelLimit=110,
                      title=None if not title_axes else alt.Undefined) if show_labels else None)
     return dict(
@@ -202,7 +203,7 @@ def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True) -> dict
                 title="j (source token)" if title_axes else None, axis=axis),
         y=alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"),
                 title="i (query token)" if title_axes else None, axis=axis),
-        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title="row-normalised value"),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title=value_title),
     )
 
 
@@ -225,7 +226,8 @@ def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: i
 
 
 def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str = "m0",
-                 cell: int | None = None) -> alt.Chart:
+                 cell: int | None = None, *, value_title: str = "row-normalised value",
+                 start: tuple[int, str, int] | None = None) -> alt.Chart:
     """Heatmap of one (example, layer, scope) map at a time, chosen by widgets.
 
     Args:
@@ -234,6 +236,10 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
         title: chart title (model name).
         key: suffix that makes the parameter names unique when several explorers are concatenated.
         cell: pixel size of one cell (default: 14 px, shrunk so the longest example fits ~600 px).
+        value_title: the colour legend's title (what ``value`` is: row-normalised or raw norms).
+        start: the (layer shown 1-based, scope, example index) shown first (default: the middle
+            layer, the first scope, the first example). Layers that are not consecutive get a
+            selector instead of the slider.
 
     Data: one record per (example, layer, scope, i) with arrays over ``j`` (see `_compact`); token
     labels come from a small lookup table keyed by ``example_index*10000 + pos``.
@@ -245,18 +251,23 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
     cell = cell or theme.FONT_SIZE + 2  # every token label at full text size
     main = shown(maps[["example", "layer", "scope", "i", "j", "value"]])
     main["example"] = main["example"].map(ex_index)
-    layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
-                      bind=alt.binding_range(min=1, max=n_layers, step=1, name=f"{title} layer (1 = first) "))
-    scope = alt.param(name=f"scope_{key}", value=scopes[0],
+    present = sorted(int(x) + 1 for x in maps["layer"].unique())
+    first_layer, first_scope, first_example = start or (n_layers // 2 + 1, scopes[0], 0)
+    layer_name = f"{title} layer (1 = first) "
+    layer = alt.param(name=f"layer_{key}", value=first_layer,
+                      bind=alt.binding_range(min=present[0], max=n_layers, step=1, name=layer_name)
+                      if present == list(range(present[0], n_layers + 1))
+                      else alt.binding_select(options=present, name=layer_name))
+    scope = alt.param(name=f"scope_{key}", value=first_scope,
                       bind=alt.binding_select(options=list(scopes), name=f"{title} scope "))
-    example = alt.param(name=f"example_{key}", value=0,
+    example = alt.param(name=f"example_{key}", value=first_example,
                         bind=alt.binding_select(options=list(range(len(examples))),
                                                 labels=[str(e) for e in examples], name=f"{title} example "))
     base = alt.Chart(inline_data(_compact(main, ["example", "layer", "scope"]))).mark_rect().add_params(
         layer, scope, example).transform_filter(
         (alt.datum.layer == layer) & (alt.datum.scope == scope) & (alt.datum.example == example))
     return _expand(base, _token_lookup(maps, ex_index), "example").encode(
-        **_map_encoding(cell, True),
+        **_map_encoding(cell, True, value_title=value_title),
         tooltip=[alt.Tooltip("layer:O", title=LAYER_TITLE), alt.Tooltip("scope:N"),
                  alt.Tooltip("label_i:N", title="i (query)"), alt.Tooltip("label_j:N", title="j (source)"),
                  alt.Tooltip("value:Q", format=".3f")],

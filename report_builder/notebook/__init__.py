@@ -1,0 +1,262 @@
+"""The notebook API: decompose a model's layers for your own texts and look at the results in Python.
+
+```python
+import report_builder as rb
+
+res = rb.decompose("minilm", ["The cat sat on the mat.", ("A premise.", "A hypothesis.")])
+res                                     # in Jupyter: an interactive map (layer slider, scope selector)
+res.map(layer=3, scope="ATB")           # torch.Tensor (n, n), row-normalised; normalise=None: ||z_{i<-j}||
+res[1].ratios[3]["ATTNRESLN-N"]         # torch.Tensor (n,): K21 context-mixing ratio in percent
+res[0].bias[3]["ATB"]                   # the token-independent bias term of that scope
+res.max_error                           # largest relative reconstruction error vs the HF forward
+res.to_frame("k24_maps")                # tidy DataFrame with the result table's columns (joins data.csv)
+res.plot(3, "ATB")                      # an Altair chart titled "..., layer 3"
+res.show(layer=3, scope="ATB", normalise=None)   # the interactive view with explicit options
+
+tables = rb.load_results(".cache/report_builder")   # the last build's result tables
+rb.build("smoke", out_dir="my-site")                # the whole report: `api.build`, as `report-builder build`
+```
+
+**Conventions (SPEC §8), the same as the site's pages, charts and ``data.csv`` files.** Layers count
+from 1 in everything you pass or read (``layers=[1]`` is the first layer; layer 0 is refused); a
+frame from ``to_frame`` or ``load_results`` joins a figure's ``data.csv`` on ``layer`` without
+arithmetic. Mixing ratios are in percent (0-100). Maps are row-normalised (each row sums to 1) unless
+``normalise=None`` gives the raw norms ``||z_{i<-j}||``: the same default in ``map``, ``to_frame``,
+``plot``, ``show`` and the inline view; ``frame.attrs["units"]`` names the unit of each measured column.
+
+``decompose`` works on any model the report supports: an embedded name (``minilm``, ``smollm2``), a
+local directory, a hub id, a model already loaded with [`load_model`][report_builder.notebook.load_model], or a
+``(transformers model, tokenizer)`` pair. Every result carries its reconstruction error, measured
+against the unmodified Hugging Face forward pass. Pitfall: this package imports torch when
+``decompose`` is called, never when ``report_builder`` is imported (see ``report_builder.__init__``),
+and nothing here renders unless a result is shown or plotted (`notebook.view`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import pandas as pd
+
+from report_builder import schema
+from report_builder.notebook.results import FRAME_TABLES, NOTEBOOK_DATASET, Decomposition, SequenceResult
+from report_builder.notebook.units import NORMALISE
+
+if TYPE_CHECKING:  # pragma: no cover - for the type checker and the API docs only
+    from report_builder.models.loading import LoadedModel
+
+__all__ = ["decompose", "load_model", "load_results", "Decomposition", "SequenceResult", "NORMALISE",
+           "FRAME_TABLES", "NOTEBOOK_DATASET"]
+
+
+def load_model(source: str, *, device: str = "cpu", dtype: str = "float32", name: str | None = None) -> "LoadedModel":
+    """Load a model once to decompose many texts with it.
+
+    Args:
+        source: An embedded name (``minilm``, ``smollm2``), a local directory or a hub id.
+        device: ``cpu`` or ``cuda``.
+        dtype: ``float32``, ``bfloat16`` or ``float16``.
+        name: Display name (default: ``source``).
+
+    Returns:
+        The loaded model (``.model`` the transformers base model, ``.tokenizer``, ``.facts()``).
+    """
+    from report_builder.models import loading
+
+    return loading.load(source, name=name, device=device, dtype=dtype)
+
+
+def _as_model(model: Any, device: str, dtype: str) -> "LoadedModel":
+    from report_builder.models import loading
+
+    if isinstance(model, loading.LoadedModel):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(str(model), device=device, dtype=dtype)
+    if isinstance(model, tuple) and len(model) == 2:
+        hf, tok = model
+        return loading.from_model(hf, tok, name=type(hf).__name__)
+    raise TypeError("model: expected a source string (embedded name, local dir or hub id), a LoadedModel "
+                    "from report_builder.load_model, or a (transformers model, tokenizer) pair")
+
+
+def _pick(value: Any, known: Sequence[str], what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = list(known) if value == "all" else [value]
+    bad = [v for v in value if v not in known]
+    if bad:
+        raise ValueError(f"{what}: unknown {', '.join(map(repr, bad))}; this model has {', '.join(known)}")
+    return tuple(value)
+
+
+def _layer_indices(layers: Iterable[int] | None, lm: "LoadedModel") -> tuple[int, ...]:
+    """The user's layers (from 1) checked against the model, sorted, without repeats."""
+    import operator
+
+    n = lm.n_layers
+    if layers is None:
+        return tuple(range(1, n + 1))
+    try:
+        wanted = sorted({operator.index(l) for l in layers})
+    except TypeError:
+        raise ValueError(f"layers: expected whole numbers counted from 1, got {list(layers)!r}") from None
+    bad = [l for l in wanted if not 1 <= l <= n]
+    if bad:
+        raise ValueError(f"layer {', '.join(map(str, bad))} does not exist: layers count from 1, and {lm.name} "
+                         f"has layers 1..{n}")
+    if not wanted:
+        raise ValueError("layers: give at least one layer (counted from 1), or None for all")
+    return tuple(wanted)
+
+
+def _warn_cut(enc, tokenizer, limit: int) -> None:
+    """One warning naming the texts the tokenizer cut to ``limit`` tokens."""
+    cut = [k for k, e in enumerate(enc) if len(e) >= limit and len(tokenizer(e.text)["input_ids"]) > limit]
+    if cut:
+        warnings.warn(f"text{'s' * (len(cut) > 1)} {', '.join(map(str, cut))} cut to {limit} tokens "
+                      f"(max_length, default the model's positions)", stacklevel=3)
+
+
+def decompose(
+    model: Any,
+    texts: str | tuple[str, str] | Iterable[str | tuple[str, str]],
+    *,
+    layers: Iterable[int] | None = None,
+    scopes: str | Iterable[str] | None = "all",
+    methods: str | Iterable[str] | None = "all",
+    device: str = "cpu",
+    dtype: str = "float32",
+    max_length: int | None = None,
+    ig: str = "closed",
+    ig_steps: int = 64,
+    enforce: bool = True,
+    batch_size: int = 8,
+    max_memory: str = "1GiB",
+    progress: bool = True,
+) -> Decomposition:
+    """Decompose every layer of a model, exactly, for your texts.
+
+    Each scope's output is written as ``z_i = sum_j z_{i<-j} + z_{i<-bias}`` (SPEC §1) and checked
+    against the tensors the unmodified Hugging Face model computes. Layers count from 1 (as on the
+    site, in its ``data.csv`` and in the papers); mixing ratios are in percent; maps are shown
+    row-normalised unless ``normalise=None`` (see [`Decomposition`][report_builder.notebook.Decomposition]).
+
+    Args:
+        model: An embedded name (``"minilm"``, ``"smollm2"``), a local directory, a hub id, a
+            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair.
+        texts: One text, a ``(text_a, text_b)`` pair, or a list of texts and pairs.
+        layers: Layers to decompose, counted from 1 (``[1]`` is the first layer; default: all).
+        scopes: K24 scopes whose maps to keep: ``"all"`` (the layout's scopes), a list, or ``None``.
+            Scopes after the attention block need the feed-forward decomposition (the costly part).
+        methods: K21 methods whose maps to keep (``"all"``, a list or ``None``); their ratios are
+            always computed.
+        device: ``cpu`` or ``cuda`` (for a source string).
+        dtype: ``float32`` (errors enforced at 1e-4), ``bfloat16`` or ``float16`` (errors reported only).
+        max_length: Cut each text to this many tokens (default: the model's positions; a warning
+            names the texts that were cut).
+        ig: Feed-forward attribution: ``"closed"`` (exact closed-form IG) or ``"numerical"``.
+        ig_steps: Steps of the numerical IG.
+        enforce: Raise ``ReconstructionError`` when a float32 error exceeds the bound.
+        batch_size: Sequences per forward pass.
+        max_memory: Budget of the chunked FF step, e.g. ``"1GiB"``.
+        progress: Show a progress bar over sequences x layers (``tqdm.auto``: a widget in Jupyter;
+            it appears only when the work takes more than a moment). ``False`` turns it off.
+
+    Returns:
+        A [`Decomposition`][report_builder.notebook.Decomposition] (tensors on the CPU).
+
+    Raises:
+        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts.
+    """
+    import torch
+
+    with warnings.catch_warnings():  # tqdm.auto without ipywidgets warns, then draws a text bar: fine
+        warnings.simplefilter("ignore")
+        from tqdm.auto import tqdm
+
+    from report_builder.config import parse_size
+    from report_builder.data import EvalSet, TextItem, encode
+    from report_builder.decompose.feedforward import IGOptions
+    from report_builder.engine import Tokens, decompose_sequences
+
+    if isinstance(texts, str) or (isinstance(texts, tuple) and len(texts) == 2
+                                  and all(isinstance(t, str) for t in texts)):
+        texts = [texts]
+    items = []
+    for k, t in enumerate(texts):
+        a, b = (t, None) if isinstance(t, str) else tuple(t)
+        items.append(TextItem(f"text-{k}", a, b))
+    if not items:
+        raise ValueError("texts: give at least one text")
+    lm = _as_model(model, device, dtype)
+    lay = lm.adapter.layout
+    wanted = _layer_indices(layers, lm)
+    sc = _pick(scopes, lay.scopes, "scopes")
+    me = _pick(methods, schema.K21_METHODS, "methods")
+    limit = max_length or lm.max_positions()
+    enc = encode(EvalSet("notebook", "notebook texts", tuple(items)), lm.tokenizer, causal=lm.causal,
+                 max_length=limit)
+    _warn_cut(enc, lm.tokenizer, limit)
+    seqs = [SequenceResult(text=e.text, tokens=list(e.tokens), categories=list(e.category)) for e in enc]
+    engine_layers = [l - schema.FIRST_LAYER for l in wanted]  # 0-based inside the engine only
+    bar = tqdm(total=len(enc) * len(wanted), desc=f"decomposing ({lm.name})", unit="layer", disable=not progress,
+               delay=1.0)
+    try:
+        with torch.no_grad():
+            for k, index, r in decompose_sequences(
+                    lm, [Tokens(e.input_ids, e.token_type_ids) for e in enc], layers=engine_layers, maps=sc + me,
+                    ratios=True, enforce=enforce, ig=IGOptions(method=ig, steps=ig_steps), batch_size=batch_size,
+                    budget_bytes=parse_size(max_memory)):
+                s, layer = seqs[k], index + schema.FIRST_LAYER
+                s.maps[layer] = {name: r.maps[name].detach().float().cpu() for name in sc + me}
+                s.ratios[layer] = {m: 100.0 * t.detach().float().cpu() for m, t in r.ratios.items()}  # percent
+                s.bias[layer] = {p: t.detach().cpu() for p, t in r.bias.items()}
+                s.errors[layer] = dict(r.errors)
+                bar.update(1)
+    finally:
+        bar.close()
+    return Decomposition(model=lm.name, layout=lay, causal=lm.causal, layers=wanted, scopes=sc, methods=me,
+                         sequences=seqs, n_layers=lm.n_layers)
+
+
+def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str, pd.DataFrame]:
+    """The results of a build as DataFrames, from its cache folder or from a built site.
+
+    Layers count from 1 in both, as on the site (the cache's parquet tables count from 0 and are
+    shifted here, never rewritten); mixing ratios are in percent; ``frame.attrs["units"]`` names the
+    unit of a cache table's measured columns (``schema.UNITS``).
+
+    Args:
+        path: A results cache (holding ``last_build.json``): gives the result tables of the last
+            build, by table name (``k21_tokens``, ``k24_ctx``, … as in ARCHITECTURE.md). Or a built
+            site folder: gives each figure's data (``figures/<id>/data.csv``), by figure id.
+
+    Returns:
+        Name -> DataFrame.
+
+    Raises:
+        FileNotFoundError: ``path`` is neither a cache with a recorded build nor a built site.
+    """
+    p = Path(path)
+    if (p / "last_build.json").is_file():
+        from report_builder import config as C
+        from report_builder.last_build import tables_from_cache
+
+        meta = json.loads((p / "last_build.json").read_text(encoding="utf-8"))
+        cfg = C.replace(C.from_dict(meta["provenance"]["config"]), cache_dir=str(p))
+        tables, _ = tables_from_cache(cfg)
+        from report_builder.notebook.frames import user_tables
+
+        return user_tables(tables)  # layers from 1, units named: the one boundary (SPEC §8)
+    figs = p / "figures"
+    if figs.is_dir():
+        out = {d.name: pd.read_csv(d / "data.csv") for d in sorted(figs.iterdir()) if (d / "data.csv").is_file()}
+        if out:
+            return out
+    raise FileNotFoundError(f"{p} is neither a results cache with a recorded build (last_build.json) nor a "
+                            f"built site (figures/<id>/data.csv); run `report-builder build` first")

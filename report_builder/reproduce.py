@@ -1,0 +1,353 @@
+"""``report-builder reproduce PATH``: rebuild one figure version from its recipe and compare content hashes.
+
+PATH is a version folder (``figures/<id>/<hash>/``, from a site or downloaded) or its
+``provenance.json`` (`site.recipe`). The recipe names everything the figure's numbers depend on; this
+module rebuilds exactly that figure, from any directory:
+
+1. the models the figure used, by source, each checked against its recorded weights fingerprint
+   (``--model NAME=SOURCE`` points at a copy elsewhere, e.g. a local folder of the original build);
+   the datasets it used (and the first configured one, which the K24 examples come from), each
+   checked against its recorded hash (``--data ID=PATH`` for a user's own file);
+2. only the analyses whose tables the figure reads (and ``architecture``, whose ``models`` table
+   decides layouts), on those models and datasets, with every recorded parameter, into ``--cache``
+   (default ``<user cache>/reproduce``);
+3. the figure drawn from those tables with the recorded roles, token display judgement and inline
+   limit into ``<cache>/reproduced/<id>-<hash>/`` and its content hash compared with the recorded one.
+
+A difference is explained by comparing the recipe with this run: the recipe edited after
+publication (its seal), the folder named for another hash, the code (report_builder version or
+commit, the figure's or an analysis' version), the libraries, the device/dtype/TF32 — else it is
+"unexplained". A model that is not here, other weights at the recorded source, or other data stop
+before anything is computed, in one line each.
+
+Exit codes (`EXIT`): 0 identical; 6 the rebuilt figure differs; 4 a model is missing or has other
+weights; 3 a dataset is missing or differs (and every usual error code of the CLI).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from report_builder import guard
+from report_builder.errors import ConfigError, DataError, ModelError, UsageError
+from report_builder.site import figure_diff, recipe
+from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
+
+EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
+          "so it does not describe the figure its hash names")
+
+EXIT = {"identical": 0, "different": 6, "model": 4, "weights": 4, "data": 3}
+"""Exit code of each `Reproduction.status`."""
+
+
+@dataclass
+class Reproduction:
+    """What `reproduce` found (every field goes to ``--json``)."""
+
+    figure: str
+    recorded: str
+    status: str  # identical | different | model (not available) | weights (other weights) | data
+    reproduced: str | None = None
+    reasons: list[str] = field(default_factory=list)
+    differences: list[dict[str, Any]] = field(default_factory=list)
+    recipe_intact: bool | None = None
+    path: str = ""
+    cache: str = ""
+    files: str | None = None
+    device: str | None = None
+    models: dict[str, Any] = field(default_factory=dict)
+    datasets: dict[str, Any] = field(default_factory=dict)
+    analyses: list[str] = field(default_factory=list)
+    computed: int = 0
+    reused: int = 0
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.status]
+
+    def line(self) -> str:
+        """The one-line answer: ``reproduced k21-fig3 3b9d428b72e8: identical`` or why not (values from
+        the recipe with unprintable characters escaped)."""
+        p = figure_diff.printable
+        if self.status == "identical":
+            return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
+        if self.status == "different":
+            return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}): "
+                    + p("; ".join(self.reasons)))
+        return f"cannot reproduce {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"identical": self.status == "identical", "exit_code": self.exit_code, **dataclasses.asdict(self)}
+
+
+def load_recipe(path: str | Path) -> tuple[dict[str, Any], Path]:
+    """(the recipe, its provenance.json path) of a version folder or provenance file; `UsageError` else."""
+    p = Path(path).expanduser()
+    prov = p / "provenance.json" if p.is_dir() else p
+    if not prov.is_file():
+        raise UsageError(f"{path}: no provenance.json there; give a figure version folder (figures/<id>/<hash>/) "
+                         f"or its provenance.json")
+    try:
+        rec = json.loads(prov.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise UsageError(f"{prov}: cannot be read as JSON ({e})") from None
+    if not isinstance(rec, dict) or rec.get("recipe") != recipe.FORMAT or not isinstance(rec.get("config"), dict) \
+            or not rec["config"].get("models") or not isinstance(rec.get("figure"), dict):
+        raise UsageError(f"{prov}: not a figure recipe this report_builder can rebuild (expected "
+                         f"recipe: {recipe.FORMAT!r} with its configuration; made by an older report_builder?)")
+    return rec, prov
+
+
+def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        name, sep, value = str(item).partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"--{what} {item!r}: expected NAME=VALUE, e.g. --{what} tiny=/path/to/model")
+        out[name] = value
+    return out
+
+
+def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: dict[str, str], device: str | None):
+    """The configuration that rebuilds the recipe's figure: its models and datasets only."""
+    from report_builder.config import from_dict
+
+    conf = copy.deepcopy(rec["config"])
+    used_m = set(rec.get("models") or {})
+    ms = [m for m in conf["models"] if m.get("name") in used_m] or conf["models"]
+    for name, source in models.items():
+        if name not in {m["name"] for m in ms}:
+            raise UsageError(f"--model {name}=...: the recipe has no model {name!r} (its models: "
+                             f"{', '.join(m['name'] for m in ms)})")
+    conf["models"] = [{**m, "source": models.get(m["name"], m["source"])} for m in ms]
+    used_d = set(rec.get("datasets") or {})
+    first = conf["datasets"][0]["id"] if conf.get("datasets") else None
+    ds = [d for d in conf.get("datasets") or [] if d["id"] in used_d or d["id"] == first]
+    for did in data:
+        if did not in {d["id"] for d in ds}:
+            raise UsageError(f"--data {did}=...: the recipe has no dataset {did!r}")
+    conf["datasets"] = [{**d, "path": data.get(d["id"], d.get("path"))} for d in ds]
+    conf.update(preset="custom", cache_dir=str(cache_dir), figures=[rec["figure"]["id"]])
+    if device:
+        conf["device"] = device
+    try:
+        return from_dict(conf, source="the recipe")
+    except ConfigError as e:
+        raise ConfigError(f"the recipe's configuration is not valid here: {e}") from None
+
+
+def _check_inputs(rec: dict[str, Any], cfg, out: Reproduction) -> bool:
+    """Models by fingerprint and datasets by hash; False (with ``out`` filled) when one is missing or differs."""
+    from report_builder.data import load_entry
+    from report_builder.models import loading
+
+    for mc in cfg.models:
+        want = (rec.get("models") or {}).get(mc.name, {}).get("fingerprint")
+        try:
+            have = loading.fingerprint(mc.source, mc.revision)
+        except (ModelError, OSError) as e:
+            out.status = "model"
+            out.reasons.append(f"model {mc.name!r} is not available here: source {mc.source}, weights fingerprint "
+                               f"{want}; pass --model {mc.name}=PATH to a copy with these weights"
+                               + ("" if isinstance(e, ModelError) else f" ({_first_line(e)})"))
+            return False
+        out.models[mc.name] = {"source": mc.source, "fingerprint": have, "recorded": want}
+        if want and have != want:
+            out.status = "weights"
+            out.reasons.append(f"different weights at that source: model {mc.name!r} ({mc.source}) has weights "
+                               f"fingerprint {have} here, the recipe records {want}")
+            return False
+    for dc in cfg.datasets:
+        want = (rec.get("datasets") or {}).get(dc.id, {}).get("hash")
+        try:
+            have = load_entry(dc, cfg.data_dir).hash
+        except (DataError, OSError) as e:
+            out.status = "data"
+            out.reasons.append(f"dataset {dc.id!r} is not available here (hash {want}): {_first_line(e)}; pass "
+                               f"--data {dc.id}=PATH to a copy")
+            return False
+        out.datasets[dc.id] = {"hash": have, "recorded": want}
+        if want and have != want:
+            out.status = "data"
+            out.reasons.append(f"different data: dataset {dc.id!r} has hash {have} here, the recipe records {want}")
+            return False
+    return True
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _needed(rec: dict[str, Any], plan) -> list:
+    """The plan's tasks the figure needs: analyses making its tables (and ``architecture``), on the
+    datasets it used, with every task they need."""
+    from report_builder.analyses import registry
+
+    tables = set((rec.get("figure") or {}).get("tables") or []) | {"models"}
+    if "datasets" in tables:
+        tables.add(recipe.DATASET_TABLE_FROM)
+    wanted = {a.id for a in registry.ANALYSES if set(a.tables) & tables}
+    used_d = set(rec.get("datasets") or {})
+    keep = []
+    for t in plan.tasks:
+        a = registry.get(t.base)
+        ds = t.subject.dataset
+        if a.id in wanted and (ds is None or a.scope == "first_dataset" or not used_d or ds.id in used_d):
+            keep.append(t)
+    need = {n for t in keep for n in t.needs}
+    extra = [t for t in plan.tasks if (t.analysis, t.key) in need and t not in keep]
+    return [t for t in plan.tasks if t in keep or t in extra]
+
+
+def _tables(rec: dict[str, Any], cfg, plan, final) -> dict:
+    """The result tables as the original build showed them to the figure (public model sources, dataset names)."""
+    import pandas as pd
+
+    from report_builder.analyses.assemble import concat_tables
+
+    tables = concat_tables((r.entry.tables for r in final), cfg, plan.sets)
+    models = tables.get("models")
+    if models is not None and "source" in models:
+        recorded = {m: r.get("source") for m, r in (rec.get("models") or {}).items()}
+        tables["models"] = models.assign(source=[recorded.get(m, guard.public_path(s))
+                                                 for m, s in zip(models["model"], models["source"])])
+    if tables.get("datasets") is None or tables["datasets"].empty:
+        tables["datasets"] = pd.DataFrame({"dataset": list(plan.sets), "name": [s.name for s in plan.sets.values()]})
+    return tables
+
+
+def _explain(rec: dict[str, Any], spec: Any, cfg) -> list[dict[str, Any]]:
+    """What differs between the recipe and this run besides the inputs already checked: code, libraries, device."""
+    from report_builder import __version__, provenance
+    from report_builder.analyses import registry
+
+    here = {"report_builder_version": __version__, "git_commit": provenance.git_commit(),
+            "figure": {"version": spec.version,
+                       "analyses": {a: registry.versions().get(a) for a in (rec.get("figure") or {}).get("analyses", {})}},
+            "libraries": recipe.render_libraries(), "analysis_libraries": provenance.libraries(),
+            "device": cfg.device, "dtype": cfg.dtype}
+    there = {k: rec.get(k) for k in here}
+    there["figure"] = {"version": (rec.get("figure") or {}).get("version"),
+                       "analyses": (rec.get("figure") or {}).get("analyses", {})}
+    return figure_diff.inputs_diff(there, here)
+
+
+def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: list[str] | None = None,
+              data: list[str] | None = None, device: str | None = None, log: Callable[[str], Any] = print,
+              progress: bool = True) -> Reproduction:
+    """Rebuild the figure version at ``path`` and compare its content hash (see the module docstring).
+
+    Args:
+        cache_dir: the results cache to compute into (default ``<user cache>/reproduce``).
+        models: ``NAME=SOURCE`` items: where a recorded model is here. data: ``ID=PATH`` items.
+        device: run on this device instead of the recorded one.
+    """
+    t0 = time.perf_counter()
+    rec, prov_file = load_recipe(path)
+    fig = rec["figure"]
+    out = Reproduction(figure=str(fig.get("id")), recorded=str(rec.get("content_hash")), status="different",
+                       recipe_intact=recipe.sealed(rec), path=str(prov_file))
+    from report_builder.figures.registry import figure
+
+    try:
+        spec = figure(out.figure)
+    except KeyError as e:
+        raise UsageError(f"{prov_file}: {e.args[0]}") from None
+    cache = Path(cache_dir).expanduser() if cache_dir else guard.user_cache_dir() / "reproduce"
+    cfg = _config(rec, cache, _pairs(models, "model"), _pairs(data, "data"), device)
+    out.cache, out.device = str(cache), cfg.device
+    if not _check_inputs(rec, cfg, out):
+        if out.recipe_intact is False:
+            out.reasons.append(EDITED)
+        out.seconds = time.perf_counter() - t0
+        return out
+    out.reproduced = _rebuild(rec, spec, cfg, out, log, progress)
+    if out.reproduced == out.recorded:
+        out.status = "identical"
+    else:
+        _reasons(rec, spec, cfg, out, prov_file)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callable[[str], Any], progress: bool) -> str:
+    """Run the figure's analyses, draw it into the cache and return its content hash."""
+    from report_builder.analyses import planning
+    from report_builder.cache import Cache
+    from report_builder.executors.local import LocalExecutor
+    from report_builder.figures.display import DisplayTables
+    from report_builder.figures.reported import load_reported
+    from report_builder.figures.spec import FigureContext, NotConfigured, Roles
+    from report_builder.site.build import figure_files
+
+    cache = Cache(cfg.cache_dir)
+    guard.check_writable(cache.base, "the cache directory", "--cache")
+    plan = planning.plan(cfg, cache)
+    plan = dataclasses.replace(plan, tasks=_needed(rec, plan))
+    executor = LocalExecutor(cache, log=log, progress=progress)
+    executor.prepare(cfg)
+    results = list(executor.execute(plan))
+    out.analyses = [r.task.label for r in results]
+    out.computed = sum(1 for r in results if not r.reused)
+    out.reused = len(results) - out.computed
+    tables = _tables(rec, cfg, plan, planning.final_results(results))
+    display = rec.get("display") or {}
+    judged = ({m: d.get("style") for m, d in display.items()}, {m: bool(d.get("causal")) for m, d in display.items()})
+    roles = Roles(**{k: tuple(v) if isinstance(v, list) else v for k, v in (rec.get("roles") or {}).items()})
+    ctx = FigureContext(tables=DisplayTables(tables, judged if display else None), roles=roles,
+                        reported=load_reported())
+    try:
+        result = spec.build(ctx)
+    except NotConfigured as e:
+        out.reasons.append(f"the figure is not configured from this recipe ({_first_line(e)})")
+        return "not-configured"
+    target = cache.base / "reproduced" / f"{spec.id}-{out.recorded}"
+    tmp = guard.make_tmp_dir(target)
+    with guard.removing(tmp):
+        ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))
+        (tmp / spec.id / "provenance.json").write_text(recipe.dumps(rec), encoding="utf-8")
+        import shutil
+
+        if target.exists():
+            shutil.rmtree(target)
+        (tmp / spec.id).rename(target)
+    out.files = str(target)
+    return ff.content_hash
+
+
+def _reasons(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, prov_file: Path) -> None:
+    """Why the rebuilt figure differs, from the recipe compared with this run."""
+    if out.recipe_intact is False:
+        out.reasons.append(EDITED)
+    folder = prov_file.parent.name
+    if recipe_hash_like(folder) and folder != out.recorded:
+        out.reasons.append(f"the folder is named for version {folder}, the recipe records {out.recorded}")
+    out.differences = _explain(rec, spec, cfg)
+    kinds = {d["kind"] for d in out.differences}
+    if "code" in kinds:
+        out.reasons.append("different code: " + ", ".join(_what(d) for d in out.differences if d["kind"] == "code"))
+    if "library" in kinds:
+        out.reasons.append("different library versions: " + ", ".join(
+            _what(d) for d in out.differences if d["kind"] == "library"))
+    if "device" in kinds:
+        out.reasons.append("different device/dtype: " + ", ".join(
+            _what(d) for d in out.differences if d["kind"] == "device")
+            + " (results off the CPU, or in another dtype, differ in the last bits)")
+    if not out.reasons:
+        out.reasons.append("unexplained difference: the recipe, the code, the libraries and the device all match")
+
+
+def _what(d: dict[str, Any]) -> str:
+    return f"{d['what']} {figure_diff._short(d['old'], 30)} recorded, {figure_diff._short(d['new'], 30)} here"
+
+
+def recipe_hash_like(name: str) -> bool:
+    from report_builder.site.permalinks import HASH
+
+    return HASH.fullmatch(name) is not None

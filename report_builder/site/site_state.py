@@ -1,0 +1,198 @@
+"""Where a build of one output keeps what the next build of it reuses, and the secret that proves it.
+
+A build of ``--out`` keeps its figure renders (`figure_cache`, `figure_files.RenderCache`), its build
+record (``build.json``: may mkdocs be skipped?) and a copy of its manifest (``manifest.json``: the
+"Changes" page's previous build) in one folder of its own, never beside the output:
+
+- with a results cache (a folder carrying the cache marker, as every ``build`` and ``render`` has):
+  ``<cache>/site/<out name>-<12 hex of the output's absolute path>/``. Two outputs never share a
+  folder, so neither prunes the other's renders; each keeps only what its latest build used.
+- without one (`build.render_site` called with tables only): ``<out>/.report_builder/``, a hidden
+  folder written into the new site before it is swapped in (the swap carries it over; `serve` never
+  serves it, and it is excluded from the site's digest).
+
+Trust (docs/guide/safety.md): every render entry carries an HMAC-SHA-256 under a secret of 32 random bytes,
+``<cache>/site/key`` (without a cache: ``<user cache>/site-key``), created with mode 0600. An entry
+whose HMAC does not verify (edited, planted, restored from elsewhere, signed with another key) is
+never used: its figure is built and drawn again. A key that is not a private regular file (group or
+others may read it, a link, the wrong size) is replaced by a new one, which invalidates every entry.
+
+Pitfall: the in-output folder of the fallback is read from the old site and written into the new
+one (hard links), so an interrupted build leaves the old site's folder as it was.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from report_builder import guard
+
+SITE_DIR = "site"
+"""The folder of a results cache holding each output's state and the key."""
+IN_OUT = ".report_builder"
+"""The hidden folder inside ``--out`` holding the state when no results cache is given."""
+KEY_BYTES = 32
+_OUTPUT_ID = re.compile(r"[A-Za-z0-9._-]{0,40}-[0-9a-f]{12}")
+
+
+def output_id(out_dir: Path) -> str:
+    """``<out name>-<12 hex>``: the name (safe characters, at most 40) and the SHA-256 of the output's
+    absolute path (links resolved), so two outputs of the same name in different folders never share state."""
+    p = Path(os.path.expanduser(out_dir)).resolve()
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", p.name)[:40].lstrip(".")
+    return f"{name}-{hashlib.sha256(str(p).encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class SiteState:
+    """The state folder of one output (see the module docstring).
+
+    Attributes:
+        root: the folder: ``figure-renders/``, ``build.json``, ``manifest.json``.
+        key_file: the secret of the entries' HMACs.
+        lock_file: the site lock's fallback file, where directories cannot be locked (`guard.site_lock`).
+        in_out: the fallback: ``root`` lies inside the output and is carried by its swap.
+    """
+
+    root: Path
+    key_file: Path
+    lock_file: Path
+    in_out: bool
+
+    @property
+    def record(self) -> Path:
+        return self.root / "build.json"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    def working(self, new_site: Path) -> Path:
+        """The folder this build reads and writes its renders in: ``root`` itself with a results cache;
+        in the fallback, ``<new_site>/.report_builder`` holding hard links (copies where links fail) of
+        the old site's renders, so the swap carries what this build used and the old site stays whole."""
+        if not self.in_out:
+            self.root.mkdir(parents=True, exist_ok=True)
+            return self.root
+        work = Path(new_site) / IN_OUT
+        work.mkdir(parents=True, exist_ok=True)
+        old = self.root / "figure-renders"
+        if old.is_dir() and not old.is_symlink():
+            for src in old.rglob("*"):
+                if src.is_symlink():
+                    continue
+                dst = work / "figure-renders" / src.relative_to(old)
+                if src.is_dir():
+                    dst.mkdir(parents=True, exist_ok=True)
+                elif src.is_file():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        os.link(src, dst)
+                    except OSError:
+                        shutil.copyfile(src, dst)
+        return work
+
+    def key(self) -> bytes | None:
+        """The HMAC secret (`secret`)."""
+        return secret(self.key_file)
+
+
+def site_state(out_dir: Path, cache_dir: Path | None = None) -> SiteState:
+    """The state folder of a build of ``out_dir``: in the results cache ``cache_dir`` when it is one
+    (carries the marker), else inside the output."""
+    out = Path(os.path.expanduser(out_dir)).resolve()
+    if cache_dir is not None and guard.is_cache(Path(cache_dir)):
+        base = Path(os.path.abspath(cache_dir)) / SITE_DIR
+        root = base / output_id(out)
+        return SiteState(root, base / "key", root / "lock", in_out=False)
+    user = guard.user_cache_dir()
+    return SiteState(out / IN_OUT, user / "site-key", user / "site-locks" / f"{output_id(out)}.lock", in_out=True)
+
+
+def secret(path: Path) -> bytes | None:
+    """The 32-byte secret in ``path``, created (mode 0600) when missing, and replaced when it is not a
+    private regular file of the right size; None when it can be neither read nor written (renders are
+    then neither reused nor stored)."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o077 and st.st_size == KEY_BYTES:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as f:
+                data = f.read(KEY_BYTES + 1)
+            if len(data) == KEY_BYTES:
+                return data
+        replace = True
+    except FileNotFoundError:
+        replace = False
+    except OSError:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{guard.tmp_tag()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(KEY_BYTES))
+        try:
+            if replace:
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)  # first writer wins: a concurrent build's key is kept
+                except FileExistsError:
+                    pass
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    except OSError:
+        return None
+    return _read(path)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if len(data) == KEY_BYTES else None
+
+
+def mac(key: bytes, *parts: str) -> str:
+    """HMAC-SHA-256 (hex) of ``parts`` joined by NUL."""
+    return hmac.new(key, "\0".join(parts).encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+
+
+def verify(key: bytes | None, digest: object, *parts: str) -> bool:
+    """Whether ``digest`` is the HMAC of ``parts`` under ``key`` (never with no key)."""
+    return key is not None and isinstance(digest, str) and hmac.compare_digest(digest, mac(key, *parts))
+
+
+def clean(cache_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Remove the state of every output from the results cache ``cache_dir`` (only folders named like
+    an output's state, the key and its temporary files); returns (removed, left: not the tool's)."""
+    base = Path(cache_dir) / SITE_DIR
+    guard.check_no_symlink(base, "the site state folder")
+    removed, left = [], []
+    if not base.is_dir():
+        return removed, left
+    for c in sorted(base.iterdir()):
+        if c.is_dir() and not c.is_symlink() and _OUTPUT_ID.fullmatch(c.name):
+            shutil.rmtree(c)
+            removed.append(c)
+        elif c.name == "key" and c.is_file() and not c.is_symlink():
+            c.unlink()
+        elif c.name.startswith(".key.tmp-") and not c.is_symlink():
+            c.unlink()
+        else:
+            left.append(c)
+    try:
+        base.rmdir()
+    except OSError:
+        pass
+    return removed, left

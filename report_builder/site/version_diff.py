@@ -1,0 +1,111 @@
+"""``report-builder diff OLD NEW``: what changed between two figure versions, two provenance files or two sites.
+
+Each side is a version folder (``figures/<id>/<hash>/``, or a figure's current folder ``figures/<id>/``),
+a ``provenance.json`` (its ``data.csv`` is read from the same folder when it is there), or a built
+site (its ``figures/<id>/`` current versions, figure by figure). The summary is `site.figure_diff`'s,
+the same the Changes page shows: the inputs that differ and the numeric change of the data.
+
+Pitfall: every value printed comes from files a user may have downloaded from anywhere: the CLI
+prints them through its terminal escaping; nothing here evaluates them.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from report_builder.errors import UsageError
+from report_builder.site import figure_diff
+
+
+def _side(path: Path) -> tuple[str, Path]:
+    """("site" | "version", folder or provenance file) of one argument; `UsageError` when neither."""
+    p = Path(path).expanduser()
+    if p.is_file() and p.name.endswith(".json"):
+        return "version", p
+    if p.is_dir() and (p / "provenance.json").is_file():
+        return "version", p / "provenance.json"
+    if p.is_dir() and (p / "figures").is_dir():
+        return "site", p
+    raise UsageError(f"{path}: not a figure version folder, a provenance.json or a built site "
+                     f"(expected figures/<id>/<hash>/, a provenance.json or a folder holding figures/)")
+
+
+def _record(prov_file: Path) -> dict[str, Any]:
+    try:
+        rec = json.loads(prov_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise UsageError(f"{prov_file}: cannot be read as JSON ({e})") from None
+    if not isinstance(rec, dict):
+        raise UsageError(f"{prov_file}: not a provenance record")
+    return rec
+
+
+def version_diff(old_prov: Path, new_prov: Path) -> dict[str, Any]:
+    """The summary of two versions given by their provenance files."""
+    a, b = _record(old_prov), _record(new_prov)
+    fa, fb = (a.get("figure") or {}).get("id"), (b.get("figure") or {}).get("id")
+    old_df = figure_diff.read_data(old_prov.parent / "data.csv")
+    new_df = figure_diff.read_data(new_prov.parent / "data.csv")
+    same = a.get("content_hash") is not None and a.get("content_hash") == b.get("content_hash")
+    return {"figure": fb or fa, "old_figure": fa, "old": a.get("content_hash"), "new": b.get("content_hash"),
+            "identical": same, "inputs": figure_diff.inputs_diff(a, b),
+            "data": figure_diff.data_summary(old_df, new_df) if old_df is not None and new_df is not None else
+            {"comparable": False, "reason": "no data.csv beside a provenance.json"}}
+
+
+def _figures(site: Path) -> dict[str, Path]:
+    return {d.name: d / "provenance.json" for d in sorted((site / "figures").iterdir())
+            if d.is_dir() and (d / "provenance.json").is_file()}
+
+
+def diff(old: str | Path, new: str | Path) -> dict[str, Any]:
+    """Compare ``old`` and ``new`` (two versions or two sites; see the module docstring).
+
+    Returns for two versions `version_diff`'s dict (``kind: "version"``); for two sites ``kind: "site"``,
+    ``added``/``removed``/``unchanged`` figure ids and ``changed``: one `version_diff` per changed figure.
+    """
+    ka, pa = _side(Path(old))
+    kb, pb = _side(Path(new))
+    if ka != kb:
+        raise UsageError(f"diff compares two versions or two sites, not a {ka} with a {kb}")
+    if ka == "version":
+        return {"kind": "version", **version_diff(pa, pb)}
+    fa, fb = _figures(pa), _figures(pb)
+    out: dict[str, Any] = {"kind": "site", "old": str(old), "new": str(new),
+                           "added": sorted(set(fb) - set(fa)), "removed": sorted(set(fa) - set(fb)),
+                           "unchanged": [], "changed": []}
+    for fid in sorted(set(fa) & set(fb)):
+        d = version_diff(fa[fid], fb[fid])
+        if d["identical"]:
+            out["unchanged"].append(fid)
+        else:
+            out["changed"].append(d)
+    return out
+
+
+def format_diff(d: dict[str, Any]) -> str:
+    """The text form of `diff`'s result."""
+    if d["kind"] == "version":
+        return _format_version(d)
+    lines = [f"{len(d['changed'])} changed, {len(d['added'])} added, {len(d['removed'])} removed, "
+             f"{len(d['unchanged'])} unchanged"]
+    for fid in d["added"]:
+        lines.append(f"added   {figure_diff.printable(fid)}")
+    for fid in d["removed"]:
+        lines.append(f"removed {figure_diff.printable(fid)}")
+    for c in d["changed"]:
+        lines.append(_format_version(c))
+    return "\n".join(lines)
+
+
+def _format_version(d: dict[str, Any]) -> str:
+    p = figure_diff.printable
+    head = f"{p(d['figure'])} {p(d['old'])} -> {p(d['new'])}: " + ("identical" if d["identical"] else "changed")
+    lines = [head]
+    if not d["inputs"]:
+        lines.append("  inputs: no recorded input differs")
+    for r in d["inputs"]:
+        lines.append("  " + figure_diff.describe_input(r))
+    lines.append("  numbers: " + figure_diff.describe_data(d["data"]))
+    return "\n".join(lines)

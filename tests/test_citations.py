@@ -1,0 +1,183 @@
+"""Citations that survive regeneration (issue #24), through the CLI as a user meets them.
+
+One tiny model, one dataset, two figures (``figures:``): a build with ``site_url``, a second build
+that changes one figure's input (the dataset's ``n``). The first version stays at its permalink byte
+for byte, the current figure is the new one, the history and the Changes page say what changed and
+by how much; ``reproduce`` rebuilds the first version from another directory with an empty cache
+(identical) and names the reason when its recipe was edited; ``diff`` names the changed input; a
+damaged version is not republished silently; ``clean`` keeps the versions unless asked.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE_URL = "https://example.org/report/"
+FIG = "k21-fig3"  # a heatmap of k21_tokens: changes with the dataset
+STILL = "k21-fig2"  # a diagram: the same version in both builds
+
+
+def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "report_builder", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=cwd)
+
+
+def _version_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name != "index.html"}
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Two builds of one site: (work dir, model dir, first hash, second hash, first version's files)."""
+    from tests.test_pipeline import tiny_bert_dir
+
+    tmp = tmp_path_factory.mktemp("cite")
+    work = tmp / "work"
+    work.mkdir()
+    model = tiny_bert_dir(work / "tiny-a", 0)
+    cfg = {"models": [{"name": "tiny", "source": "tiny-a", "role": "primary_encoder"}],
+           "datasets": [{"id": "wiki", "n": 3, "k24_n": 1, "max_length": 32}],
+           "k24": {"top_k": 5, "examples": 1}, "figures": [FIG, STILL], "site_url": SITE_URL}
+    (work / "cfg.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    common = ("build", "--config", "cfg.yaml", "--cache", "cache", "--out", "site", "--no-progress", "--threads", "1")
+    r = _cli(*common, cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    h1 = json.loads((work / "site" / "figures" / "versions.json").read_text())["current"][FIG]
+    first = _version_files(work / "site" / "figures" / FIG / h1)
+    r = _cli(*common, "--set", "datasets.0.n=4", cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    h2 = json.loads((work / "site" / "figures" / "versions.json").read_text())["current"][FIG]
+    return work, model, h1, h2, first
+
+
+def test_the_cited_version_stays_and_the_current_figure_is_the_new_one(builds):
+    work, _, h1, h2, first = builds
+    site = work / "site"
+    assert h1 != h2
+    bib = first["cite.bib"].decode()
+    assert f"url          = {{{SITE_URL}figures/{FIG}/{h1}/}}" in bib and f"report_builder:{FIG}:{h1}" in bib
+    path = bib.split("url          = {", 1)[1].split("}", 1)[0].removeprefix(SITE_URL)
+    assert _version_files(site / path) == first  # same hash, same bytes
+    assert set(first) >= {"chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib"}
+    assert json.loads(first["provenance.json"])["content_hash"] == h1
+    current = site / "figures" / FIG
+    assert json.loads((current / "provenance.json").read_text())["content_hash"] == h2
+    assert f"{SITE_URL}figures/{FIG}/{h2}/" in (current / "cite.bib").read_text()
+    assert (current / "data.csv").read_bytes() == (current / h2 / "data.csv").read_bytes()
+    assert "A newer version exists" in (site / path / "index.html").read_text()
+    assert "This is the current version" in (current / h2 / "index.html").read_text()
+    still = [d.name for d in (site / "figures" / STILL).iterdir() if d.is_dir()]
+    assert len(still) == 1  # an unchanged figure keeps its one version
+    page = (site / "k21.html").read_text()
+    assert f"figures/{FIG}/{h2}/index.html" in page and f"{SITE_URL}figures/{FIG}/{h2}/" in page  # the cite box
+
+
+def test_the_history_lists_both_builds_with_the_changed_inputs_and_the_numbers(builds):
+    work, _, h1, h2, _ = builds
+    entries = json.loads((work / "site" / "history.json").read_text())["entries"]
+    assert len(entries) == 2
+    assert {f["id"] for f in entries[0]["added"]} == {FIG, STILL} and not entries[0]["changed"]
+    (change,) = entries[1]["changed"]
+    assert (change["id"], change["old"], change["new"]) == (FIG, h1, h2)
+    assert change["old_permalink"] == f"figures/{FIG}/{h1}/" and change["new_permalink"] == f"figures/{FIG}/{h2}/"
+    what = {(r["kind"], r["what"]) for r in change["inputs"]}
+    assert ("data", "datasets.wiki.hash") in what and ("parameter", "config.datasets.wiki.n") in what
+    assert not any(r["kind"] in ("weights", "code", "library") for r in change["inputs"])
+    largest = change["data"]["largest_abs"]
+    old = pd.read_csv(work / "site" / change["old_permalink"] / "data.csv")
+    new = pd.read_csv(work / "site" / change["new_permalink"] / "data.csv")
+    keys = ["model", "dataset", "layer", "category", "method"]
+    both = old.merge(new, on=keys, suffixes=("_old", "_new"))
+    assert abs(largest["difference"]) == pytest.approx((both["value_new"] - both["value_old"]).abs().max(), rel=1e-12)
+    assert largest["difference"] != 0
+    assert largest["column"] == "value" and {"model", "layer", "category"} <= set(largest["where"])
+    assert change["chart"] and (work / "site" / change["chart"]).read_text().lstrip().startswith("<svg")
+    changes = (work / "site" / "changes.html").read_text()
+    assert "Build 2" in changes and "Build 1" in changes and changes.index("Build 2") < changes.index("Build 1")
+    for p in (change["old_permalink"], change["new_permalink"]):
+        assert f'href="{p}index.html"' in changes and f'src="{p}chart.png"' in changes
+    assert "datasets.wiki.hash" in changes and "largest change" in changes
+
+
+def test_reproduce_from_another_directory_with_an_empty_cache(builds, tmp_path):
+    work, model, h1, _, _ = builds
+    version = work / "site" / "figures" / FIG / h1
+    r = _cli("reproduce", str(version / "provenance.json"), "--cache", str(tmp_path / "cache"), "--no-progress",
+             cwd=tmp_path)
+    assert r.returncode == 4, r.stderr  # the recorded source is a folder of the build's directory
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert "tiny-a" in line and "fingerprint" in line and "--model tiny=PATH" in line
+    r = _cli("reproduce", str(version / "provenance.json"), "--cache", str(tmp_path / "cache"), "--no-progress",
+             "--model", f"tiny={model}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == f"reproduced {FIG} {h1}: identical"
+    # an edited recipe: another parameter, or another hash, is a difference with its reason
+    for edit in ("seed", "hash"):
+        copy = tmp_path / f"edited-{edit}"
+        copy.mkdir()
+        rec = json.loads((version / "provenance.json").read_text())
+        if edit == "seed":
+            rec["config"]["k21"]["seed"] = 1  # another masking of the same data
+        else:
+            rec["content_hash"] = "0" * 12
+        (copy / "provenance.json").write_text(json.dumps(rec), encoding="utf-8")
+        r = _cli("reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress", "--json",
+                 "--model", f"tiny={model}", cwd=tmp_path)
+        out = json.loads(r.stdout)
+        assert r.returncode == 6 and out["status"] == "different" and not out["identical"], r.stderr[-2000:]
+        assert out["recipe_intact"] is False and any("edited" in x for x in out["reasons"])
+        assert out["reproduced"] != out["recorded"]
+    rec["config"]["datasets"][0]["n"] = 2  # (and the hash edited) another dataset: stopped before any work
+    (copy / "provenance.json").write_text(json.dumps(rec), encoding="utf-8")
+    r = _cli("reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress", "--model", f"tiny={model}",
+             cwd=tmp_path)
+    assert r.returncode == 3 and "different data" in r.stderr and "edited" in r.stderr, r.stderr
+
+
+def test_diff_names_the_changed_input(builds):
+    work, _, h1, h2, _ = builds
+    a, b = work / "site" / "figures" / FIG / h1, work / "site" / "figures" / FIG / h2
+    r = _cli("diff", str(a), str(b), cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert f"{FIG} {h1} -> {h2}: changed" in r.stdout and "data: datasets.wiki.hash" in r.stdout
+    assert "config.datasets.wiki.n 3 -> 4" in r.stdout and "largest change" in r.stdout
+    r = _cli("diff", str(a / "provenance.json"), str(b / "provenance.json"), "--json", cwd=work)
+    d = json.loads(r.stdout)
+    assert d["kind"] == "version" and ("data", "datasets.wiki.hash") in {(x["kind"], x["what"]) for x in d["inputs"]}
+    r = _cli("diff", str(a), str(a), cwd=work)
+    assert r.returncode == 0 and "identical" in r.stdout and "no recorded input differs" in r.stdout
+    r = _cli("diff", str(a), str(work), cwd=work)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_a_damaged_version_is_not_republished_silently_and_clean_keeps_versions(builds):
+    work, _, h1, h2, _ = builds
+    site = work / "site"
+    old = site / "figures" / FIG / h1 / "data.csv"
+    old.write_bytes(old.read_bytes().replace(b",", b";", 1))  # edited in place
+    r = _cli("build", "--config", "cfg.yaml", "--cache", "cache", "--out", "site", "--no-progress", "--threads", "1",
+             "--set", "datasets.0.n=4", cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    warn = [x for x in r.stderr.splitlines() if f"figures/{FIG}/{h1}/" in x]
+    assert len(warn) == 1 and "data.csv was changed" in warn[0]
+    assert not (site / "figures" / FIG / h1).exists() and (site / "figures" / FIG / h2 / "data.csv").is_file()
+    r = _cli("clean", "--cache", "cache", "--out", "site", "--versions-older-than", "soon", cwd=work)
+    assert r.returncode == 2 and "30d" in r.stderr
+    r = _cli("clean", "--cache", "cache", "--out", "site", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert "kept its 2 published figure versions" in r.stdout
+    assert not (site / "k21.html").exists() and (site / "history.json").is_file()
+    assert (site / "figures" / FIG / h2 / "provenance.json").is_file() and not (site / "figures" / FIG / "data.csv").exists()
+    r = _cli("clean", "--cache", "cache", "--out", "site", "--versions-older-than", "0d", cwd=work)
+    assert r.returncode == 0 and "kept its 2 published figure versions" in r.stdout  # both are current
+    r = _cli("clean", "--cache", "cache", "--out", "site", "--versions-older-than", "all", cwd=work)
+    assert r.returncode == 0 and not site.exists(), r.stdout + r.stderr
