@@ -104,9 +104,9 @@ def format_bench(result: dict) -> str:
                      f"{bc['seconds']:.1f} s, max error {bc['max_error']:.1e}")
     elif "error" in bc:
         lines.append(f"budget check failed to run: {bc['error']}")
-    where = "SmolLM2-135M (--model smollm2)" if c.get("causal") else "BERT-base shape"
+    where = result.get("targets_defined_for", "the BERT-base shape, n = 128, float32, CPU")
     lines += ["", "targets" + ("" if result["targets_setting"] else
-                               f" (defined for {where}, n = 128, float32, CPU; same thresholds here)") + ":"]
+                               f" (defined for {where}; same thresholds here)") + ":"]
     for t in result["targets"]:
         mark = {True: "✓", False: "✗", None: "-"}[t["ok"]]
         if t["value"] is None:

@@ -54,7 +54,15 @@ DEFAULT_TIMED_LAYERS = 2
 TARGETS = {"k21_ratios_speedup": 10.0, "k21_maps_speedup": 5.0, "ff_roofline": 0.5, "budget_bytes": 2 * GIB,
            "ff_roofline_causal": 0.6, "causal_error": 1e-5}
 TARGET_SETTING = dict(shape="base", seq_len=128, dtype="float32", device="cpu")
-CAUSAL_SETTING = dict(model="smollm2", seq_len=128, dtype="float32", device="cpu")
+CAUSAL_SETTING = dict(role="primary_causal", seq_len=128, dtype="float32", device="cpu")
+"""The causal targets' setting: the default configuration's primary causal model (SmolLM2-135M)."""
+
+
+def _setting_model(role: str) -> str | None:
+    """The source of the default configuration's model in ``role``."""
+    from report_builder.config import PRESETS
+
+    return next((m["source"] for m in PRESETS["default"]["models"] if m.get("role") == role), None)
 BUDGET_CHECK = dict(shape="base", seq_len=512)
 TINY_SHAPES = ("tiny", "tiny-llama")
 MATMUL_FLOPS_CAP = 1e12
@@ -286,8 +294,8 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                torch=torch.__version__, cpu=cpu_name(), python=platform.python_version(),
                loadavg_start=list(load0), loadavg_end=list(os.getloadavg()))
     setting = CAUSAL_SETTING if causal else TARGET_SETTING
-    in_setting = ((model if causal else shape) == setting.get("model", setting.get("shape"))
-                  and n == setting["seq_len"] and dtype == setting["dtype"] and device == setting["device"])
+    in_setting = ((model == _setting_model(setting["role"])) if causal else shape == setting["shape"]) \
+        and n == setting["seq_len"] and dtype == setting["dtype"] and device == setting["device"]
     targets = [
         _target("K21 ratios >= 10x faster than naive", speed["k21_ratios"], TARGETS["k21_ratios_speedup"], "x"),
         _target("K21 maps >= 5x faster than naive", speed["k21_maps"], TARGETS["k21_maps_speedup"], "x"),
@@ -323,7 +331,8 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                      "OpenMP threads stall on every small op while one is descheduled; compare with "
                      "OMP_NUM_THREADS=1 (or threads=1)")
     if not in_setting:
-        notes.append("the targets are defined for " + ("model=smollm2" if causal else "shape=base")
+        notes.append("the targets are defined for " + (f"model={_setting_model(setting['role'])}" if causal
+                                                       else "shape=base")
                      + ", n=128, float32 on CPU; marks here use the same thresholds")
     return {
         "config": cfg,
@@ -341,6 +350,8 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                    "bound": 1e-4 if dtype == "float32" else None, "dtype": dtype, "fast_vs_naive_max_map_diff": map_diff},
         "targets": targets,
         "targets_setting": in_setting,
+        "targets_defined_for": (f"--model {_setting_model(setting['role'])}" if causal else "the BERT-base shape")
+                               + ", n = 128, float32, CPU",
         "gpu": {"run": device.startswith("cuda"),
                 "note": "GPU run" if device.startswith("cuda") else "not run (no GPU in this session)"},
         "notes": notes,
