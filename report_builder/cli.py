@@ -220,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p = _sub(sub, "bench", "side-by-side speed and memory benchmark",
              "The plain HF forward pass, the naive reference and the fast engine, measured in one run.", common)
-    p.add_argument("--shape", default=None, help="a synthetic shape: tiny, base, large, gpt2-base or llama-small "
-                                                 "(default base)")
+    p.add_argument("--shape", default=None, help="a synthetic shape: tiny, tiny-llama, base, large, gpt2-base or "
+                                                 "llama-small (default base)")
     p.add_argument("--model", default=None, metavar="SOURCE", help="bench a real model instead of a shape "
                                                                     "(not with --shape)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
@@ -231,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
     p.add_argument("--repeats", type=int, help="timed repeats per method (default 3; not with --k24-pass or --k21-pass)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--layers", type=int, default=None, metavar="N", help="layers to decompose (default 2; all for tiny)")
+    p.add_argument("--skip-naive", action="store_true", help="skip the naive baselines (e.g. for long sequences)")
     p.add_argument("--k24-pass", type=int, default=None, metavar="N",
                    help="instead: time a full K24 pass over N random sequences of --seq-len tokens "
                         "(paper size: 992 x 128 on --shape base); --batch sequences at once on CUDA")
@@ -422,7 +424,8 @@ def _dispatch(args) -> int:
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
-                        repeats=3 if args.repeats is None else args.repeats, threads=args.threads)
+                        repeats=3 if args.repeats is None else args.repeats, threads=args.threads, layers=args.layers,
+                        naive=False if args.skip_naive else None)
         _say(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
         return 0
     if args.cmd == "serve":

@@ -12,6 +12,12 @@ Two paths, one contract (``(seq_index, layer, LayerResult)`` in input order):
   `decompose_batch` (pads masked exactly), so short sequences do not launch thousands of tiny kernels.
   Results equal the per-sequence ones to float rounding (~1e-6), not bit for bit.
 
+On both paths each layer is decomposed inside the forward pass, as soon as it has run. A long sequence
+on the deterministic path (one worker) is also *streamed*: its forward pass runs in a helper thread
+that hands each layer's result over as soon as it is decomposed and waits until it is taken, so one
+layer's maps are held at a time rather than every layer's (`chunks.streams`); ``maps_dtype=float16``
+keeps the maps in half precision instead (half the memory, rounding stated in `decompose_sequences`).
+
 `check_model` (``report-builder check``) reports those errors for a few sentences.
 
 Pitfall: the reconstruction error is measured against the HF tensors of the *same* forward pass,
@@ -19,6 +25,8 @@ before anything is stripped or reordered.
 """
 from __future__ import annotations
 
+import queue
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +34,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
+from report_builder.decompose.chunks import streams
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult
 from report_builder.decompose.layouts import decompose_batch, decompose_layer
@@ -123,6 +132,8 @@ def decompose_sequences(
     on_batch: Callable[[int], None] | None = None,
     batched: bool | None = None,
     workers: int | None = None,
+    maps_dtype: torch.dtype | None = None,
+    stream: bool | None = None,
 ) -> Iterator[tuple[int, int, LayerResult]]:
     """Yield ``(seq_index, layer, LayerResult)`` for every sequence and layer: in input order on the
     deterministic path, batch by batch (sequences grouped by length, ties in input order) on the
@@ -141,6 +152,14 @@ def decompose_sequences(
         on_batch: called with the number of sequences finished (progress).
         batched: the padded batched path (default: on any device but the CPU).
         workers: worker threads of the deterministic path (default `cpu_workers`).
+        maps_dtype: keep the maps in this dtype, converted as soon as each layer is decomposed.
+            ``torch.float16`` halves their memory; its rounding: relative error <= 2^-11 (4.9e-4) for
+            values in float16's normal range [2^-14, 65504], absolute error <= 2^-25 (3e-8) below
+            (tested); a map with a value above 65504 stays float32 (never infinite). None: float32.
+        stream: the deterministic path with one worker yields each layer's result as soon as it is
+            decomposed (the forward pass in a helper thread; results identical), holding one layer's
+            maps at a time instead of a whole sequence's. Default: for sequences whose maps for all
+            layers would exceed `chunks.STREAM_BYTES` (`chunks.streams`).
     """
     seqs = list(seqs)
     for s in seqs:
@@ -155,13 +174,20 @@ def decompose_sequences(
         enforce = frozenset(enforce)
     enforce = check and lm.dtype == torch.float32 and enforce
     kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
+    if maps_dtype is not None and maps_dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"maps_dtype: float32, float16 or bfloat16, not {maps_dtype}")
+    kw["maps_dtype"] = None if maps_dtype == torch.float32 else maps_dtype
     if batched is None:
         batched = lm.device.type != "cpu"
     if batched:
         yield from _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_batch)
     else:
+        workers = workers or _CPU_WORKERS
+        if stream is None:
+            stream = workers == 1 and streams(max((len(s.input_ids) for s in seqs), default=0), len(idxs),
+                                             len(kw["maps"]), 2 if kw["maps_dtype"] is not None else 4)
         yield from _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch,
-                                  workers or _CPU_WORKERS)
+                                  1 if stream else workers, stream)
 
 
 def _to_cpu(r: LayerResult) -> LayerResult:
@@ -176,10 +202,20 @@ def _on_device(c: LayerCapture, dev: torch.device) -> LayerCapture:
     return LayerCapture(x=c.x.to(dev), alpha=c.alpha.to(dev), refs={k: t.to(dev) for k, t in c.refs.items()})
 
 
-def _layer_step(lm: LoadedModel, idxs: list[int], decompose: Callable) -> Callable:
+def _half_maps(r: LayerResult, dtype: torch.dtype | None) -> LayerResult:
+    """The result with its maps in ``dtype`` (float16: a map with a value above its range stays float32)."""
+    if dtype is None:
+        return r
+    for k, m in r.maps.items():
+        if dtype != torch.float16 or not bool((m.abs() > torch.finfo(torch.float16).max).any()):
+            r.maps[k] = m.to(dtype)
+    return r
+
+
+def _layer_step(lm: LoadedModel, idxs: list[int], decompose: Callable, emit: Callable | None = None) -> Callable:
     """The per-layer step run inside the forward pass (`capture_hooks`' ``on_layer``): layer ``idxs[pos]``
     decomposed on its own device right after it ran, its captured tensors dropped, the result on the CPU
-    when that device is not the CPU."""
+    when that device is not the CPU; handed to ``emit`` (streaming) or returned."""
     def step(pos: int, c: LayerCapture):
         layer = idxs[pos]
         dev = lm.layer_device(layer)
@@ -187,8 +223,75 @@ def _layer_step(lm: LoadedModel, idxs: list[int], decompose: Callable) -> Callab
         del c
         if dev.type != "cpu":
             out = [(layer, _to_cpu(r)) for layer, r in out]
-        return out
+        if emit is None:
+            return out
+        for item in out:
+            emit(*item)
+        return None
     return step
+
+
+class _Stopped(BaseException):
+    """Raised in the streaming thread's forward pass once the reader has stopped (never escapes)."""
+
+
+class _Stream:
+    """Results handed from a forward pass in a helper thread to the reader, one at a time: the thread
+    waits until its last result is taken, and stops (`_Stopped` inside the forward pass) once the
+    reader has gone."""
+
+    def __init__(self):
+        self.q: queue.Queue = queue.Queue(maxsize=1)
+        self.stop = threading.Event()
+        self.seq = 0
+
+    def put(self, item: tuple) -> None:
+        while True:
+            if self.stop.is_set():
+                raise _Stopped
+            try:
+                self.q.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                pass
+
+    def emit(self, layer: int, r: LayerResult) -> None:
+        self.put(("layer", self.seq, layer, r))
+
+    def run(self, cap: Capturer, lm: LoadedModel, seqs: list[Tokens], on_batch) -> Iterator:
+        def work():
+            torch.set_num_threads(1)  # the deterministic path's one reduction order, in this thread too
+            try:
+                for k in range(len(seqs)):
+                    self.seq = k
+                    cap.run(_inputs(lm, seqs, [k]))
+                    self.put(("seq", k, None, None))
+                self.put(("end", None, None, None))
+            except _Stopped:
+                return
+            except BaseException as e:  # noqa: BLE001 - re-raised in the reader's thread, as itself
+                try:
+                    self.put(("error", e, None, None))
+                except _Stopped:
+                    pass
+
+        th = threading.Thread(target=work, name="decompose-stream", daemon=True)
+        th.start()
+        try:
+            while True:
+                kind, a, b, c = self.q.get()
+                if kind == "layer":
+                    yield a, b, c
+                elif kind == "seq":
+                    if on_batch is not None:
+                        on_batch(1)
+                elif kind == "error":
+                    raise a
+                else:
+                    return
+        finally:
+            self.stop.set()
+            th.join()
 
 
 def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int) -> list[tuple[int, LayerResult]]:
@@ -196,21 +299,28 @@ def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int) -> list[tup
     return [x for per_layer in cap.run(_inputs(lm, seqs, [k])) for x in per_layer]
 
 
-def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, workers):
+def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, workers, stream=False):
     workers = max(1, min(workers, len(seqs)))
     budget = max(1, budget_bytes // workers)
+    kw = dict(kw)
+    maps_dtype = kw.pop("maps_dtype", None)
 
     def decompose(layer, lw, c):
         refs = {name: t[0] for name, t in c.refs.items()} if check else None
         r = decompose_layer(lw, c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
         if enforce:
             _enforce(lm, layer, r, enforce)
-        return [(layer, r)]
+        return [(layer, _half_maps(r, maps_dtype))]
 
+    st = _Stream() if stream else None
     prev = torch.get_num_threads()
     torch.set_num_threads(1)  # one reduction order per op, whatever the machine
     try:
-        with capture_hooks(lm.model, lm.adapter, idxs, on_layer=_layer_step(lm, idxs, decompose)) as cap:
+        with capture_hooks(lm.model, lm.adapter, idxs,
+                           on_layer=_layer_step(lm, idxs, decompose, st.emit if st else None)) as cap:
+            if st is not None:
+                yield from st.run(cap, lm, seqs, on_batch)
+                return
             args = (cap, lm, seqs)
             if workers == 1:
                 for k in range(len(seqs)):
@@ -240,6 +350,8 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
 
 def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_batch):
     lengths: list[int] = []
+    kw = dict(kw)
+    maps_dtype = kw.pop("maps_dtype", None)
 
     def decompose(layer, lw, c):
         rs = decompose_batch(lw, c.x, c.alpha, lengths, refs=c.refs if check else None,
@@ -247,7 +359,7 @@ def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_ba
         if enforce:
             for r in rs:
                 _enforce(lm, layer, r, enforce)
-        return [(layer, r) for r in rs]
+        return [(layer, _half_maps(r, maps_dtype)) for r in rs]
 
     with capture_hooks(lm.model, lm.adapter, idxs, on_layer=_layer_step(lm, idxs, decompose)) as cap:
         for group in _batches(seqs, batch_size):

@@ -17,6 +17,7 @@ from report_builder.bench.memory import GIB, MIB, parse_bytes
 from report_builder.bench.shapes import SHAPES, build, layer_dims, parse_dtype
 from report_builder.bench.timing import sync, tf32_on
 from report_builder.costs import ff_flops
+from report_builder.decompose.chunks import pair_count
 from report_builder.decompose.options import IGOptions
 
 
@@ -53,9 +54,10 @@ def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
 
     The paper's size is 992 sequences x 128 tokens on BERT-base (``shape="base"``, random weights).
     On CUDA the engine's batched path runs ``batch`` sequences at once; on CPU the deterministic path
-    runs ``threads`` worker threads. Returns seconds, sequences/s, tokens/s and the FF GFLOP/s achieved,
-    and (``host_seqs`` > 0) the pass's host statistics timed apart on random maps of ``host_seqs`` of
-    the sequences and every layer (`host_stats.time_host_stats`: seconds per sequence and layer).
+    runs ``threads`` worker threads. Returns seconds, sequences/s, tokens/s and the FF GFLOP/s achieved
+    (on the minimal FLOP count: a causal model's pairs j <= i), and (``host_seqs`` > 0) the pass's host
+    statistics timed apart on random maps of ``host_seqs`` of the sequences and every layer
+    (`host_stats.time_host_stats`: seconds per sequence and layer).
     """
     from report_builder.analyses import k24_compute
 
@@ -73,7 +75,9 @@ def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
                                             batch_size=batch, budget_bytes=budget, workers=workers)
     sync(device)
     secs = time.perf_counter() - t0
-    flops = ff_flops(seq_len, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"]) * lm.n_layers * n_seqs
+    # the FF work a sequence needs: every pair, or a causal model's pairs j <= i (`decompose.chunks.pair_count`)
+    flops = ff_flops(seq_len, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"],
+                     pair_count(seq_len, lm.causal)) * lm.n_layers * n_seqs
     host = {}
     if host_seqs > 0:
         host = time_host_stats(lm.adapter.layout, lm.causal, enc[:host_seqs], lm.n_layers)

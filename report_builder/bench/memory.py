@@ -77,7 +77,7 @@ def available_bytes() -> int:
 
 
 def chunk_budget(max_memory: int, n: int, d: int, d_ff: int, heads: int, gated: bool, itemsize: int,
-                 in_use: int | None = None) -> int:
+                 in_use: int | None = None, causal: bool = False) -> int:
     """Chunk budget (``budget_bytes`` of `decompose_layer`) so the process stays under ``max_memory``.
 
     What is left after the memory in use (model, captured tensors: the current RSS by default) and the
@@ -85,7 +85,7 @@ def chunk_budget(max_memory: int, n: int, d: int, d_ff: int, heads: int, gated: 
     allocator slack; at least 16 MiB.
     """
     used = rss_now() if in_use is None else in_use
-    free = max_memory - used - layer_fixed_bytes(n, d, d_ff, heads, gated, itemsize)
+    free = max_memory - used - layer_fixed_bytes(n, d, d_ff, heads, gated, itemsize, causal)
     return max(16 * MIB, int(0.75 * free))
 
 

@@ -1,12 +1,13 @@
 """Peak-memory child of the benchmark: ``python -m report_builder.bench.memory_child '<json args>'``,
 started by `run_child` in the parent.
 
-Builds the model in a fresh interpreter, runs one forward pass with capture for layer 0 (one
-sequence), then one method (``fast_full`` or ``naive_full``) and prints one JSON line with the
+Builds the model in a fresh interpreter, runs one forward pass up to layer 0 with its capture (one
+sequence; the later layers never run, `bench.shapes.capture_layers`), then one method (``fast_full`` or
+``naive_full``) and prints one JSON line with the
 process's peak RSS (model and interpreter included), the RSS just before the method and the peak
 during the method (the peak is reset just before it where Linux allows) and their difference. With
 ``max_memory`` the chunk budget is derived from it as in the parent; with ``check`` the result
-carries the maximum reconstruction error against the HF tensors.
+carries the reconstruction errors against the HF tensors (``errors`` per check point, ``max_error``).
 
 Pitfall: everything the child imports counts in its peak, so it imports torch and the engine inside
 `main`, and the package's ``__init__`` imports nothing.
@@ -40,11 +41,11 @@ def main(argv: list[str]) -> int:
     import torch
 
     from report_builder.bench.memory import MIB, chunk_budget, reset_rss_peak, rss_now, rss_peak
-    from report_builder.bench.shapes import build, layer_dims, random_inputs
-    from report_builder.decompose.chunks import default_chunk_rows
+    from report_builder.bench.shapes import build, capture_layers, layer_dims, random_inputs
+    from report_builder.decompose.attention import is_causal
+    from report_builder.decompose.chunks import ff_tiles
     from report_builder.decompose.layouts import decompose_layer
     from report_builder.schema import K21_METHODS
-    from report_builder.models.capture import forward_capture
 
     if args.get("threads"):
         torch.set_num_threads(int(args["threads"]))
@@ -53,22 +54,24 @@ def main(argv: list[str]) -> int:
     n = int(args["seq_len"])
     inputs = random_inputs(lm, n, 1)
     with torch.no_grad():
-        cap = forward_capture(lm.model, lm.adapter, inputs, [0])[0]
+        cap = capture_layers(lm, inputs, [0])[0]
         lw = lm.layer_weights(0)
         x, a = cap.x[0], cap.alpha[0]
         refs = {k: t[0] for k, t in cap.refs.items()}
         del cap
         itemsize = x.element_size()
         limit = args.get("max_memory")
-        budget = (chunk_budget(int(limit), n, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"], itemsize)
-                  if limit else 512 * MIB)
+        causal = is_causal(a)
+        budget = (chunk_budget(int(limit), n, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"], itemsize,
+                               causal=causal) if limit else 512 * MIB)
         peak_before = rss_peak()
         reset = reset_rss_peak()
         before = rss_now()
         t0 = time.perf_counter()
-        out = {"mode": args["mode"], "chunk_budget_bytes": budget,
-               "chunk_rows": default_chunk_rows(n, dims["d_model"], dims["d_ff"], budget_bytes=budget,
-                                                itemsize=itemsize, gated=dims["gated"])}
+        rows, tile = ff_tiles(n, dims["d_model"], dims["d_ff"], budget_bytes=budget, itemsize=itemsize,
+                              gated=dims["gated"])
+        out = {"mode": args["mode"], "chunk_budget_bytes": budget, "chunk_rows": rows, "chunk_tile": tile,
+               "causal": causal}
         if args["mode"] == "naive_full":
             from report_builder.decompose.reference import reference_layer, reference_maps
             reference_maps(reference_layer(lw, x, a, ig="closed"))
@@ -76,6 +79,7 @@ def main(argv: list[str]) -> int:
             res = decompose_layer(lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True, refs=refs, extras=True,
                                   budget_bytes=budget)
             if args.get("check"):
+                out["errors"] = dict(res.errors)
                 out["max_error"] = max(res.errors.values())
         out["seconds"] = time.perf_counter() - t0
     method_peak = rss_peak()

@@ -27,7 +27,9 @@ def format_bench(result: dict) -> str:
         f"load average at start {c['loadavg_start'][0]:.2f}, at end {c['loadavg_end'][0]:.2f}",
         f"decomposed layers: {c['layers_timed']} of {c['layers_total']} (per-layer medians; tokens/s model-equivalent "
         f"= batch x n / (s/layer x {c['layers_total']}))",
-        f"chunk budget {fmt_bytes(c['chunk_budget_bytes'])} -> {c['chunk_rows']} query rows per FF chunk; "
+        f"chunk budget {fmt_bytes(c['chunk_budget_bytes'])} -> {c['chunk_rows']} query rows per FF chunk"
+        + (f" in tiles of {c['chunk_tile']} sources" if c.get("chunk_tile", c["seq_len"]) < c["seq_len"] else "")
+        + "; "
         f"forward batch for this budget: {c['recommended_batch']}"
         + (f"; --max-memory {fmt_bytes(c['max_memory_bytes'])}" if c["max_memory_bytes"] else ""),
         "",
@@ -40,10 +42,12 @@ def format_bench(result: dict) -> str:
             ("fast_ratios", "fast (a) K21 ratios only", "k21_ratios"),
             ("fast_k21_maps", "fast (b) K21 maps ATTN/ATTNRES/ATTNRESLN-N", "k21_maps"),
             ("fast_full", "fast (c) full layer, every scope + check", "full_layer"),
-            ("fast_ff", "fast FF decomposition (maps to FF scope)", None)]
+            ("fast_ff", "fast FF decomposition (maps to FF scope)", None),
+            ("fast_ff_square", "  the same over every pair (before causal)", None)]
     for key, label, spk in rows:
         if key not in pl:
-            lines.append(f"{label:<44}{'skipped':>10}")
+            if key != "fast_ff_square" or c.get("causal"):
+                lines.append(f"{label:<44}{'skipped':>10}")
             continue
         x = "1.00" if key == "forward" else _f(cost.get(key), ".2f")
         s = (_f(sp.get(spk), ".1f") + "x") if spk and sp.get(spk) is not None else ""
@@ -52,12 +56,24 @@ def format_bench(result: dict) -> str:
     mm = r["matmul"]
     lines += [
         "",
-        f"FF decomposition: {r['ff_flops_per_layer'] / 1e9:.2f} GFLOP per layer in {r['ff_seconds_per_layer']:.4f} s "
-        f"= {r['ff_gflops']:.1f} GFLOP/s; plain matmul {mm['shape'][0]}x{mm['shape'][1]} @ {mm['shape'][1]}x"
-        f"{mm['shape'][2]} (x{mm['calls']}, interleaved): {r['matmul_gflops']:.1f} GFLOP/s -> "
-        f"{100 * r['fraction']:.0f}% of roofline",
-        f"  ({r['flop_count']})",
+        f"FF decomposition: {r['ff_flops_per_layer'] / 1e9:.2f} GFLOP per layer"
+        + (" (minimal: pairs j <= i)" if r.get("causal") else "")
+        + f" in {r['ff_seconds_per_layer']:.4f} s = {r['ff_gflops']:.1f} GFLOP/s; plain matmul {mm['shape'][0]}x"
+        f"{mm['shape'][1]} @ {mm['shape'][1]}x{mm['shape'][2]} (x{mm['calls']}, interleaved): "
+        f"{r['matmul_gflops']:.1f} GFLOP/s -> {100 * r['fraction']:.0f}% of roofline",
     ]
+    if r.get("causal"):
+        p = r["pairs"]
+        lines.append(f"  causal pairs: {p['minimal']} minimal (j <= i), {p['done']} computed in the chunks "
+                     f"({r['ff_flops_done_per_layer'] / 1e9:.2f} GFLOP done -> {100 * r['fraction_done']:.0f}%), "
+                     f"{p['square']} in the square")
+        sq = r.get("square")
+        if sq:
+            lines.append(f"  every pair (before causal pairs): {sq['flops_per_layer'] / 1e9:.2f} GFLOP in "
+                         f"{sq['seconds_per_layer']:.4f} s ({100 * sq['fraction']:.0f}% of roofline on its own count, "
+                         f"{100 * sq['fraction_of_minimal']:.0f}% on the minimal one) -> causal pairs "
+                         f"{sq['speedup']:.2f}x faster, same run")
+    lines.append(f"  ({r['flop_count']})")
     if result.get("efficiency"):
         lines.append("efficiency vs that matmul (costs FLOP model; `report-builder plan` uses such factors): "
                      + ", ".join(f"{k} {v:.2f}" for k, v in result["efficiency"].items()))
@@ -88,8 +104,9 @@ def format_bench(result: dict) -> str:
                      f"{bc['seconds']:.1f} s, max error {bc['max_error']:.1e}")
     elif "error" in bc:
         lines.append(f"budget check failed to run: {bc['error']}")
+    where = result.get("targets_defined_for", "the BERT-base shape, n = 128, float32, CPU")
     lines += ["", "targets" + ("" if result["targets_setting"] else
-                               " (defined for BERT-base shape, n = 128, float32, CPU; same thresholds here)") + ":"]
+                               f" (defined for {where}; same thresholds here)") + ":"]
     for t in result["targets"]:
         mark = {True: "✓", False: "✗", None: "-"}[t["ok"]]
         if t["value"] is None:
@@ -98,6 +115,8 @@ def format_bench(result: dict) -> str:
             val = f"{t['value']:.1f}x"
         elif t["unit"] == "%":
             val = f"{100 * t['value']:.0f}%"
+        elif t["unit"] == "error":
+            val = f"{t['value']:.1e}"
         else:
             val = f"{fmt_bytes(t['value'])} peak"
         lines.append(f"  {mark} {t['name']:<46} {val}")

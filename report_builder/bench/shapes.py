@@ -19,6 +19,9 @@ SHAPES: dict[str, tuple[str, dict, str]] = {
     "large": ("bert", dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
               "BERT-large shape"),
     "gpt2-base": ("gpt2", {}, "GPT-2 base shape"),
+    "tiny-llama": ("llama", dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, intermediate_size=128, max_position_embeddings=512),
+                   "tiny Llama (causal, GQA 4/2, SwiGLU)"),
     "llama-small": ("llama", dict(vocab_size=49152, hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
                                   num_key_value_heads=3, intermediate_size=1536, max_position_embeddings=2048,
                                   tie_word_embeddings=True), "Llama shape (SmolLM2-135M: GQA 9/3, SwiGLU)"),
@@ -79,3 +82,29 @@ def layer_dims(lm) -> dict:
     return dict(family=lm.adapter.family, ln_position=lw.ln_position, d_model=lw.attn.d_model,
                 heads=lw.attn.n_heads, kv_heads=lw.attn.n_kv_heads, head_dim=lw.attn.head_dim,
                 d_ff=lw.ff.d_ff, gated=lw.ff.gated, activation=lw.ff.act, layers_total=lm.n_layers)
+
+
+class _Enough(Exception):
+    """Raised inside the forward pass once the last wanted layer is captured (never escapes)."""
+
+
+def capture_layers(lm, inputs: dict, layers: list[int]) -> list:
+    """The `LayerCapture` of each of ``layers`` (indices in ascending order) for ``inputs``, from one
+    forward pass that stops after the last of them: no later layer runs, and no layer's attention
+    probabilities are collected by the model (the capture reads them from each attention module), so a
+    long sequence holds one layer's probabilities at a time (n = 4096: 0.6 GB each for 9 heads in float32)."""
+    from report_builder.models.capture import capture_hooks
+
+    got: list = []
+
+    def keep(pos: int, cap):
+        got.append(cap)
+        if len(got) == len(layers):
+            raise _Enough
+
+    with torch.no_grad(), capture_hooks(lm.model, lm.adapter, layers, on_layer=keep) as cap:
+        try:
+            cap.run(inputs)
+        except _Enough:
+            pass
+    return got

@@ -25,8 +25,8 @@ from report_builder.costs.estimate import (LOAD_BYTES_PER_S, LOAD_S, TaskCost, b
                                            task_cost)
 from report_builder.costs.sizing import FLAGS as ESTIMATE_FLAGS, SizedSet, Sizing
 from report_builder.costs.flops import (EFFICIENCY, FLOP_COUNT_DOC, IG_POINT_FLOPS, OVERHEAD_S, Shape, attention_flops,
-                                        expansion_flops, ff_flops, forward_flops, full_layer_flops, gram_map_flops,
-                                        ig_points, shape_of, work_flops)
+                                        expansion_flops, ff_flops, ff_rows, forward_flops, full_layer_flops,
+                                        gram_map_flops, ig_points, pairs, shape_of, work_flops)
 from report_builder.costs.footprint import (PARQUET_FILE_BYTES, ROW_BYTES, capture_bytes, chunk_bytes, disk_bytes,
                                             layer_fixed_bytes, sequence_capture_bytes, table_rows)
 from report_builder.costs.text import estimated_cell, fmt_bytes, fmt_flops, fmt_seconds, format_plan, shard_cell
@@ -34,7 +34,8 @@ from report_builder.costs.text import estimated_cell, fmt_bytes, fmt_flops, fmt_
 __all__ = ["ASSUMED_GPU_MATMUL_EFFICIENCY", "EFFICIENCY", "FLOP_COUNT_DOC", "GPU", "GPUS", "IG_POINT_FLOPS",
            "ESTIMATE_FLAGS", "LOAD_BYTES_PER_S", "LOAD_S", "OVERHEAD_S", "PARQUET_FILE_BYTES", "ROW_BYTES", "Shape", "TaskCost",
            "attention_flops", "balance", "calibrate", "capture_bytes", "chunk_bytes", "device_rate", "disk_bytes",
-           "estimate", "estimated_cell", "expansion_flops", "ff_flops", "fmt_bytes", "fmt_flops", "fmt_seconds", "format_plan",
-           "forward_flops", "full_layer_flops", "gram_map_flops", "ig_points", "itemsize_of", "layer_fixed_bytes",
-           "load_seconds", "plan_costs", "precision_of", "sequence_capture_bytes", "shape_of", "shard_cell", "SizedSet", "Sizing", "table_rows",
+           "estimate", "estimated_cell", "expansion_flops", "ff_flops", "ff_rows", "fmt_bytes", "fmt_flops",
+           "fmt_seconds", "format_plan", "forward_flops", "full_layer_flops", "gram_map_flops", "ig_points",
+           "itemsize_of", "layer_fixed_bytes", "load_seconds", "pairs", "plan_costs", "precision_of",
+           "sequence_capture_bytes", "shape_of", "shard_cell", "SizedSet", "Sizing", "table_rows",
            "task_cost", "work_flops"]

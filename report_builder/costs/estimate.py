@@ -196,15 +196,15 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
         peak = base_bytes + weights + (shape.d * shape.d * 8 if work.kind == "weights" else 0)
     elif kind == "cpu":  # deterministic path: `workers` sequences at once, each alone
         w = max(1, min(workers, len(lengths)))
-        per = capture_bytes(shape, n_max, itemsize) + layer_fixed_bytes(n_max, shape.d, shape.d_ff, shape.heads,
-                                                                         shape.gated, itemsize)
+        per = capture_bytes(shape, n_max, itemsize, None if w == 1 else False) + layer_fixed_bytes(
+            n_max, shape.d, shape.d_ff, shape.heads, shape.gated, itemsize, shape.causal)
         if work.kind == "full":
             per += chunk_bytes(shape, n_max, max(1, budget // w), itemsize)
         peak = base_bytes + weights + w * per
     else:  # batched path: batches of sequences of similar length, padded
         b = min(_batch_size(task), len(lengths))
-        per = b * (capture_bytes(shape, n_max, itemsize)
-                   + layer_fixed_bytes(n_max, shape.d, shape.d_ff, shape.heads, shape.gated, itemsize))
+        per = b * (capture_bytes(shape, n_max, itemsize, False)
+                   + layer_fixed_bytes(n_max, shape.d, shape.d_ff, shape.heads, shape.gated, itemsize, shape.causal))
         if work.kind == "full":
             per += chunk_bytes(shape, n_max, budget, itemsize, batch=b)
         peak = base_bytes + weights + per

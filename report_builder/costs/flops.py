@@ -3,17 +3,22 @@ runs relative to a plain matmul.
 
 The FLOP model, one sequence of ``n`` tokens and one layer (d model size, H query heads of d_h, H_kv
 key/value heads, d' FF size, k = 2 for gated FFs, else 1; multiply-add = 2 FLOPs; element-wise work
-is not counted except the IG path points):
+is not counted except the IG path points). P is the number of token pairs an n^2 step covers
+(`decompose.chunks.pair_count`): ``n^2`` for a bidirectional model; for a causal one the pairs
+j <= i as the decomposition cuts them (SPEC §8) — query-row blocks over their source prefix, so a
+little more than the minimum ``n (n+1) / 2`` (P_a: blocks of `chunks.BLOCK_ROWS` rows in the
+attention step; P_f: the FF chunk's rows, `chunks.ff_tiles` at the default budget):
 
-- forward (the HF forward pass every decomposition starts from):
+- forward (the HF forward pass every decomposition starts from; eager attention scores every pair):
   ``2 n d (H d_h + 2 H_kv d_h) + 2 n H d_h d + 4 n^2 H d_h + 2 (k+1) n d d'``
 - attention step (`decompose_layer` up to the norm in front of FF; the K21 ratios):
-  ``2 n d H_kv d_h + 2 n H d_h d + 2 n^2 H d + 2 n H d`` (value vectors through W_V and each head's
+  ``2 n d H_kv d_h + 2 n H d_h d + 2 P_a H d + 2 n H d`` (value vectors through W_V and each head's
   W_O, head sums, self terms)
-- one map through Gram matrices (SPEC §6.1): ``2 n H^2 d + 2 n^2 H^2``
-- FF decomposition (`ff_flops`, SPEC §6.2): ``2 n^2 d' d + k [2 n (H+1) d d' + 2 n^2 H d']``, plus the
-  residual terms ``2 n^2 H d``, the bias and total pre-activations ``4 k n d d'``, the bias term
-  through W2 ``2 n d' d``, the un-decomposed FF ``2 (k+1) n d d'`` and the IG path points
+- one map through Gram matrices (SPEC §6.1): ``2 n H^2 d + 2 P_a H^2``
+- FF decomposition (`ff_flops`, SPEC §6.2): ``2 P_f d' d + k [2 n (H+1) d d' + 2 P_f H d']`` (the
+  gated FF's two projections are one GEMM of width 2 d'), plus the residual terms ``2 P_f H d``, the
+  bias and total pre-activations ``4 k n d d'``, the bias term through W2 ``2 n d' d``, the
+  un-decomposed FF from the same pre-activations ``2 n d d'`` and the IG path points
   ``IG_POINT_FLOPS x points x n d'``.
 
 Checked against `torch.utils.flop_counter.FlopCounterMode` on tiny models (tests/test_costs.py).
@@ -26,11 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from report_builder import schema
+from report_builder.decompose.chunks import BLOCK_ROWS, ff_tiles, pair_count
 
-FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 n^2 d' d (second matmul over all n^2 terms) "
-                  "+ k [2 n (H+1) d d' + 2 n^2 H d'] (first matmul through the heads: U = M w W1 for the "
-                  "H head vectors and the residual, then the head sums; k = 2 for gated FFs); "
-                  "element-wise work not counted")
+FLOP_COUNT_DOC = ("FF FLOPs per sequence and layer = 2 P d' d (second matmul over the P token pairs: n^2, or "
+                  "for a causal model the pairs j <= i, minimal P = n (n+1) / 2) + k [2 n (H+1) d d' + 2 P H d'] "
+                  "(first matmul through the heads: U = M w W1 for the H head vectors and the residual, then "
+                  "the head sums; k = 2 for gated FFs); element-wise work not counted")
 
 IG_POINT_FLOPS = 20
 """FLOPs per neuron and IG path point (activation and derivative, element-wise): an assumption; the
@@ -46,6 +52,9 @@ class Shape:
         d_ff: FF inner size. gated: SwiGLU/GeGLU FF. post_ln: post-LN layout (one Gram map to ATB).
         params: parameter count (estimated from the shape and the vocabulary).
         scopes: the layout's K24 scopes (maps per layer).
+        causal: a decoder (each token attends to itself and earlier ones): the n^2 steps cover the
+            pairs j <= i only (`pairs`).
+        layout: the layout id (`schema.Layout.id`; empty when unknown).
     """
 
     d: int
@@ -58,6 +67,8 @@ class Shape:
     post_ln: bool
     params: int
     scopes: int = 4
+    causal: bool = False
+    layout: str = ""
 
 
 def shape_of(config, adapter) -> Shape:
@@ -73,7 +84,23 @@ def shape_of(config, adapter) -> Shape:
     rope = getattr(config, "rope_theta", None) is not None or getattr(config, "rope_scaling", None) is not None
     params = L * per_layer + vocab * d + (0 if rope else pos * d)
     return Shape(d, L, H, kv, dh, dff, gated, adapter.layout.id == schema.POST_LN.id, params,
-                 len(adapter.layout.scopes))
+                 len(adapter.layout.scopes), bool(adapter.causal), adapter.layout.id)
+
+
+def ff_rows(s: Shape, n: int, budget_bytes: int = 512 << 20, itemsize: int = 4) -> int:
+    """Query rows per FF chunk for one sequence (`decompose.chunks.ff_tiles`; the sandwich layout's
+    chunks count one projection's terms, `decompose.layouts.sandwich`)."""
+    return ff_tiles(n, s.d, s.d_ff, budget_bytes=budget_bytes, itemsize=itemsize,
+                    gated=s.gated and s.layout != schema.SANDWICH.id)[0]
+
+
+def pairs(s: Shape, n: int, step: str = "ff", minimal: bool = False) -> int:
+    """Token pairs an n^2 step of one sequence covers: ``n^2``; causal: the pairs j <= i as the
+    ``step`` (``"ff"``: the FF chunks, ``"attention"``: the attention step's blocks) cuts them, or
+    with ``minimal`` the ``n (n+1) / 2`` pairs j <= i themselves (`decompose.chunks.pair_count`)."""
+    if minimal or not s.causal:
+        return pair_count(n, s.causal)
+    return pair_count(n, True, ff_rows(s, n) if step == "ff" else BLOCK_ROWS)
 
 
 def forward_flops(s: Shape, n: int) -> int:
@@ -85,19 +112,22 @@ def forward_flops(s: Shape, n: int) -> int:
 
 def attention_flops(s: Shape, n: int) -> int:
     """The attention step of the decomposition (value vectors, head sums): the K21 ratios."""
-    return (2 * n * s.d * s.kv_heads * s.head_dim + 2 * n * s.heads * s.head_dim * s.d + 2 * n * n * s.heads * s.d
+    p = pairs(s, n, "attention")
+    return (2 * n * s.d * s.kv_heads * s.head_dim + 2 * n * s.heads * s.head_dim * s.d + 2 * p * s.heads * s.d
             + 2 * n * s.heads * s.d)
 
 
 def gram_map_flops(s: Shape, n: int) -> int:
     """One n x n norm map through per-source H x H Gram matrices (SPEC §6.1)."""
-    return 2 * n * s.heads * s.heads * s.d + 2 * n * n * s.heads * s.heads
+    return 2 * n * s.heads * s.heads * s.d + 2 * pairs(s, n, "attention") * s.heads * s.heads
 
 
-def ff_flops(n: int, d: int, d_ff: int, heads: int, gated: bool) -> int:
-    """FLOPs of the FF decomposition of one sequence and layer (see `FLOP_COUNT_DOC`)."""
+def ff_flops(n: int, d: int, d_ff: int, heads: int, gated: bool, pairs: int | None = None) -> int:
+    """FLOPs of the FF decomposition of one sequence and layer over ``pairs`` token pairs (default
+    ``n^2``; see `FLOP_COUNT_DOC` and `pairs`)."""
     k = 2 if gated else 1
-    return 2 * n * n * d_ff * d + k * (2 * n * (heads + 1) * d * d_ff + 2 * n * n * heads * d_ff)
+    p = n * n if pairs is None else pairs
+    return 2 * p * d_ff * d + k * (2 * n * (heads + 1) * d * d_ff + 2 * p * heads * d_ff)
 
 
 def ig_points(gated: bool, method: str = "closed", steps: int = 64, gl_nodes: int = 16) -> int:
@@ -112,8 +142,9 @@ def full_layer_flops(s: Shape, n: int, ig_pts: int = 1) -> int:
     """Every scope's map of one layer (the K24 pass): attention step, Gram maps, FF decomposition."""
     k = 2 if s.gated else 1
     grams = 1 if s.post_ln else 2
-    return (attention_flops(s, n) + grams * gram_map_flops(s, n) + ff_flops(n, s.d, s.d_ff, s.heads, s.gated)
-            + 2 * n * n * s.heads * s.d + 4 * k * n * s.d * s.d_ff + 2 * n * s.d_ff * s.d + 2 * (k + 1) * n * s.d * s.d_ff
+    p = pairs(s, n, "ff")
+    return (attention_flops(s, n) + grams * gram_map_flops(s, n) + ff_flops(n, s.d, s.d_ff, s.heads, s.gated, p)
+            + 2 * p * s.heads * s.d + 4 * k * n * s.d * s.d_ff + 2 * n * s.d_ff * s.d + 2 * n * s.d * s.d_ff
             + IG_POINT_FLOPS * ig_pts * n * s.d_ff)
 
 
@@ -146,7 +177,10 @@ float32, one thread) for shapes ``base`` (BERT-base) and ``llama-small`` (SmolLM
 and n = 32, fitted per kind as ``t = FLOPs / (matmul x e) + c`` with this module's FLOP model:
 forward e 0.61 / 1.2, ratios (``fast_ratios``) 0.24 / 0.50, maps (``fast_k21_maps``) 0.28 / 0.50,
 full (``fast_full``) 0.58 / 0.91 for base / llama-small; the constants sit between the two, nearer
-BERT-base. ``weights`` (k21_expansion: one GEMM per layer) takes the forward pass's factor.
+BERT-base. ``weights`` (k21_expansion: one GEMM per layer) takes the forward pass's factor. With
+causal pairs counted as done (`pairs`), the same bench gave full 0.62 for SmolLM2 at n = 128 (0.89 at
+n = 4096, one layer) and 0.88 for the BERT-base shape at n = 128 (``--threads 1``, load 1-2): the
+factor still holds.
 """
 
 OVERHEAD_S: dict[str, dict[str, float]] = {

@@ -17,12 +17,19 @@ MAPS_KEPT = 7
 """Upper bound on the ``(n, n)`` maps a layer's result keeps (the scopes of the longest layout)."""
 
 
-def capture_bytes(s: Shape, n: int, itemsize: int) -> int:
+def capture_bytes(s: Shape, n: int, itemsize: int, streamed: bool | None = None) -> int:
     """What the forward pass and the capture hold for one sequence. The engine decomposes each layer
-    inside the forward pass and drops its captures (`models.capture`, streaming), so one layer's
-    probabilities, input and 6 check-point tensors are held at a time, plus every finished layer's
-    maps (at most `MAPS_KEPT` of ``n x n``)."""
-    return sequence_capture_bytes(n, s.d, s.heads, 1, itemsize) + s.layers * MAPS_KEPT * n * n * itemsize
+    inside the forward pass and drops its captures (`models.capture`), so one layer's probabilities,
+    input and 6 check-point tensors are held at a time, plus every finished layer's maps (at most
+    `MAPS_KEPT` of ``n x n``) — or, for a sequence the deterministic path streams layer by layer
+    (``streamed``; default: `decompose.chunks.streams`), three layers' maps (one being read, one
+    handed over, one being made)."""
+    from report_builder.decompose.chunks import streams
+
+    if streamed is None:
+        streamed = streams(n, s.layers, MAPS_KEPT)
+    held = min(s.layers, 3) if streamed else s.layers
+    return sequence_capture_bytes(n, s.d, s.heads, 1, itemsize) + held * MAPS_KEPT * n * n * itemsize
 
 
 def sequence_capture_bytes(n: int, d: int, heads: int, layers: int, itemsize: int) -> int:
@@ -30,20 +37,26 @@ def sequence_capture_bytes(n: int, d: int, heads: int, layers: int, itemsize: in
     return itemsize * layers * (2 * heads * n * n + 8 * n * d)
 
 
-def layer_fixed_bytes(n: int, d: int, d_ff: int, heads: int, gated: bool, itemsize: int) -> int:
+def layer_fixed_bytes(n: int, d: int, d_ff: int, heads: int, gated: bool, itemsize: int, causal: bool = False) -> int:
     """Numbers `decompose_layer` holds outside the chunk loop (probabilities, Gram products, per-head
-    vectors through W1, per-token vectors, maps), in bytes."""
+    vectors through W1, per-token vectors, maps), in bytes. Bidirectional: the probabilities and three
+    (n, n, H) temporaries of the Gram maps and head sums; causal: those temporaries for one block of
+    `decompose.chunks.BLOCK_ROWS` rows at a time."""
+    from report_builder.decompose.chunks import BLOCK_ROWS
+
     k = 2 if gated else 1
-    numbers = 4 * heads * n * n + 12 * n * n + n * heads * (2 * d + k * d_ff) + 24 * n * d + 8 * k * n * d_ff
+    attn = heads * n * n + 3 * heads * n * (min(n, BLOCK_ROWS) if causal else n)
+    numbers = attn + 12 * n * n + n * heads * (2 * d + k * d_ff) + 24 * n * d + 8 * k * n * d_ff
     return numbers * itemsize
 
 
 def chunk_bytes(s: Shape, n: int, budget: int, itemsize: int, batch: int = 1) -> int:
-    """The FF chunk loop's numbers: rows per chunk as `decompose.chunks.default_chunk_rows` picks them."""
-    from report_builder.decompose.chunks import default_chunk_rows
+    """The FF chunk loop's numbers: rows per chunk and sources per tile as `decompose.chunks.ff_tiles`
+    picks them (the largest tile: the last chunk's, whose prefix is every source)."""
+    from report_builder.decompose.chunks import ff_tiles
 
-    rows = default_chunk_rows(n, s.d, s.d_ff, budget_bytes=budget, itemsize=itemsize, gated=s.gated, batch=batch)
-    return batch * rows * n * (3 * s.d_ff + 5 * s.d) * itemsize
+    rows, tile = ff_tiles(n, s.d, s.d_ff, budget_bytes=budget, itemsize=itemsize, gated=s.gated, batch=batch)
+    return batch * rows * tile * (3 * s.d_ff + 5 * s.d) * itemsize
 
 
 ROW_BYTES: dict[str, float] = {"k21_tokens": 28, "k21_maps": 3.2, "k21_freq": 48, "k24_ffamp_pairs": 52,

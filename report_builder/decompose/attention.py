@@ -3,6 +3,11 @@
 ``f^h(x) = (x W_V^h + b_V^h) W_O^h`` (value bias inside f, as in the K21 code) and
 ``ATTN_{i<-j} = sum_h alpha^h_ij f^h(x_j)``; the output bias b_O is token-independent.
 
+Causal attention (``alpha[..., i, j] == 0`` for every j > i, `is_causal`): every term a token
+receives from a later one is an exact zero, so the n^2 steps here cover only the pairs j <= i, in
+blocks that keep the GEMMs large (query rows over their source prefix; sources over the queries at
+or after them): ``causal=True``.
+
 Pitfall: never materialise (H, n, n, d). Sum heads first (``attn_terms_src``) and chunk query rows.
 Grouped-query attention: query head h reads key/value group ``h // (H / H_kv)`` (HF's repeat_kv).
 """
@@ -12,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from report_builder.decompose.chunks import BLOCK_ROWS
 
 
 @dataclass(frozen=True)
@@ -81,10 +88,30 @@ def attn_terms_src(alpha: Tensor, w: Tensor) -> Tensor:
     return alpha.movedim(-3, -1).transpose(-3, -2).contiguous() @ w
 
 
-def attn_total(alpha: Tensor, w: Tensor) -> Tensor:
-    """Sum over sources of the attention terms: (..., H, n_q, n), (..., n, H, d) -> (..., n_q, d), one GEMM."""
+def is_causal(alpha: Tensor) -> bool:
+    """True when every probability above the diagonal is exactly zero (a causal mask; any padding
+    masked as `decompose_batch` does keeps it), checked a block of query rows at a time."""
+    n = alpha.shape[-1]
+    for s in range(0, n, BLOCK_ROWS):
+        e = min(n, s + BLOCK_ROWS)
+        if bool(torch.triu(alpha[..., s:e, s:], diagonal=1).any()):
+            return False
+    return True
+
+
+def attn_total(alpha: Tensor, w: Tensor, causal: bool = False) -> Tensor:
+    """Sum over sources of the attention terms: (..., H, n_q, n), (..., n, H, d) -> (..., n_q, d), one GEMM
+    (causal: one per block of query rows, over the sources up to the block's last row)."""
     a = alpha.movedim(-3, -1)  # (..., n_q, n, H)
-    return a.reshape(*a.shape[:-2], -1) @ w.reshape(*w.shape[:-3], -1, w.shape[-1])
+    if not causal:
+        return a.reshape(*a.shape[:-2], -1) @ w.reshape(*w.shape[:-3], -1, w.shape[-1])
+    n = a.shape[-2]
+    out = w.new_empty(*a.shape[:-2], w.shape[-1])
+    for s in range(0, n, BLOCK_ROWS):
+        e = min(n, s + BLOCK_ROWS)
+        blk = a[..., s:e, :e, :]
+        out[..., s:e, :] = blk.reshape(*blk.shape[:-2], -1) @ w[..., :e, :, :].reshape(*w.shape[:-3], -1, w.shape[-1])
+    return out
 
 
 def attn_self(alpha: Tensor, w: Tensor) -> Tensor:
@@ -93,7 +120,7 @@ def attn_self(alpha: Tensor, w: Tensor) -> Tensor:
     return (diag.transpose(-1, -2).unsqueeze(-2) @ w).squeeze(-2)
 
 
-def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
+def gram_norms(alpha: Tensor, mw: Tensor, causal: bool = False) -> Tensor:
     """Norms of ``sum_h alpha[h,i,j] mw[j,h]`` for all (i, j) through per-source H x H Gram matrices.
 
     ``||sum_h a_h v_h||^2 = a^T G a`` with ``G[h,h'] = <v_h, v_h'>``: O(n H^2 d + n^2 H^2) instead of
@@ -103,12 +130,26 @@ def gram_norms(alpha: Tensor, mw: Tensor) -> Tensor:
     Args:
         alpha: (..., H, n_q, n) probabilities (rows may be a chunk of queries).
         mw: (..., n, H, d) per-source per-head vectors, already mapped by any linear map M.
+        causal: alpha is causal (n_q == n): each block of sources pairs only with the queries at or
+            after it; the norms of the other pairs are exact zeros.
     Returns:
         (..., n_q, n) norms.
     """
     mwf = mw.float()
     g = mwf @ mwf.transpose(-1, -2)  # (..., n, H, H)
-    af = alpha.float().movedim(-3, -1).transpose(-3, -2).contiguous()  # (..., n, n_q, H)
-    tmp = af @ g  # (..., n, n_q, H): tmp[j, i, g] = sum_h alpha[h, i, j] G_j[h, g]
-    sq = (tmp * af).sum(-1)  # (..., n, n_q)
+    if causal:
+        n = alpha.shape[-1]
+        out = torch.zeros(*alpha.shape[:-3], n, n, dtype=torch.float32, device=alpha.device)
+        for s in range(0, n, BLOCK_ROWS):
+            e = min(n, s + BLOCK_ROWS)
+            out[..., s:, s:e] = _gram_block(alpha[..., s:, s:e], g[..., s:e, :, :])
+        return out
+    return _gram_block(alpha, g)
+
+
+def _gram_block(alpha: Tensor, g: Tensor) -> Tensor:
+    """Norms for the queries and sources of ``alpha`` (..., H, n_q, n_s) with the sources' Gram matrices."""
+    af = alpha.float().movedim(-3, -1).transpose(-3, -2).contiguous()  # (..., n_s, n_q, H)
+    tmp = af @ g  # (..., n_s, n_q, H): tmp[j, i, g] = sum_h alpha[h, i, j] G_j[h, g]
+    sq = (tmp * af).sum(-1)  # (..., n_s, n_q)
     return sq.clamp_min(0).sqrt().transpose(-1, -2).contiguous()

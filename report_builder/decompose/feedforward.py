@@ -132,18 +132,43 @@ class FFWeights:
     def d_ff(self) -> int:
         return self.w2.shape[0]
 
+    def first(self) -> Tensor:
+        """The first projection's weight: W1 (d, d'), or for a gated FF ``[W_gate | W_up]`` (d, 2 d') in
+        the weights' own memory order, so both projections are one GEMM (each column of a GEMM is
+        computed as it is alone: the same numbers, bit for bit). Built on each call (not kept beside
+        the model's weights)."""
+        if not self.gated:
+            return self.w1
+        return torch.cat([self.w_gate.T, self.w_up.T]).T if self.w_gate.stride(0) == 1 else \
+            torch.cat([self.w_gate, self.w_up], dim=1)
+
+    def project(self, u: Tensor, bias: bool = True, w: Tensor | None = None) -> Tensor:
+        """First projection(s) of ``u`` (..., d): element-wise ``u W1 (+ b1)`` (..., d'); gated
+        ``[u W_gate (+ b_gate) | u W_up (+ b_up)]`` (..., 2 d'). ``w``: `first`, when already built.
+        One row is a GEMV, whose numbers depend on the width: a gated one projects it twice."""
+        if self.gated and u.numel() == u.shape[-1]:
+            p = torch.cat([u @ self.w_gate, u @ self.w_up], dim=-1)
+        else:
+            p = u @ (self.first() if w is None else w)
+        if not bias:
+            return p
+        b = (self.b_gate, self.b_up) if self.gated else (self.b1,)
+        if all(t is None for t in b):
+            return p + 0  # as ``u @ W + 0`` always did (a -0.0 becomes 0.0)
+        z = torch.zeros(self.d_ff, dtype=p.dtype, device=p.device)
+        return p + torch.cat([z if t is None else t for t in b])
+
+    def output(self, pre: Tensor) -> Tensor:
+        """The FF output from the first projection(s) ``pre`` (`project` with biases)."""
+        act = activation(self.act)
+        h = act(pre[..., :self.d_ff]) * pre[..., self.d_ff:] if self.gated else act(pre)
+        out = h @ self.w2
+        return out + self.b2 if self.b2 is not None else out
+
 
 def ff_forward(fw: FFWeights, u: Tensor) -> Tensor:
     """The ordinary FF output for inputs u (..., d)."""
-    act = activation(fw.act)
-    if fw.gated:
-        a = u @ fw.w_gate + (fw.b_gate if fw.b_gate is not None else 0)
-        b = u @ fw.w_up + (fw.b_up if fw.b_up is not None else 0)
-        h = act(a) * b
-    else:
-        h = act(u @ fw.w1 + (fw.b1 if fw.b1 is not None else 0))
-    out = h @ fw.w2
-    return out + fw.b2 if fw.b2 is not None else out
+    return fw.output(fw.project(u))
 
 
 # ---------------------------------------------------------------- element-wise IG
@@ -193,10 +218,15 @@ def _quad(f: Callable[[Tensor], Tensor], af: Tensor, ts, ws) -> Tensor:
     t_all = torch.as_tensor(ts, dtype=af.dtype, device=af.device)
     w_all = torch.as_tensor(ws, dtype=af.dtype, device=af.device)
     step = max(1, (8 << 20) // max(af.numel(), 1))
+    g = _IN_PLACE.get(f, f)  # the path points are a fresh tensor: an activation may overwrite it
     for k in range(0, len(ts), step):
         t, w = t_all[k:k + step].view(-1, 1), w_all[k:k + step]
-        out += w @ f(flat * t)  # the weighted node sum as one GEMV
+        out += w @ g(flat * t)  # the weighted node sum as one GEMV
     return out.view(af.shape)
+
+
+_IN_PLACE: dict[Callable, Callable] = {_silu: lambda x: torch.nn.functional.silu(x, inplace=True), _relu: torch.relu_}
+"""In-place forms of activations, the same numbers bit for bit: one large temporary fewer per node batch."""
 
 
 def _panels(a_abs: Tensor, span: float) -> Tensor:
@@ -218,9 +248,14 @@ def _adaptive_quad(f: Callable[[Tensor], Tensor], a: Tensor, nodes: int, span: f
     element-wise composite Gauss-Legendre rule: elements are grouped by their panel count
     (`_panels`), each group evaluated as one tensor op per node batch. Deterministic: the rule an
     element gets depends on its own value only."""
-    out = torch.empty_like(a)
     panels = _panels(a.abs(), span)
-    for p in torch.unique(panels).tolist():
+    lo, hi = (float(v) for v in torch.aminmax(panels)) if panels.numel() else (1.0, 1.0)
+    if lo == hi:  # one rule for all (the usual |A| <= 4): no selection needed
+        ts, ws = _gl_rule(nodes, int(lo))
+        return _quad(f, a, ts, ws * ts if weight_t else ws)
+    counts = torch.unique(panels).tolist()
+    out = torch.empty_like(a)
+    for p in counts:
         sel = panels == p
         ts, ws = _gl_rule(nodes, int(p))
         if weight_t:

@@ -19,6 +19,7 @@ from torch import Tensor
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult, LayerWeights, relative_error
 from report_builder.decompose.layouts import parallel, post_pre, sandwich
+from report_builder.decompose.layouts.common import resolve_causal
 from report_builder.schema import K21_METHODS, PARALLEL, POST_LN, PRE_LN, SANDWICH, Layout
 
 
@@ -27,10 +28,12 @@ class LayoutMaths:
     """How one layout is decomposed.
 
     Attributes:
-        one: ``(lw, x (n, d), alpha (H, n, n), want, *, ratios, extras, ig, chunk_rows, budget_bytes)``
-            -> `LayerResult` of one unpadded sequence (errors not yet recorded).
+        one: ``(lw, x (n, d), alpha (H, n, n), want, *, ratios, extras, ig, chunk_rows, budget_bytes, causal)``
+            -> `LayerResult` of one unpadded sequence (errors not yet recorded); ``causal``: alpha is
+            causal, so the n^2 steps may cover the pairs j <= i only.
         batch: the same for a right-padded batch, with the real ``lengths`` after alpha, -> one result
-            per sequence; None: the batch runs one sequence at a time through ``one``.
+            per sequence (``causal`` as given: None is resolved after the pads are masked); None: the
+            batch runs one sequence at a time through ``one``.
     """
 
     one: Callable[..., LayerResult]
@@ -81,6 +84,7 @@ def decompose_layer(
     ig: IGOptions = IGOptions(),
     chunk_rows: int | None = None,
     budget_bytes: int = 512 << 20,
+    causal: bool | None = None,
 ) -> LayerResult:
     """Decompose one layer for one (unpadded) sequence.
 
@@ -95,12 +99,16 @@ def decompose_layer(
         extras: also return FF output, residual and the norm-after-FF quantities (K24 RES/LN analyses).
         ig: IG options (closed form by default).
         chunk_rows: query rows per chunk of the FF step (default: from ``budget_bytes``).
+        causal: None (default) finds out whether ``alpha`` is causal (every probability above the
+            diagonal exactly zero): then every n^2 step covers only the pairs j <= i (SPEC §8), and
+            the maps hold exact zeros for j > i, as the full computation gives them. False computes
+            every pair (the bench's side-by-side baseline); True requires a causal ``alpha``.
     Returns:
         A `LayerResult`.
     """
     maths = _maths(lw)
     res = maths.one(lw, x, alpha, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig, chunk_rows=chunk_rows,
-                    budget_bytes=budget_bytes)
+                    budget_bytes=budget_bytes, causal=resolve_causal(alpha, causal))
     _record_errors(res, refs)
     return res
 
@@ -118,6 +126,7 @@ def decompose_batch(
     ig: IGOptions = IGOptions(),
     chunk_rows: int | None = None,
     budget_bytes: int = 512 << 20,
+    causal: bool | None = None,
 ) -> list[LayerResult]:
     """Decompose one layer for a right-padded batch at once (one set of GEMMs for all sequences).
 
@@ -136,10 +145,10 @@ def decompose_batch(
     if maths.batch is None:
         return [decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
                                 refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
-                                chunk_rows=chunk_rows, budget_bytes=budget_bytes)
+                                chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal)
                 for b, n in enumerate(lengths)]
     out = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
-                      chunk_rows=chunk_rows, budget_bytes=budget_bytes)
+                      chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal)
     for b, (r, n) in enumerate(zip(out, lengths)):
         _record_errors(r, None if refs is None else {k: t[b, :n] for k, t in refs.items()})
     return out

@@ -1,15 +1,29 @@
-"""Building blocks shared by the layouts' mathematics: float32 norms, context-mixing ratios, the
-diagonal of a source-major chunk, and K21's weight-based maps.
+"""Building blocks shared by the layouts' mathematics: whether to skip the pairs j > i, float32 norms,
+context-mixing ratios, the diagonal of a source-major chunk or tile, and K21's weight-based maps.
 
-Pitfall: `src_diag` returns a *view*; the layouts add the residual (diagonal) term through it in
-place, so the chunk must be contiguous in its source-major order ``(..., n_src, c, D)``.
+Pitfall: `add_diag` adds the residual (diagonal) term through a *view*, in place, so the chunk or tile
+must be contiguous in its source-major order ``(..., n_src, c, D)``.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
+from report_builder.decompose.attention import is_causal
 from report_builder.decompose.layer import LayerResult
+
+
+def resolve_causal(alpha: Tensor, causal: bool | None) -> bool:
+    """Whether the n^2 steps may cover the pairs j <= i only. None: whether ``alpha`` is causal
+    (`attention.is_causal`); True: required (a ValueError when a probability above the diagonal is not
+    zero); False: every pair, as for a bidirectional model."""
+    if causal is False:
+        return False
+    found = is_causal(alpha)
+    if causal and not found:
+        raise ValueError("causal=True, but the attention probabilities are not causal (a probability "
+                         "above the diagonal is not zero)")
+    return found
 
 
 def norm32(t: Tensor) -> Tensor:
@@ -24,11 +38,15 @@ def ratio(ctx: Tensor, self_: Tensor) -> Tensor:
     return c / (c + s).clamp_min(1e-30)
 
 
-def src_diag(t: Tensor, start: int) -> Tensor:
-    """View of the diagonal terms of a source-major chunk: t (..., n, c, D) holds query rows
-    ``start .. start + c``; returns the (..., D, c) view of ``t[..., start + k, k, :]``."""
-    c = t.shape[-2]
-    return torch.diagonal(t[..., start:start + c, :, :], dim1=-3, dim2=-2)
+def add_diag(t: Tensor, j0: int, start: int, vals: Tensor) -> None:
+    """Add ``vals`` (..., c, D) to the diagonal terms ``j = i`` of a source-major tile, in place: t (..., S,
+    c, D) holds sources ``j0 .. j0 + S`` of query rows ``start .. start + c``."""
+    S, c = t.shape[-3], t.shape[-2]
+    lo, hi = max(j0, start), min(j0 + S, start + c)
+    if hi <= lo:
+        return
+    view = torch.diagonal(t[..., lo - j0:hi - j0, lo - start:hi - start, :], dim1=-3, dim2=-2)
+    view.add_(vals[..., lo - start:hi - start, :].transpose(-1, -2))
 
 
 def k21_weight_maps(res: LayerResult, alpha: Tensor, want: set, ratios: bool) -> None:

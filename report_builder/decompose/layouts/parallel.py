@@ -25,16 +25,17 @@ from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
 
 
 def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, ratios: bool, extras: bool,
-                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
-    """Parallel layer, x (n, d), alpha (H, n, n): every map through the Gram identity; FF only changes
-    the diagonal. ``ig``, ``chunk_rows`` and ``budget_bytes`` are not used (FF is not decomposed)."""
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool = False) -> LayerResult:
+    """Parallel layer, x (n, d), alpha (H, n, n): every map through the Gram identity (causal: over the
+    pairs j <= i only); FF only changes the diagonal. ``ig``, ``chunk_rows`` and ``budget_bytes`` are
+    not used (FF is not decomposed)."""
     n, d = x.shape
     res = LayerResult()
     y1 = apply_norm(lw.ln1, x)  # N1(x_j) depends on x_j alone: attributed wholly to j
     res.sums["LN1"] = y1
     w = value_vectors(lw.attn, y1)
     b_o = output_bias(lw.attn, d, x)
-    total = attn_total(alpha, w)
+    total = attn_total(alpha, w, causal)
     res.sums["ATTN"] = total + b_o
     atb = total + b_o + x
     res.sums["ATB"] = atb
@@ -49,7 +50,7 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
     k21_weight_maps(res, alpha, want, ratios)
     self_attn = attn_self(alpha, w)
     if want & {"ATTN-N", "ATTNRES-N", "ATB", "ATBPFF", "ATTNRESLN-N"}:
-        g = gram_norms(alpha, w)
+        g = gram_norms(alpha, w, causal)
         if "ATTN-N" in want:
             res.maps["ATTN-N"] = g.clone()
         for key, diag in (("ATB", self_attn + x), ("ATBPFF", self_attn + x + ff)):

@@ -21,23 +21,25 @@ from torch import Tensor
 from report_builder.decompose.attention import (
     attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
 )
-from report_builder.decompose.chunks import default_chunk_rows
-from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, ff_forward, gated_integrals
+from report_builder.decompose.chunks import ff_tiles
+from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, gated_integrals
 from report_builder.decompose.layer import LayerResult, LayerWeights
-from report_builder.decompose.layouts.common import norm32, ratio, src_diag
+from report_builder.decompose.layouts.common import add_diag, norm32, ratio, resolve_causal
 from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
 
 
 def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], *, ratios: bool, extras: bool,
-                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool) -> LayerResult:
     """One (unpadded) sequence, x (n, d), alpha (H, n, n): the batched mathematics on a batch of one."""
     n = x.shape[0]
-    full = _decompose(lw, x.unsqueeze(0), alpha.unsqueeze(0), want, ratios, extras, ig, chunk_rows, budget_bytes)
+    full = _decompose(lw, x.unsqueeze(0), alpha.unsqueeze(0), want, ratios, extras, ig, chunk_rows, budget_bytes,
+                      causal)
     return _take(full, 0, n)
 
 
 def decompose_batch(lw: LayerWeights, x: Tensor, alpha: Tensor, lengths: list[int], want: set[str], *, ratios: bool,
-                    extras: bool, ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> list[LayerResult]:
+                    extras: bool, ig: IGOptions, chunk_rows: int | None, budget_bytes: int,
+                    causal: bool | None) -> list[LayerResult]:
     """A right-padded batch, x (B, n_max, d), alpha (B, H, n_max, n_max): one result per sequence over
     its real tokens. Pads are masked exactly (their inputs and probabilities, as queries and as keys,
     are zeroed), so every term a real token receives from a pad is an exact zero."""
@@ -46,7 +48,7 @@ def decompose_batch(lw: LayerWeights, x: Tensor, alpha: Tensor, lengths: list[in
     keep = real.to(x.dtype)
     x = x * keep[..., None]
     alpha = alpha * (keep[:, None, :, None] * keep[:, None, None, :]).to(alpha.dtype)
-    full = _decompose(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes)
+    full = _decompose(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes, resolve_causal(alpha, causal))
     return [_take(full, b, n) for b, n in enumerate(lengths)]
 
 
@@ -62,9 +64,10 @@ def _take(full: LayerResult, b: int, n: int) -> LayerResult:
 
 
 def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratios: bool, extras: bool,
-               ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+               ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool) -> LayerResult:
     """The layer's mathematics on a batch: x (B, n, d), alpha (B, H, n, n); results keep the batch
-    dimension ((B, n, n) maps, (B, n) ratios, (B, n, d) sums; token-independent bias terms (d,))."""
+    dimension ((B, n, n) maps, (B, n) ratios, (B, n, d) sums; token-independent bias terms (d,)).
+    ``causal``: alpha is causal, every n^2 step covers only the pairs j <= i."""
     lay = lw.layout
     post = not lay.norm_first  # the mathematics below serves the two layouts of `schema.LAYOUTS`
     B, n, d = x.shape
@@ -80,7 +83,7 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
         res.bias["LN1"] = x.new_zeros(d)
     w = value_vectors(aw, y)  # (B, n, H, d)
     b_o = output_bias(aw, d, x)
-    total = attn_total(alpha, w)
+    total = attn_total(alpha, w, causal)
     res.sums["ATTN"] = total + b_o
     xres = total + b_o + x  # ATTN + RES: post LN1 input, pre x'
     res.sums[lay.attn_res] = xres
@@ -111,7 +114,7 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
         res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
     # pre-LN: the ATTN + RES check point is also a K24 scope (ATB); post-LN: it is not (ATTNRES)
     attn_res_map = lay.attn_res in lay.scopes and lay.attn_res in want
-    g_w = gram_norms(alpha, w) if want & {"ATTN-N", "ATTNRES-N"} or attn_res_map else None
+    g_w = gram_norms(alpha, w, causal) if want & {"ATTN-N", "ATTNRES-N"} or attn_res_map else None
     if "ATTN-N" in want:
         res.maps["ATTN-N"] = g_w
     if want & {"ATTNRES-N"} or attn_res_map:
@@ -122,7 +125,7 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
         if attn_res_map:
             res.maps[lay.attn_res] = m
     if want & {"ATTNRESLN-N", ln_scope}:
-        m = gram_norms(alpha, mw) / s.float()
+        m = gram_norms(alpha, mw, causal) / s.float()
         m.diagonal(dim1=-2, dim2=-1).copy_(norm32(norm_linear(nrm, self_attn + x) / s))
         for k in ("ATTNRESLN-N", ln_scope):
             if k in want:
@@ -144,40 +147,63 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
     # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
     ff_wanted = bool(want & ff_scopes) or extras
     if ff_wanted:
-        _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras)
+        _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras,
+                 causal)
     return res
 
 
-def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras):
-    """Decompose FF (through the heads), FF+RES and (post-LN) LN2, chunked over query rows."""
+def _into(acc: Tensor, start: int, stop: int, part: Tensor, first: bool) -> None:
+    """A chunk's sum over its sources: the first tile's sum written, a later tile's added."""
+    if first:
+        acc[:, start:stop] = part
+    else:
+        acc[:, start:stop] += part
+
+
+def _ff_terms(fw: FFWeights, a_s: Tensor, u: Tensor, ux: Tensor, g1: Tensor, g2: Tensor | None, j0: int,
+              start: int) -> Tensor:
+    """FF output terms (B, S, c, d) of one tile: sources ``j0 ..`` of query rows ``start ..``.
+
+    ``a_s`` (B, S, c, H): the tile's probabilities, rows scaled by 1/s_i; ``u`` (B, S, H, k d'): the
+    sources' head vectors through the first projection(s); ``ux`` (B, c, k d'): the rows' residual
+    vectors through them, scaled; ``g1``, ``g2``: the rows' IG factors (element-wise: kappa; gated:
+    I1, I2). Gated: gate and up terms come from one GEMM over the source token, the hidden terms
+    overwrite the gate half in place and feed the second matmul as a strided 2-D view.
+    """
+    p = a_s @ u  # (B, S, c, k d')
+    add_diag(p, j0, start, ux)
+    B, S, c = p.shape[:3]
+    if fw.gated:
+        dff = fw.d_ff
+        p[..., :dff].mul_(g1).addcmul_(p[..., dff:], g2)
+        return torch.mm(p.view(B * S * c, 2 * dff)[:, :dff], fw.w2).view(B, S, c, -1)  # the n^2 d d' part
+    return p.mul_(g1) @ fw.w2  # the n^2 d d' part
+
+
+def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras, causal):
+    """Decompose FF (through the heads), FF+RES and (post-LN) LN2, chunked over query rows (causal:
+    each chunk over its source prefix only; the maps are exact zeros beyond it)."""
     B, n, d = x.shape
     fw: FFWeights = lw.ff
     dff = fw.d_ff
     sf = s  # (B, n, 1)
+    w1 = fw.first()  # (d, d'), gated [W_gate | W_up] (d, 2 d'): both projections in one GEMM
+    pre_tot = fw.project(xin, w=w1)  # the real FF input's pre-activations (biases included)
+    pre_bias = fw.project(n_bias, w=w1)  # the bias term's
     if fw.gated:
-        ua = mw @ fw.w_gate  # (n, H, d')
-        ub = mw @ fw.w_up
-        uxa, uxb = mx @ fw.w_gate, mx @ fw.w_up
-        bias_a = n_bias @ fw.w_gate + (fw.b_gate if fw.b_gate is not None else 0)
-        bias_b = n_bias @ fw.w_up + (fw.b_up if fw.b_up is not None else 0)
-        a_tot = xin @ fw.w_gate + (fw.b_gate if fw.b_gate is not None else 0)
-        b_tot = xin @ fw.w_up + (fw.b_up if fw.b_up is not None else 0)
-        i1, i2 = gated_integrals(fw.act, a_tot, b_tot, ig)
-        ff_bias_hidden = bias_a * i1 + bias_b * i2
-        uab = torch.cat([ua, ub], dim=-1)  # (B, n, H, 2 d')
-        uxab = torch.cat([uxa, uxb], dim=-1)
-        del ua, ub
+        uab = fw.project(mw, False, w1)  # (B, n, H, 2 d')
+        uxab = fw.project(mx, False, w1)
+        i1, i2 = gated_integrals(fw.act, pre_tot[..., :dff], pre_tot[..., dff:], ig)
+        ff_bias_hidden = pre_bias[..., :dff] * i1 + pre_bias[..., dff:] * i2
     else:
-        u = mw @ fw.w1
-        ux = mx @ fw.w1
-        bias_p = n_bias @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
-        p_tot = xin @ fw.w1 + (fw.b1 if fw.b1 is not None else 0)
-        kappa, g0 = elementwise_kappa(fw.act, p_tot, ig)
-        ff_bias_hidden = bias_p * kappa + g0
+        u = fw.project(mw, False, w1)
+        ux = fw.project(mx, False, w1)
+        kappa, g0 = elementwise_kappa(fw.act, pre_tot, ig)
+        ff_bias_hidden = pre_bias * kappa + g0
     ff_bias = ff_bias_hidden @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
     res_bias = n_bias if post else output_bias(lw.attn, d, x).expand(B, n, d)
 
-    ff_total = ff_forward(fw, xin)  # the un-decomposed FF output: fixes the following norm's scale
+    ff_total = fw.output(pre_tot)  # the un-decomposed FF output: fixes the following norm's scale
     lay = lw.layout
     resid = xin if post else res.sums[lay.attn_res]
     after_res = resid + ff_total
@@ -186,61 +212,55 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
         beta2 = lw.ln2.bias if lw.ln2.bias is not None else torch.zeros(d, device=x.device, dtype=x.dtype)
 
     ff_name, ffres_name, ln2_name = lay.ff_after, lay.scope_after("RES"), lay.whole_layer
-    maps_ff = torch.empty(B, n, n, dtype=torch.float32, device=x.device) if ff_name in want else None
-    maps_ffres = torch.empty(B, n, n, dtype=torch.float32, device=x.device) if ffres_name in want else None
-    maps_ln2 = torch.empty(B, n, n, dtype=torch.float32, device=x.device) if post and ln2_name in want else None
+    new_map = torch.zeros if causal else torch.empty  # causal: the pairs j > i are never written
+    maps_ff = new_map(B, n, n, dtype=torch.float32, device=x.device) if ff_name in want else None
+    maps_ffres = new_map(B, n, n, dtype=torch.float32, device=x.device) if ffres_name in want else None
+    maps_ln2 = new_map(B, n, n, dtype=torch.float32, device=x.device) if post and ln2_name in want else None
     sum_ff = torch.zeros(B, n, d, dtype=x.dtype, device=x.device)
     sum_ffres = torch.zeros_like(sum_ff)
 
-    c = chunk_rows or default_chunk_rows(n, d, fw.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size(),
-                                        gated=fw.gated, batch=B)
+    c, tile = (chunk_rows, n) if chunk_rows else ff_tiles(n, d, fw.d_ff, budget_bytes=budget_bytes,
+                                                          itemsize=x.element_size(), gated=fw.gated, batch=B)
     inv_all = 1.0 / sf  # (B, n, 1)
     # Chunks are source-major, (n_src, c, .): every head-sum is one batched GEMM over the source
     # token, the FF second matmul is one (n c, d') x (d', d) GEMM, and the diagonal (residual) terms
-    # are a strided view. 1/s_i is folded into the chunk's attention rows once.
+    # are a strided view. 1/s_i is folded into the chunk's attention rows once. Long sequences cut a
+    # chunk's sources into tiles (`chunks.ff_tiles`); their partial sums add up in source order.
     for start in range(0, n, c):
         stop = min(n, start + c)
-        cc = stop - start
-        a_c = alpha[:, :, start:stop]  # (B, H, c, n)
+        m = stop if causal else n  # the sources these rows read
+        a_c = alpha[:, :, start:stop, :m]  # (B, H, c, m)
         inv = inv_all[:, start:stop]  # (B, c, 1)
-        # (B, n, c, H), rows scaled by 1/s_i
+        # (B, m, c, H), rows scaled by 1/s_i
         a_s = (a_c * inv.unsqueeze(1)).permute(0, 3, 2, 1).contiguous()
-        if fw.gated:
-            # gate and up terms in one GEMM over the source token: (B, n, c, 2 d'); the hidden terms
-            # overwrite the gate half in place and feed the second matmul as a strided 2-D view
-            pab = a_s @ uab
-            src_diag(pab, start).add_((uxab[:, start:stop] * inv).transpose(-1, -2))
-            hidden = pab[..., :dff].mul_(i1[:, None, start:stop]).addcmul_(pab[..., dff:], i2[:, None, start:stop])
-            f = torch.mm(pab.view(B * n * cc, 2 * dff)[:, :dff], fw.w2).view(B, n, cc, d)  # the n^2 d d' part
-            del pab, hidden
-        else:
-            p = a_s @ u  # (B, n, c, d')
-            src_diag(p, start).add_((ux[:, start:stop] * inv).transpose(-1, -2))
-            hidden = p.mul_(kappa[:, None, start:stop])
-            f = hidden @ fw.w2  # (B, n, c, d): the n^2 d d' part
-            del hidden
-        sum_ff[:, start:stop] = f.sum(1)
-        if maps_ff is not None:
-            maps_ff[:, start:stop] = norm32(f).transpose(-1, -2)
-        # residual terms: post = ATB terms (normalised), pre = ATTN + RES terms
-        if post:
-            r = a_s @ mw
-            src_diag(r, start).add_((mx[:, start:stop] * inv).transpose(-1, -2))
-        else:
-            r = attn_terms_src(a_c, w)
-            src_diag(r, start).add_(x[:, start:stop].transpose(-1, -2))
-        t = f.add_(r)
-        del r
-        sum_ffres[:, start:stop] = t.sum(1)
-        if maps_ffres is not None:
-            maps_ffres[:, start:stop] = norm32(t).transpose(-1, -2)
-        if maps_ln2 is not None:
-            # ||M(t)|| / s2_i with M = LN2's linear part, in place on t (no longer needed)
-            if lw.ln2.kind != "RMSNorm":
-                t.sub_(t.mean(-1, keepdim=True))
-            t.mul_(lw.ln2.weight)
-            maps_ln2[:, start:stop] = norm32(t).transpose(-1, -2) / s2[:, start:stop].float()
-        del t
+        for j0 in range(0, m, tile):
+            j1 = min(m, j0 + tile)
+            first = j0 == 0
+            f = _ff_terms(fw, a_s[:, j0:j1], uab[:, j0:j1] if fw.gated else u[:, j0:j1],
+                          (uxab if fw.gated else ux)[:, start:stop] * inv, i1[:, None, start:stop] if fw.gated
+                          else kappa[:, None, start:stop], i2[:, None, start:stop] if fw.gated else None, j0, start)
+            _into(sum_ff, start, stop, f.sum(1), first)
+            if maps_ff is not None:
+                maps_ff[:, start:stop, j0:j1] = norm32(f).transpose(-1, -2)
+            # residual terms: post = ATB terms (normalised), pre = ATTN + RES terms
+            if post:
+                r = a_s[:, j0:j1] @ mw[:, j0:j1]
+                add_diag(r, j0, start, mx[:, start:stop] * inv)
+            else:
+                r = attn_terms_src(a_c[..., j0:j1], w[:, j0:j1])
+                add_diag(r, j0, start, x[:, start:stop])
+            t = f.add_(r)
+            del r
+            _into(sum_ffres, start, stop, t.sum(1), first)
+            if maps_ffres is not None:
+                maps_ffres[:, start:stop, j0:j1] = norm32(t).transpose(-1, -2)
+            if maps_ln2 is not None:
+                # ||M(t)|| / s2_i with M = LN2's linear part, in place on t (no longer needed)
+                if lw.ln2.kind != "RMSNorm":
+                    t.sub_(t.mean(-1, keepdim=True))
+                t.mul_(lw.ln2.weight)
+                maps_ln2[:, start:stop, j0:j1] = norm32(t).transpose(-1, -2) / s2[:, start:stop].float()
+            del t
     if post:
         # LN2 is linear with its scale frozen: the sum of its terms is M(sum of FFRES terms) / s2
         sum_ln2 = norm_linear(lw.ln2, sum_ffres) / s2

@@ -19,10 +19,10 @@ from torch import Tensor
 from report_builder.decompose.attention import (
     attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
 )
-from report_builder.decompose.chunks import default_chunk_rows
+from report_builder.decompose.chunks import ff_tiles
 from report_builder.decompose.feedforward import IGOptions, elementwise_kappa, ff_forward, gated_integrals
 from report_builder.decompose.layer import LayerResult, LayerWeights
-from report_builder.decompose.layouts.common import k21_weight_maps, norm32, ratio, src_diag
+from report_builder.decompose.layouts.common import add_diag, k21_weight_maps, norm32, ratio
 from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
 
 
@@ -72,26 +72,35 @@ class _HeadFF:
             hb = (ub @ fw.w1 + b1) * self.kappa + g0
         self.bias = hb @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
 
-    def rows(self, alpha: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
-        """FF output terms (n, c, d) of query rows ``start:stop`` and their bias (c, d)."""
-        a_s = (alpha[:, start:stop] * self.inv[start:stop].unsqueeze(0)).permute(2, 1, 0).contiguous()
+    def terms(self, alpha: Tensor, start: int, stop: int, j0: int, j1: int) -> Tensor:
+        """FF output terms (S, c, d) of query rows ``start:stop`` from the sources ``j0:j1`` (their bias
+        is ``self.bias[start:stop]``)."""
+        a_s = (alpha[:, start:stop, j0:j1] * self.inv[start:stop].unsqueeze(0)).permute(2, 1, 0).contiguous()
         ps = []
         for u, ux in zip(self.u, self.ux):
-            p = torch.bmm(a_s, u)  # (n, c, d')
-            src_diag(p, start).add_((ux[start:stop] * self.inv_x[start:stop]).T)
+            p = torch.bmm(a_s, u[j0:j1])  # (S, c, d')
+            add_diag(p, j0, start, ux[start:stop] * self.inv_x[start:stop])
             ps.append(p)
         if self.fw.gated:
             hidden = ps[0].mul_(self.i1[start:stop]).addcmul_(ps[1], self.i2[start:stop])
         else:
             hidden = ps[0].mul_(self.kappa[start:stop])
         del ps
-        return hidden @ self.fw.w2, self.bias[start:stop]
+        return hidden @ self.fw.w2
+
+
+def _add(part: dict, key: str, v: Tensor) -> None:
+    """A chunk's sum over its sources: the first tile's sum kept, a later tile's added."""
+    if key in part:
+        part[key] += v
+    else:
+        part[key] = v
 
 
 def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, ratios: bool, extras: bool,
-                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int) -> LayerResult:
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool = False) -> LayerResult:
     """Sandwich layer, x (n, d), alpha (H, n, n): attention-side quantities in closed form, the maps by
-    query-row chunks."""
+    query-row chunks (causal: each over its source prefix only)."""
     n, d = x.shape
     res = LayerResult()
     n_pa, n_pf, n_po = lw.post_attn_norm, lw.ln2, lw.post_ff_norm
@@ -99,7 +108,7 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
     res.sums["LN1"] = y
     w = value_vectors(lw.attn, y)
     b_o = output_bias(lw.attn, d, x)
-    total = attn_total(alpha, w)
+    total = attn_total(alpha, w, causal)
     a_real = total + b_o
     res.sums["ATTN"] = a_real
     s_pa = norm_scale(n_pa, a_real)  # (n, 1)
@@ -122,7 +131,7 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
         res.ratios["ATTNRES-N"] = ratio(ctx_atb, self_atb)
         res.ratios["ATTNRESLN-N"] = ratio(norm_linear(n_pf, ctx_atb), norm_linear(n_pf, self_atb))
     if "ATTN-N" in want:
-        res.maps["ATTN-N"] = gram_norms(alpha, w)
+        res.maps["ATTN-N"] = gram_norms(alpha, w, causal)
 
     ff_scopes = set(lw.scopes[2:])
     need_ff = bool(want & ff_scopes) or extras
@@ -130,7 +139,8 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
     if not need_loop:
         return res
     sc = lw.scopes
-    mp = {k: torch.empty(n, n, dtype=torch.float32, device=x.device)
+    new_map = torch.zeros if causal else torch.empty  # causal: the pairs j > i are never written
+    mp = {k: new_map(n, n, dtype=torch.float32, device=x.device)
           for k in set(sc) | {"ATTNRES-N", "ATTNRESLN-N"} if k in want}
     acc = {k: torch.empty(n, d, dtype=x.dtype, device=x.device) for k in sc[2:]} if need_ff else {}
     bias = {k: torch.empty(n, d, dtype=x.dtype, device=x.device) for k in sc[2:]} if need_ff else {}
@@ -138,43 +148,54 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
         ff_real = ff_forward(lw.ff, ffin)
         s_po = norm_scale(n_po, ff_real)
         head_ff = _HeadFF(lw, x, w, s_pa, s_pf, ffin, res.bias["ATBLN"], ig)
-    c = chunk_rows or default_chunk_rows(n, d, lw.ff.d_ff, budget_bytes=budget_bytes, itemsize=x.element_size())
+    # one row's terms over every source held per chunk, as before gated FFs had one GEMM (gated=False)
+    c, tile = (chunk_rows, n) if chunk_rows else ff_tiles(n, d, lw.ff.d_ff, budget_bytes=budget_bytes,
+                                                          itemsize=x.element_size())
     for start in range(0, n, c):
         stop = min(n, start + c)
         rows = slice(start, stop)
-        t = _norm_terms(n_pa, attn_terms_src(alpha[:, rows], w), s_pa[rows])  # (n, c, d) N_pa(ATTN) terms
+        m = stop if causal else n  # the sources these rows read; long sequences: in tiles
         tb = _norm_bias(n_pa, b_o.expand(stop - start, d), s_pa[rows])
-        src_diag(t, start).add_(x[rows].T)  # RES: x_i to the j = i term
-        if "ATB" in mp:
-            mp["ATB"][rows] = norm32(t).T
-        if "ATTNRES-N" in mp:
-            mp["ATTNRES-N"][rows] = norm32(t).T
-        if want & {"ATBLN", "ATTNRESLN-N"}:
-            u = _norm_terms(n_pf, t, s_pf[rows])
-            for k in ("ATBLN", "ATTNRESLN-N"):
-                if k in mp:
-                    mp[k][rows] = norm32(u).T
-            del u
-        if not need_ff:
-            continue
-        f, fb = head_ff.rows(alpha, start, stop)
-        acc[sc[2]][rows] = f.sum(0) + fb
-        bias[sc[2]][rows] = fb
-        if sc[2] in mp:
-            mp[sc[2]][rows] = norm32(f).T
-        f = _norm_terms(n_po, f, s_po[rows])
-        fb = _norm_bias(n_po, fb, s_po[rows])
-        acc[sc[3]][rows] = f.sum(0) + fb
-        bias[sc[3]][rows] = fb
-        if sc[3] in mp:
-            mp[sc[3]][rows] = norm32(f).T
-        t.add_(f)
-        del f
-        acc[sc[4]][rows] = t.sum(0) + tb + fb
-        bias[sc[4]][rows] = tb + fb
-        if sc[4] in mp:
-            mp[sc[4]][rows] = norm32(t).T
-        del t
+        part: dict[str, Tensor] = {}  # each FF scope's sum over the sources, tile by tile
+        for j0 in range(0, m, tile):
+            cols = slice(j0, min(m, j0 + tile))
+            t = _norm_terms(n_pa, attn_terms_src(alpha[:, rows, cols], w[cols]), s_pa[rows])  # N_pa(ATTN) terms
+            add_diag(t, j0, start, x[rows])  # RES: x_i to the j = i term
+            if "ATB" in mp:
+                mp["ATB"][rows, cols] = norm32(t).T
+            if "ATTNRES-N" in mp:
+                mp["ATTNRES-N"][rows, cols] = norm32(t).T
+            if want & {"ATBLN", "ATTNRESLN-N"}:
+                u = _norm_terms(n_pf, t, s_pf[rows])
+                for k in ("ATBLN", "ATTNRESLN-N"):
+                    if k in mp:
+                        mp[k][rows, cols] = norm32(u).T
+                del u
+            if not need_ff:
+                continue
+            f = head_ff.terms(alpha, start, stop, cols.start, cols.stop)
+            _add(part, sc[2], f.sum(0))
+            if sc[2] in mp:
+                mp[sc[2]][rows, cols] = norm32(f).T
+            f = _norm_terms(n_po, f, s_po[rows])
+            _add(part, sc[3], f.sum(0))
+            if sc[3] in mp:
+                mp[sc[3]][rows, cols] = norm32(f).T
+            t.add_(f)
+            del f
+            _add(part, sc[4], t.sum(0))
+            if sc[4] in mp:
+                mp[sc[4]][rows, cols] = norm32(t).T
+            del t
+        if need_ff:
+            fb = head_ff.bias[rows]
+            acc[sc[2]][rows] = part[sc[2]] + fb
+            bias[sc[2]][rows] = fb
+            fb = _norm_bias(n_po, fb, s_po[rows])
+            acc[sc[3]][rows] = part[sc[3]] + fb
+            bias[sc[3]][rows] = fb
+            acc[sc[4]][rows] = part[sc[4]] + tb + fb
+            bias[sc[4]][rows] = tb + fb
     res.maps.update(mp)
     res.sums.update(acc)
     res.bias.update(bias)
