@@ -286,13 +286,13 @@ def _dispatch_citation(args) -> int | None:
         if args.json:
             print(json.dumps(res.to_dict(), indent=1, default=str))
         elif res.status in ("identical", "different"):
-            print(res.line())
+            _say(res.line())
         if res.status not in ("identical", "different"):
             log.error(res.line())
         return res.exit_code
     if args.cmd == "diff":
         res = api.diff(args.old, args.new)
-        print(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
+        _say(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
         return 0
     return None
 

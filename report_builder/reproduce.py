@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import guard
-from report_builder.errors import ConfigError, DataError, ModelError, UsageError
+from report_builder.errors import ConfigError, DataError, ModelError, UsageError, for_terminal
 from report_builder.site import figure_diff, recipe
 from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
@@ -73,8 +73,8 @@ class Reproduction:
 
     def line(self) -> str:
         """The one-line answer: ``reproduced k21-fig3 3b9d428b72e8: identical`` or why not (values from
-        the recipe with unprintable characters escaped)."""
-        p = figure_diff.printable
+        the recipe with terminal control characters escaped: `errors.for_terminal`)."""
+        p = for_terminal
         if self.status == "identical":
             return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
         if self.status == "different":

@@ -28,6 +28,8 @@ from typing import Any
 
 import pandas as pd
 
+from report_builder.errors import for_terminal
+
 KINDS = ("weights", "data", "parameter", "code", "library", "device")
 """Kinds of input, in the order a difference is reported."""
 
@@ -140,19 +142,13 @@ def _is_config_copy(path: str, fa: dict, fb: dict) -> bool:
 
 def describe_input(row: dict[str, Any]) -> str:
     """One input difference as text: ``weights: models.tiny.fingerprint 2406c4… -> 9b1e0d…``."""
-    return f"{row['kind']}: {printable(row['what'])} {_short(row['old'])} -> {_short(row['new'])}"
-
-
-def printable(text: Any) -> str:
-    """``text`` with every unprintable character (terminal control sequences, line breaks) escaped: the
-    values come from files a user may have downloaded from anywhere."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return f"{row['kind']}: {for_terminal(row['what'])} {_short(row['old'])} -> {_short(row['new'])}"
 
 
 def _short(value: Any, n: int = 60) -> str:
     text = "–" if value is None else json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) \
         else str(value)
-    text = printable(text)
+    text = for_terminal(text)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -273,11 +269,11 @@ def describe_data(s: dict[str, Any]) -> str:
     parts = []
     if s.get("largest_abs"):
         a = s["largest_abs"]
-        parts.append(f"largest change {a['difference']:.4g} in {printable(a['column'])} ({_num(a['old'])} -> {_num(a['new'])}) "
-                     f"at {where_text(a['where'])}")
+        parts.append(f"largest change {a['difference']:.4g} in {for_terminal(a['column'])} "
+                     f"({_num(a['old'])} -> {_num(a['new'])}) at {where_text(a['where'])}")
     if s.get("largest_rel"):
         r = s["largest_rel"]
-        parts.append(f"largest relative change {100 * r['relative']:.3g}% in {printable(r['column'])} at "
+        parts.append(f"largest relative change {100 * r['relative']:.3g}% in {for_terminal(r['column'])} at "
                      f"{where_text(r['where'])}")
     parts.append(f"{s['values_changed']} of {s['values_compared']} values changed")
     if s.get("rows_added") or s.get("rows_removed"):
@@ -286,11 +282,11 @@ def describe_data(s: dict[str, Any]) -> str:
 
 
 def where_text(where: dict[str, Any]) -> str:
-    return printable(", ".join(f"{k} {v}" for k, v in where.items()) or "–")
+    return for_terminal(", ".join(f"{k} {v}" for k, v in where.items()) or "–")
 
 
 def _num(v: Any) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else printable(v)
+    return f"{v:.6g}" if isinstance(v, float) else for_terminal(v)
 
 
 # ---------------------------------------------------------------- difference chart

@@ -130,4 +130,8 @@ def test_diff_text_escapes_terminal_sequences(tmp_path):
         (tmp_path / side / "data.csv").write_text(f"model,value\n{evil!r},{1 if side == 'a' else 2}\n")
     text = format_diff(diff(tmp_path / "a", tmp_path / "b"))
     assert "weights: models.m\\x1b[2J" in text and "largest change 1 in value" in text
+    # the one terminal escaper (`errors.for_terminal`), not a copy with its own spelling (before: ``\\n``)
+    from report_builder.errors import for_terminal
+
+    assert for_terminal(f"models.{evil}.fingerprint") in text and "\\x0a" in text
     assert not any(not c.isprintable() for line in text.splitlines() for c in line)
