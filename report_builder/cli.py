@@ -13,7 +13,7 @@ import sys
 
 from report_builder import __version__, api
 from report_builder.config import DEVICE_MAPS
-from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal
+from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal, terminal_table
 
 log = logging.getLogger("report_builder")
 
@@ -148,11 +148,8 @@ def _print_table(rows: list[dict], as_json: bool = False) -> None:
         print("(none)")
         return
     cols = list(rows[0])
-    cells = [{c: for_terminal(r.get(c, "")) for c in cols} for r in rows]
-    w = {c: max(len(c), *(len(r[c]) for r in cells)) for c in cols}
-    print("  ".join(c.ljust(w[c]) for c in cols))
-    for r in cells:
-        print("  ".join(r[c].ljust(w[c]) for c in cols))
+    for line in terminal_table([cols, *([r.get(c, "") for c in cols] for r in rows)]):
+        print(line)
 
 
 def _sub(sub, name: str, summary: str, description: str, common) -> argparse.ArgumentParser:

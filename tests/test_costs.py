@@ -176,6 +176,47 @@ def test_cli_plan_json_and_text(tmp_path, capsys, no_weights):
     assert "--gpus: 0 is not a number of GPUs" in capsys.readouterr().err
 
 
+def test_plan_table_columns_line_up_with_escaped_and_wide_names(tmp_path, capsys, no_weights):
+    """Cells are escaped for the terminal before they are padded, and padded by terminal columns: a name
+    holding a bidi control (six columns once escaped) and a wide CJK name (two columns a character) keep
+    every column in line (before: padded by ``len`` before the CLI escaped the text)."""
+    import re
+    import unicodedata
+
+    import yaml
+
+    def terminal_width(text):  # independent of errors.terminal_width: wide characters take two columns
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    names = ["rtl\u202eevil", "模型名", "plain"]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"models": [{**MINILM, "name": n} for n in names],
+                                    "datasets": [{"id": "wiki", "n": 2, "k24_n": 1}],
+                                    "cache_dir": str(tmp_path / "cache")}, allow_unicode=True), encoding="utf-8")
+    assert cli.main(["plan", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "rtl\\u202eevil" in out and "模型名" in out
+    lines = out.split("\ntotal: ")[0].splitlines()
+    assert len(lines) > 3 and {n for n in ("rtl\\u202eevil", "模型名", "plain") if any(n in ln for ln in lines)} == \
+        {"rtl\\u202eevil", "模型名", "plain"}
+
+    def edges(line):  # (start, end) of each cell, in terminal columns
+        return [(terminal_width(line[:m.start()]), terminal_width(line[:m.end()])) for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+    head = edges(lines[0])
+    for ln in lines[1:]:
+        e = edges(ln)
+        assert [s for s, _ in e[:3]] == [s for s, _ in head[:3]], ln  # analysis, model, dataset: left-aligned
+        assert e[4][1] == head[4][1] and e[9][1] == head[9][1], ln  # seqs ... disk: right-aligned
+
+
+@pytest.mark.parametrize("text, width", [("abc", 3), ("模型", 4), ("e\u0301", 1), ("\\u202e", 6), ("", 0)])
+def test_terminal_width(text, width):
+    from report_builder.errors import terminal_width
+
+    assert terminal_width(text) == width
+
+
 @pytest.mark.slow
 def test_paper_preset_plan_with_real_shapes_and_no_weights(tmp_path):
     """The paper preset's plan where every model has its real config (BERT-base ... RoBERTa-large,
