@@ -31,6 +31,15 @@ class DataError(ReportBuilderError, ValueError):
     """
 
 
+class DataNotHere(DataError):
+    """A dataset read through the ``datasets`` library (no file given for it) is not on this machine: the
+    library is missing, or the set is neither in its cache nor reachable on the hub.
+
+    The one data failure `report-builder plan` may estimate past (a paper dataset not downloaded yet,
+    `costs.sizing`); a file the user gave that is missing or unreadable is a plain `DataError` everywhere.
+    """
+
+
 class ModelError(ReportBuilderError):
     """A model cannot be loaded or decomposed as configured."""
 
@@ -73,7 +82,7 @@ class ReconstructionError(ReportBuilderError):
     """A decomposition's terms do not sum to the model's own tensor within `schema.ERROR_BOUND`."""
 
 
-__all__ = ["ReportBuilderError", "ConfigError", "DataError", "ModelError", "UnknownModel", "HubUnreachable",
+__all__ = ["ReportBuilderError", "ConfigError", "DataError", "DataNotHere", "ModelError", "UnknownModel", "HubUnreachable",
            "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "MissingDependency",
            "DistributedError", "EXIT_CODES",
            "exit_code", "shown", "clip", "for_terminal", "terminal_width", "terminal_table", "MAX_SHOWN"]

@@ -315,6 +315,58 @@ def test_plan_refuses_what_is_neither_here_nor_recorded(tmp_path, capsys, monkey
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("case", ["missing", "folder", "long-field", "not-tsv"])
+def test_plan_fails_on_a_bad_paper_data_file_as_build_does(tmp_path, capsys, monkeypatch, no_weights, case):
+    """Only a paper dataset that is not here (read through `datasets`, not downloaded) is estimated; a file
+    the configuration names that is missing or unreadable fails `plan` with the loader's own line and exit
+    code, the line `analyze`/`build` print (before: such a set was marked "estimated", exit 0)."""
+    import yaml
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    entry = {"id": "sst2", "n": 2}
+    if case == "missing":
+        entry["path"], expected = str(tmp_path / "no-such-dev.tsv"), "not found"
+    elif case == "folder":  # --data-dir names a folder whose SST-2/ lacks dev.tsv
+        (tmp_path / "data" / "SST-2").mkdir(parents=True)
+        entry, expected = {"id": "mnli", "n": 2}, None
+        (tmp_path / "data" / "MNLI").mkdir()
+    elif case == "long-field":
+        (tmp_path / "dev.tsv").write_text("sentence\tlabel\n" + "a" * 131_073 + "\t1\nfine\t0\n")
+        entry["path"], expected = str(tmp_path / "dev.tsv"), "field larger than field limit"
+    else:
+        (tmp_path / "dev.tsv").write_text("no header of that kind\n")
+        entry["path"], expected = str(tmp_path / "dev.tsv"), "lacks column"
+    cfg = {"models": [MINILM], "datasets": [entry], "cache_dir": str(tmp_path / "cache")}
+    if case == "folder":
+        cfg["data_dir"], expected = str(tmp_path / "data"), "no dev_matched.tsv in folder"
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    lines = []
+    for cmd in (["plan"], ["analyze", "--no-progress"]):
+        assert cli.main([*cmd, "--config", str(path)]) == 3, cmd
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], (cmd, err)
+        lines.append(err[0])
+    assert lines[0] == lines[1]
+
+
+def test_plan_estimates_a_paper_dataset_that_is_not_here(tmp_path, no_weights, monkeypatch):
+    """The one data failure a plan estimates past: no file given and `datasets` cannot load it here."""
+    from report_builder.errors import DataNotHere
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from report_builder.data import hub
+
+    def absent(*a, **k):
+        raise DataNotHere("not on this machine")
+
+    monkeypatch.setattr(hub, "load_hub_split", absent)
+    monkeypatch.setattr("report_builder.data.glue.load_hub_split", absent)
+    est = api.plan(_cfg(tmp_path, datasets=[{"id": "sst2", "n": 3}]))
+    assert est["estimates"]["datasets"]["sst2"]["flags"] == ["items", "lengths"]
+    assert 0 < max(r["sequences"] for r in est["tasks"] if r["dataset"] == "sst2") <= 3
+
+
 def test_sized_set_and_recorded_shapes():
     """The recorded facts the plan falls back on: a missing set's size capped by ``n``, the mean length
     of K21 Table 1, and a recorded shape priced as the model's config is."""

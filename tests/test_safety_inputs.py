@@ -259,9 +259,10 @@ def test_a_built_in_dataset_given_the_wrong_file_is_one_line(capsys, tmp_path):
                "datasets": [{"id": "wiki", "path": str(tmp_path / name), "n": 2}], "cache_dir": str(tmp_path / "c")}
         p = tmp_path / f"{name}.yaml"
         p.write_text(yaml.safe_dump(cfg))
-        code, _, err = _run(capsys, "analyze", "--no-progress", "--config", str(p))  # `plan` estimates a set
-        line = _one_error_line(err)                                                  # it cannot read
-        assert code == 3 and f"dataset 'wiki': cannot read '{tmp_path / name}'" in line, line
+        for cmd in (["plan"], ["analyze", "--no-progress"]):  # `plan` estimates only a set that is not
+            code, _, err = _run(capsys, *cmd, "--config", str(p))                # here, never a bad file
+            line = _one_error_line(err)
+            assert code == 3 and f"dataset 'wiki': cannot read '{tmp_path / name}'" in line, (cmd, line)
 
 
 @pytest.mark.parametrize("source", ["x" * 300, "/tmp/" + "y" * 300, "a/" + "z" * 300])

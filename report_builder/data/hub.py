@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from report_builder.errors import DataError, shown
+from report_builder.errors import DataNotHere, shown
 
 from .layout import data_dir_hint
 
@@ -28,14 +28,14 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
         The ``datasets.Dataset``.
 
     Raises:
-        DataError: If ``datasets`` is missing or the split cannot be loaded.
+        DataNotHere: If ``datasets`` is missing or the split cannot be loaded (not cached, hub unreachable).
     """
     where = data_dir_hint(set_id)
     also = f", or {where}" if where else ""
     try:
         import datasets  # noqa: PLC0415 - optional, heavy
     except ImportError as exc:
-        raise DataError(
+        raise DataNotHere(
             f"dataset {shown(set_id)} needs either the `datasets` library with hub access "
             f"(`pip install datasets`) or a local file: pass path=<{local_hint}>{also}"
         ) from exc
@@ -45,7 +45,7 @@ def load_hub_split(set_id: str, repo: str, config: str | None, split: str, local
     try:
         return datasets.load_dataset(repo, config, split=split, **no_code)
     except Exception as exc:  # noqa: BLE001 - offline hub, missing config, ...
-        raise DataError(
+        raise DataNotHere(
             f"could not load {repo}{'/' + config if config else ''} split {shown(split)} for "
             f"{shown(set_id)} through `datasets` ({type(exc).__name__}: {exc}); without hub access "
             f"pass path=<{local_hint}>{also}"
