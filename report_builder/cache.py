@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -195,6 +196,29 @@ class Cache:
         _rmdir_if_empty(self.root)
         return n, left
 
+    @property
+    def reproduced(self) -> Path:
+        """Where `report-builder reproduce` draws the figures it rebuilds: ``reproduced/<id>-<hash>/``."""
+        return self.base / REPRODUCED
+
+    def clean_reproduced(self) -> tuple[int, list[Path]]:
+        """Remove the figures `reproduce` drew here (folders named ``<figure id>-<12 hex>``) and dead
+        processes' temporary folders; returns (how many, what was left: not provably the tool's)."""
+        d = self.reproduced
+        guard.check_no_symlink(d, "the reproduced figures folder")
+        if not d.is_dir():
+            return 0, []
+        guard.sweep([d], legacy_age_s=None)
+        n, left = 0, []
+        for e in sorted(d.iterdir()):
+            if e.is_dir() and not e.is_symlink() and _REPRODUCED_NAME.fullmatch(e.name):
+                shutil.rmtree(e)
+                n += 1
+            else:
+                left.append(e)
+        _rmdir_if_empty(d)
+        return n, left
+
     def temp_parents(self) -> list[Path]:
         """Folders where this cache's temporary dirs may be left."""
         if not self.root.exists():
@@ -233,6 +257,11 @@ def _is_lock_file(p: Path) -> bool:
                 and p.stat().st_size == 0)
     except OSError:
         return False
+
+
+REPRODUCED = "reproduced"
+"""The folder of a cache where `report-builder reproduce` draws the figures it rebuilt (`Cache.reproduced`)."""
+_REPRODUCED_NAME = re.compile(r"[a-z0-9][a-z0-9-]*-[0-9a-f]{12}")
 
 
 def _rmdir_if_empty(d: Path) -> None:

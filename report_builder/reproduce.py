@@ -259,7 +259,9 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
         spec = figure(out.figure)
     except KeyError as e:
         raise UsageError(f"{prov_file}: {e.args[0]}") from None
-    cache = Path(cache_dir).expanduser() if cache_dir else guard.user_cache_dir() / "reproduce"
+    from report_builder.housekeeping import REPRODUCE_CACHE
+
+    cache = Path(cache_dir).expanduser() if cache_dir else guard.user_cache_dir() / REPRODUCE_CACHE
     cfg = _config(rec, cache, _pairs(models, "model"), _pairs(data, "data"), device)
     out.cache, out.device = str(cache), cfg.device
     if not _check_inputs(rec, cfg, out):
@@ -307,7 +309,7 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     except NotConfigured as e:
         out.reasons.append(f"the figure is not configured from this recipe ({_first_line(e)})")
         return "not-configured"
-    target = cache.base / "reproduced" / f"{spec.id}-{out.recorded}"
+    target = cache.reproduced / f"{spec.id}-{out.recorded}"
     tmp = guard.make_tmp_dir(target)
     with guard.removing(tmp):
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))

@@ -137,6 +137,41 @@ def test_clean_creates_nothing_removes_only_its_own_and_names_it(tmp_path):
             assert not root.exists() and "the empty cache" in msg, msg
 
 
+@pytest.mark.parametrize("foreign", [False, True])
+def test_clean_all_empties_reproduce_default_cache(tmp_path, foreign):
+    """`clean --all` removes ``<user cache>/reproduce`` (`reproduce`'s default cache) as it removes the
+    other user-cache entries the tool made: its entries and the figures `reproduce` drew, then the folder;
+    a file there it did not write stays and is named, and a ``reproduce`` folder without the cache marker
+    (the user's) is not touched (before: the whole folder was left, entries and all)."""
+    ucache = tmp_path / "ucache"
+    d = ucache / "reproduce"
+    env = {"REPORT_BUILDER_CACHE": str(ucache)}
+    cache = Cache(d)
+    cache.put("k21_mixing", "a" * 20, {"t": pd.DataFrame({"x": [1, 2]})}, {})
+    drawn = d / "reproduced" / "k21-fig3-0123456789ab"  # where `reproduce` draws (Cache.reproduced)
+    drawn.mkdir(parents=True)
+    (drawn / "chart.svg").write_text("<svg/>")
+    if foreign:
+        (d / "reproduced" / "my-notes").mkdir()
+        (d / "mine.txt").write_text("mine")
+    r = _cli("clean", "--all", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "o"), cwd=tmp_path,
+             env_extra=env)
+    assert r.returncode == 0, r.stderr
+    assert f"from reproduce's cache {d}: 1 cache entries from {d / 'results'}, 1 reproduced figures" in r.stdout
+    if foreign:
+        assert _tree(d) == [guard.CACHE_MARKER, "mine.txt", "reproduced", "reproduced/my-notes"]
+        assert "left 2" in r.stdout and "mine.txt" in r.stdout and "my-notes" in r.stdout, r.stdout
+    else:
+        assert not d.exists() and f"the empty cache {d}/" in r.stdout, r.stdout
+    # variant: a `reproduce` folder of the user's (no marker) is left as it is, and named
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "results").mkdir(parents=True)
+    (d / "results" / "exp.csv").write_text("x\n1\n")
+    r = _cli("clean", "--all", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "o"), cwd=tmp_path,
+             env_extra=env)
+    assert r.returncode == 0 and _tree(d) == ["results", "results/exp.csv"] and str(d) in r.stdout, r.stdout
+
+
 def test_clean_refuses_symlinked_results_or_out(tmp_path):
     victim = tmp_path / "victim"
     (victim / "exp" / ("a" * 20)).mkdir(parents=True)
