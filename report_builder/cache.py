@@ -220,17 +220,21 @@ class Cache:
         return n, left
 
     def temp_parents(self) -> list[Path]:
-        """Folders where this cache's temporary dirs may be left."""
-        if not self.root.exists():
-            return []
-        return [a for a in self.root.iterdir() if a.is_dir()]
+        """Folders where this cache's temporary dirs and files may be left: the cache itself (its JSON
+        records, `atomic.write_text`), each analysis folder, and the reproduced figures' folder."""
+        parents = [self.base] if self.base.is_dir() else []
+        if self.root.is_dir():
+            parents += [a for a in self.root.iterdir() if a.is_dir()]
+        if self.reproduced.is_dir():
+            parents.append(self.reproduced)
+        return parents
 
     def stale_temp(self) -> list[Path]:
-        """Leftover temporary dirs (should be none, even after Ctrl-C)."""
+        """Leftover temporary dirs and files (should be none, even after Ctrl-C)."""
         return [p for a in self.temp_parents() for p in a.iterdir() if ".tmp-" in p.name]
 
     def sweep(self) -> list[Path]:
-        """Remove temporary dirs left by processes that are gone (never a live build's)."""
+        """Remove temporary dirs and files left by processes that are gone (never a live build's)."""
         return guard.sweep(self.temp_parents())
 
 

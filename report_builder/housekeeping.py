@@ -3,7 +3,8 @@
 `check_ids` checks the configured dataset and figure ids against their registries (`config.validate`
 checks every other value; the registries sit above the configuration, so the ids are checked here).
 `preflight` checks that the cache and the output can be written without touching foreign files and
-sweeps temporary folders of dead processes. `clean` removes what the tool made, and only that, and
+sweeps temporary folders and files of dead processes (the cache's, the output's state folder's, the
+user cache's: `sweep_user_cache`). `clean` removes what the tool made, and only that, and
 says what it removed and what it left.
 
 Pitfall: nothing here may remove or overwrite a directory that lacks the tool's marker (`guard`): a
@@ -63,14 +64,28 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
         c = Cache(cfg.cache_dir)
         guard.check_writable(c.base, "the cache directory", "--cache")
         c.sweep()
-        guard.sweep([guard.user_cache_dir() / "models"], legacy_age_s=None)
+        sweep_user_cache()
     if site:
         guard.check_writable(Path(os.path.abspath(out)).parent, "the output's parent directory", "--out")
         state = site_state(out, Path(cfg.cache_dir))
         if not state.in_out:
             guard.check_writable(state.root, "the output's state folder in the cache", "--cache")
         guard.check_site_lock(out, state.lock_file)
+        # the temporary files of its records (manifest, build record, the render key)
+        guard.sweep([state.root] if state.in_out else [state.root.parent, state.root], legacy_age_s=None)
     return c
+
+
+def sweep_user_cache() -> list[Path]:
+    """Remove what dead processes of this machine left in the user cache (`guard.user_cache_dir`): the
+    ``.<name>.tmp-<pid>@<host>-…`` folders and files of its top level (memos) and of each folder in it
+    (converted models, evaluation sets, frequency tables, the Vega bundle, `reproduce`'s cache); a name
+    without the pid and host is never judged."""
+    root = guard.user_cache_dir()
+    if not root.is_dir() or root.is_symlink():
+        return []
+    return guard.sweep([root, *(d for d in sorted(root.iterdir()) if d.is_dir() and not d.is_symlink())],
+                       legacy_age_s=None)
 
 
 OWN_FILES = ("last_build.json", "summary_lines.json")

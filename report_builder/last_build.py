@@ -8,10 +8,10 @@ so a concurrent reader sees the old record or the new one.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config
 
@@ -25,12 +25,9 @@ def save(cfg: Config, entries: list[tuple[str, str]], provenance: dict[str, Any]
          tables: "dict[str, pd.DataFrame]") -> dict[str, str]:
     """Record a build's ``(analysis, key)`` entries and provenance; returns each table's `cache.frame_hash`
     (recorded too)."""
-    p = Path(cfg.cache_dir) / RECORD
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(f".tmp{os.getpid()}")
     hashes = {k: frame_hash(v) for k, v in tables.items()}
-    tmp.write_text(json.dumps({"entries": entries, "provenance": provenance, "table_hashes": hashes}, default=str))
-    os.replace(tmp, p)
+    write_text(Path(cfg.cache_dir) / RECORD,
+               json.dumps({"entries": entries, "provenance": provenance, "table_hashes": hashes}, default=str))
     return hashes
 
 
