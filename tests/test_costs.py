@@ -367,6 +367,36 @@ def test_plan_estimates_a_paper_dataset_that_is_not_here(tmp_path, no_weights, m
     assert 0 < max(r["sequences"] for r in est["tasks"] if r["dataset"] == "sst2") <= 3
 
 
+def test_plan_writes_nothing_into_the_cache(tmp_path, capsys, no_weights):
+    """`plan` is read-only: an existing empty ``--cache`` folder stays empty (before: the cache marker was
+    written into it), a missing one stays missing, and a filled cache gets no lock file and no new entry;
+    a folder that is not the tool's is refused as `build` refuses it (exit 3), untouched."""
+    import yaml
+
+    from report_builder import guard
+    from report_builder.cache import Cache
+
+    def tree(d):
+        return sorted(p.relative_to(d).as_posix() for p in d.rglob("*")) if d.exists() else None
+
+    empty, missing, filled, foreign = (tmp_path / n for n in ("empty", "missing", "filled", "foreign"))
+    empty.mkdir()
+    Cache(filled).put("k21_mixing", "a" * 20, {"t": __import__("pandas").DataFrame({"x": [1]})}, {})
+    foreign.mkdir()
+    (foreign / "results").mkdir()
+    (foreign / "results" / "exp.csv").write_text("x\n1\n")
+    before = {d: tree(d) for d in (empty, missing, filled, foreign)}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"models": [MINILM], "datasets": [{"id": "wiki", "n": 2, "k24_n": 1}]}))
+    for d in (empty, missing, filled):
+        assert cli.main(["plan", "--config", str(path), "--cache", str(d)]) == 0, d
+        assert tree(d) == before[d], d
+    assert before[empty] == [] and before[missing] is None and guard.CACHE_MARKER in before[filled]
+    capsys.readouterr()
+    assert cli.main(["plan", "--config", str(path), "--cache", str(foreign)]) == 3
+    assert "error: " in capsys.readouterr().err and tree(foreign) == before[foreign]
+
+
 def test_sized_set_and_recorded_shapes():
     """The recorded facts the plan falls back on: a missing set's size capped by ``n``, the mean length
     of K21 Table 1, and a recorded shape priced as the model's config is."""
