@@ -36,6 +36,7 @@ from typing import Any, Callable
 from report_builder import guard
 from report_builder.errors import ConfigError, DataError, ModelError, UsageError, for_terminal
 from report_builder.site import figure_diff, recipe
+from report_builder.values import check_path
 from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
 EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
@@ -88,6 +89,7 @@ class Reproduction:
 
 def load_recipe(path: str | Path) -> tuple[dict[str, Any], Path]:
     """(the recipe, its provenance.json path) of a version folder or provenance file; `UsageError` else."""
+    check_path(str(path), "reproduce PATH", error=UsageError)
     p = Path(path).expanduser()
     prov = p / "provenance.json" if p.is_dir() else p
     if not prov.is_file():

@@ -20,6 +20,9 @@ from report_builder.errors import for_terminal
 
 def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> http.server.ThreadingHTTPServer:
     """An HTTP server for ``site_dir`` (not started; ``port=0`` picks a free port)."""
+    from report_builder.values import check_path
+
+    check_path(str(site_dir), "serve --dir")
     site_dir = Path(site_dir)
     if not (site_dir / "index.html").is_file():
         raise FileNotFoundError(f"no built site in {site_dir} (run `report-builder build` first)")

@@ -16,10 +16,12 @@ from typing import Any
 
 from report_builder.errors import UsageError, for_terminal
 from report_builder.site import figure_diff
+from report_builder.values import check_path
 
 
 def _side(path: Path) -> tuple[str, Path]:
     """("site" | "version", folder or provenance file) of one argument; `UsageError` when neither."""
+    check_path(str(path), "diff", error=UsageError)
     p = Path(path).expanduser()
     if p.is_file() and p.name.endswith(".json"):
         return "version", p
