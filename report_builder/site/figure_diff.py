@@ -5,8 +5,9 @@ recipes (`site.recipe`) and their ``data.csv``.
 
 - `inputs_diff`: every recorded input that differs, each with its kind — ``weights`` (a model's
   fingerprint, hub snapshot, revision or source; a model added or removed), ``data`` (a dataset's
-  hash, its file; a dataset added or removed), ``parameter`` (the configuration, roles, the figure's
-  parameters), ``code`` (report_builder version and commit, the figure's and the analyses' versions),
+  hash, its file; a dataset added or removed), ``parameter`` (the declared parameters of the analyses
+  whose tables the figure reads, its own parameters, the sequences it used, roles; the configuration
+  only between records older than those), ``code`` (report_builder version and commit, the figure's and the analyses' versions),
   ``library`` (library and Python versions), ``device`` (device, dtype, TF32, device map).
 - `data_summary`: the numeric change of ``data.csv``: rows added and removed, values changed, and the
   largest absolute and relative difference with where it is (model, dataset, layer, category,
@@ -81,6 +82,8 @@ def _kind(path: str) -> str | None:
         return None
     if top in _DEVICE or (top == "config" and len(parts) > 1 and parts[1] in _DEVICE):
         return "device"
+    if top == "figure" and parts[1:2] in (["inputs"], ["params"]):
+        return "parameter"
     if top in _CODE or top == "figure":
         return "code"
     if top in _LIBRARY:
@@ -107,13 +110,21 @@ def inputs_diff(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]
     """Every input that differs between two provenance records: ``{kind, what, old, new}`` in `KINDS`
     order (``what`` is the record's path, e.g. ``models.tiny.fingerprint``, ``config.k24.top_k``).
 
-    A model or dataset present on one side only is one row (``added``/``removed``); the figure's merged
-    ``params`` are compared only when a record has no ``config`` (an older record)."""
+    Only what the figure's numbers depend on is named: its models and datasets (the record keeps those it
+    used), the device, code and libraries, and as parameters the recipe's ``figure.inputs`` (the declared
+    cache-key parameters of the analyses whose tables it reads, `site.recipe.figure_inputs`) and
+    ``figure.params`` (its own) — never the build's whole ``config`` (a K21 figure does not list
+    ``k24.top_k``), which stays in the recipe for `reproduce`. Between records without ``figure.inputs``
+    (older ones) the ``config`` is compared instead, and the merged ``params`` only when a record has no
+    ``config`` either. A model or dataset present on one side only is one row (``added``/``removed``)."""
     rows = _presence(old.get("models") or {}, new.get("models") or {}, "models", "weights")
     rows += _presence(old.get("datasets") or {}, new.get("datasets") or {}, "datasets", "data")
     gone = {r["what"] for r in rows}
     fa, fb = {}, {}
-    skip = {"params"} if old.get("config") and new.get("config") else set()
+    if all("inputs" in (r.get("figure") or {}) for r in (old, new)):
+        skip = {"params", "config"}
+    else:
+        skip = {"params"} if old.get("config") and new.get("config") else set()
     _flatten({k: v for k, v in old.items() if k not in skip}, "", fa)
     _flatten({k: v for k, v in new.items() if k not in skip}, "", fb)
     for path in sorted(set(fa) | set(fb)):
