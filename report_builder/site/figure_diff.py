@@ -167,9 +167,12 @@ def _short(value: Any, n: int = 60) -> str:
 
 
 def read_data(path: Path) -> pd.DataFrame | None:
-    """A version's ``data.csv`` as written (text columns kept as text), or None when unreadable."""
+    """A version's ``data.csv`` as the table had it (`figure_files.read_csv`: text kept as text, the
+    spreadsheet guard undone), or None when unreadable."""
+    from report_builder.site.figure_files import read_csv
+
     try:
-        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+        return read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError):
         return None
 
