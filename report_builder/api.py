@@ -165,13 +165,13 @@ def render(config: Any = "default", tables: dict[str, pd.DataFrame] | None = Non
     return render_configured(cfg, tables, provenance, log=log)
 
 
-def executor(name: str = "local", *, log: Callable[[str], Any] = print, progress: bool = True, **options: Any):
+def executor(name: str | None = None, *, log: Callable[[str], Any] = print, progress: bool = True, **options: Any):
     """The executor ``name`` names for `analyze`/`build` (`executors.create`): None for ``local`` (the
     default in-process one), a `RayExecutor` for ``ray`` (``address``: the cluster to join, e.g. ``auto``;
     ``num_cpus``: CPUs of a local Ray). Raises `MissingDependency` when Ray is not installed."""
-    from report_builder.executors import create
+    from report_builder.executors import DEFAULT, create
 
-    return create(name, log=log, progress=progress, **options)
+    return create(name or DEFAULT, log=log, progress=progress, **options)
 
 
 def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, progress: bool = True,

@@ -116,6 +116,34 @@ step + two Gram maps), every scope's map (the full layer); `costs.flops.work_flo
 
 
 @dataclass(frozen=True)
+class TableSize:
+    """What the rows of an analysis' tables depend on, for the plan's disk estimate (`Work.rows`).
+
+    Attributes:
+        layers, d: the model's layers and hidden size.
+        lengths: token count of each sequence the task decomposes.
+        causal: pairs ``j <= i`` only.
+        top_k, n_scopes: the K24 top-pairs count and the layout's number of scopes.
+    """
+
+    layers: int
+    d: int
+    lengths: tuple[int, ...]
+    causal: bool
+    top_k: int
+    n_scopes: int
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.lengths)
+
+    @property
+    def pairs(self) -> int:
+        """Token pairs of all sequences (``j <= i`` for a causal model)."""
+        return sum(n * (n + 1) // 2 if self.causal else n * n for n in self.lengths)
+
+
+@dataclass(frozen=True)
 class Work:
     """What one analysis costs besides its FLOPs (its cost model, read by `report_builder.costs`).
 
@@ -126,6 +154,10 @@ class Work:
         task_s: fixed host seconds per task (k21_frequency maps the word frequencies to the vocabulary).
         whole_set_rows: its tables have a row per token of the whole set even when it decomposes
             nothing (k21_frequency of a causal model reuses k21_mixing's pass).
+        rows: table name -> the rows the analysis writes for a task of this `TableSize` (estimates
+            where the count depends on the data; the plan's disk estimate).
+        batch_divisor: on the batched (GPU) path the engine decomposes ``batch_size // batch_divisor``
+            sequences per padded batch (None: batches of 8, for analyses that decompose few sequences).
 
     Host costs are measured, not derived: the K24 pass's statistics by ``report-builder bench
     --k24-pass`` (`stats.host_stats.HostStats` on random float32 maps, see `k24_scopes`), the K21
@@ -140,6 +172,12 @@ class Work:
     host_pair_s: float = 0.0
     task_s: float = 0.0
     whole_set_rows: bool = False
+    rows: Callable[[TableSize], dict[str, int]] = lambda t: {}
+    batch_divisor: int | None = None
+
+    def batch(self, batch_size: int) -> int:
+        """Sequences per padded batch on the batched path, from the configured ``batch_size``."""
+        return 8 if self.batch_divisor is None else max(1, batch_size // self.batch_divisor)
 
     def __post_init__(self) -> None:
         if self.kind not in WORKS:

@@ -19,4 +19,4 @@ def _compute(run: Run) -> dict[str, pd.DataFrame]:
 
 
 ANALYSIS = Analysis(id="k21_example", version=2, scope="model", inputs="pair", params=_params,
-                    size=lambda s: 1, compute=_compute, tables=("k21_maps",), work=Work("maps", 2e-3, 3e-6))
+                    size=lambda s: 1, compute=_compute, tables=("k21_maps",), work=Work("maps", 2e-3, 3e-6, rows=lambda t: {"k21_maps": 5 * t.layers * sum(n * n for n in t.lengths)}))

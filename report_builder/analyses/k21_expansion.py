@@ -19,4 +19,4 @@ def _compute(run: Run) -> dict[str, pd.DataFrame]:
 
 
 ANALYSIS = Analysis(id="k21_expansion", version=1, scope="model", inputs="weights", params=_params,
-                    size=lambda s: 0, compute=_compute, tables=("k21_expansion",), work=Work("weights"))
+                    size=lambda s: 0, compute=_compute, tables=("k21_expansion",), work=Work("weights", rows=lambda t: {"k21_expansion": t.layers}))

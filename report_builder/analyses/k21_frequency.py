@@ -40,7 +40,7 @@ def _map(run: Run, lo: int, hi: int) -> dict[str, pd.DataFrame]:
     else:
         with run.progress("K21 frequency", len(enc)) as bar:
             toks = k21_compute.mixing_ratios(lm, enc, model=s.model.name, dataset=s.dataset.id,
-                                             batch_size=s.cfg.batch_size, budget_bytes=s.cfg.budget_bytes(),
+                                             batch_size=ANALYSIS.work.batch(s.cfg.batch_size), budget_bytes=s.cfg.budget_bytes(),
                                              on_batch=bar)["k21_tokens"]
     ranks = frequency_ranks(lm.tokenizer)
     return {"k21_freq": k21_compute.frequency_table(toks, enc, ranks)}
@@ -56,6 +56,7 @@ SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
 
 ANALYSIS = Analysis(id="k21_frequency", version=2, scope="dataset", inputs="unmasked", params=_params,
                     size=_size, compute=SHARD.whole, tables=("k21_freq",), needs=("k21_mixing",), shard=SHARD,
-                    needs_if=_reads_mixing, work=Work("ratios", 4e-5, task_s=0.2, whole_set_rows=True))
+                    needs_if=_reads_mixing, work=Work("ratios", 4e-5, task_s=0.2, whole_set_rows=True,
+                                                    rows=lambda t: {"k21_freq": t.tokens}, batch_divisor=1))
 """Host cost: the k21_tokens rows of its own pass and the layer-averaged k21_freq table, ~0.04 ms per
 sequence and layer (``bench --k21-pass``; was 0.3 ms); the rank table per task (``task_s``)."""

@@ -23,7 +23,7 @@ def _map(run: Run, lo: int, hi: int) -> dict[str, pd.DataFrame]:
     enc = inputs.masked(run)[lo:hi]  # masked as a whole, then sliced (the masks draw from one RNG)
     with run.progress("K21 ratios", len(enc)) as bar:
         out = k21_compute.mixing_ratios(run.lm(), enc, model=s.model.name, dataset=s.dataset.id,
-                                        batch_size=s.cfg.batch_size, budget_bytes=s.cfg.budget_bytes(), on_batch=bar)
+                                        batch_size=ANALYSIS.work.batch(s.cfg.batch_size), budget_bytes=s.cfg.budget_bytes(), on_batch=bar)
     out["counts"] = pd.DataFrame([dict(n_samples=len(enc), n_tokens=sum(len(e.input_ids) for e in enc))])
     return out
 
@@ -43,6 +43,7 @@ SHARD = Shard(items=lambda s: s.n_items, map=_map, reduce=_reduce)
 
 ANALYSIS = Analysis(id="k21_mixing", version=2, scope="dataset", inputs="masked", params=_params,
                     size=lambda s: s.n_items, compute=SHARD.whole, tables=("k21_tokens", "recon_errors", "dataset_stats"),
-                    shard=SHARD, work=Work("ratios", 2e-5))
+                    shard=SHARD, work=Work("ratios", 2e-5, batch_divisor=1, rows=lambda t: {
+                        "k21_tokens": t.layers * t.tokens, "recon_errors": 3 * t.layers, "dataset_stats": 1}))
 """Host cost: the k21_tokens rows, ~0.02 ms per sequence and layer (``bench --k21-pass``, BERT-base shape,
 ~86 tokens; 0.1-0.3 ms before issue #25's vectorised `stats.k21_tables`)."""

@@ -22,4 +22,5 @@ def _compute(run: Run) -> dict[str, pd.DataFrame]:
 
 ANALYSIS = Analysis(id="k24_examples", version=2, scope="first_dataset", inputs="examples", params=_params,
                     size=lambda s: 1 + min(max(0, s.cfg.k24.examples - 1), s.n_items), compute=_compute,
-                    tables=("k24_maps",), work=Work("full", 5e-3, 3e-6))
+                    tables=("k24_maps",), work=Work("full", 5e-3, 3e-6,
+                                                 rows=lambda t: {"k24_maps": t.n_scopes * t.layers * t.pairs}))

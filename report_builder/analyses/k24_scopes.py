@@ -35,7 +35,7 @@ def _map(run: Run, lo: int, hi: int) -> dict[str, pd.DataFrame]:
     with run.progress("K24 full layers", len(enc)) as bar:
         return k24_compute.scope_partials(run.lm(), enc, top_k=s.cfg.k24.top_k,
                                           include_special=s.cfg.k24.include_special, ig=ig_options(s.cfg),
-                                          batch_size=max(1, s.cfg.batch_size // 2),
+                                          batch_size=WORK.batch(s.cfg.batch_size),
                                           budget_bytes=s.cfg.budget_bytes(), on_batch=bar)
 
 
@@ -46,7 +46,9 @@ def _reduce(s: Subject, partials: list[dict[str, pd.DataFrame]]) -> dict[str, pd
 
 SHARD = Shard(items=_items, map=_map, reduce=_reduce)
 
-WORK = Work("full", 2.5e-4, 1.4e-7)
+WORK = Work("full", 2.5e-4, 1.4e-7, batch_divisor=2, rows=lambda t: {
+    "k24_ctx": 2 * t.n_scopes * t.layers, "k24_ffamp_pairs": t.top_k * t.layers, "k24_ffamp_base": 8 * t.layers,
+    "k24_res_norms": t.layers, "k24_ln_dims": t.layers * t.d, "recon_errors": t.n_scopes * t.layers})
 """The full layer, plus the pass's host statistics (`stats.host_stats.HostStats`), as
 `tests.tools.bench_stats` timed them (what ``bench --k24-pass`` prints: random float32 maps of
 synthetic sequences, every layer, fastest of 3; development machine, 2 shared cores, load ~3, one

@@ -144,8 +144,9 @@ class _Lengths:
 
 def _batch_size(task: "Task") -> int:
     """Sequences per padded batch on the batched (GPU) path, as each analysis asks the engine."""
-    b = task.subject.cfg.batch_size
-    return {"k21_mixing": b, "k21_frequency": b, "k24_scopes": max(1, b // 2)}.get(task.base, 8)
+    from report_builder.analyses import registry
+
+    return registry.get(task.base).work.batch(task.subject.cfg.batch_size)
 
 
 LOAD_S = 1.0

@@ -79,26 +79,12 @@ tables are 5-11 KiB."""
 
 
 def table_rows(analysis: str, s: Shape, lengths: list[int], causal: bool, top_k: int, n_scopes: int) -> dict[str, int]:
-    """Rows of each table an analysis writes (estimates where the count depends on the data)."""
-    L = s.layers
-    tok = sum(lengths)
-    pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
-    if analysis == "architecture":
-        return {"models": 1}
-    if analysis == "k21_expansion":
-        return {"k21_expansion": L}
-    if analysis == "k21_example":
-        return {"k21_maps": 5 * L * sum(n * n for n in lengths)}
-    if analysis == "k21_mixing":
-        return {"k21_tokens": L * tok, "recon_errors": 3 * L, "dataset_stats": 1}
-    if analysis == "k21_frequency":
-        return {"k21_freq": tok}
-    if analysis == "k24_scopes":
-        return {"k24_ctx": 2 * n_scopes * L, "k24_ffamp_pairs": top_k * L, "k24_ffamp_base": 8 * L,
-                "k24_res_norms": L, "k24_ln_dims": L * s.d, "recon_errors": n_scopes * L}
-    if analysis == "k24_examples":
-        return {"k24_maps": n_scopes * L * pairs}
-    return {}
+    """Rows of each table an analysis writes, as the analysis declares them (`Work.rows`; estimates
+    where the count depends on the data)."""
+    from report_builder.analyses import registry
+    from report_builder.analyses.base import TableSize
+
+    return registry.get(analysis).work.rows(TableSize(s.layers, s.d, tuple(lengths), causal, top_k, n_scopes))
 
 
 def disk_bytes(rows: dict[str, int]) -> int:
