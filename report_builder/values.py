@@ -133,7 +133,7 @@ def check_path(value: Any, key: str, *, reserve: int = 0, error: type[Exception]
         there = os.path.dirname(there)
     if there != full and not os.path.isdir(there):
         raise error(f"{key}: {shown(value)} goes through {shown(there)}, which is a file, not a folder; "
-                          "give a path of folders")
+                    "give a path of folders")
     folder = there if os.path.isdir(there) else os.path.dirname(there)
 
     def limit(name: str, default: int) -> int:
@@ -148,9 +148,11 @@ def check_path(value: Any, key: str, *, reserve: int = 0, error: type[Exception]
         room = name_max - (reserve if k == len(parts) - 1 else 0)
         size = len(part.encode("utf-8", "surrogateescape"))
         if size > room:
+            last = reserve and k == len(parts) - 1
             raise error(f"{key}: the name {shown(part, 60)} is {size} bytes; this filesystem allows {name_max} "
-                              + (f"(less {reserve} for the tool's temporary folders beside it) " if reserve and
-                                 k == len(parts) - 1 else "") + "for one name in a path: choose a shorter one")
-    if len(full.encode("utf-8", "surrogateescape")) >= path_max:
-        raise error(f"{key}: the path is {len(full.encode('utf-8', 'surrogateescape'))} bytes long; this "
-                          f"filesystem allows {path_max - 1}: choose a shorter one")
+                        + (f"(less {reserve} for the tool's temporary folders beside it) " if last else "")
+                        + "for one name in a path: choose a shorter one")
+    total = len(full.encode("utf-8", "surrogateescape"))
+    if total >= path_max:
+        raise error(f"{key}: the path is {total} bytes long; this filesystem allows {path_max - 1}: choose a "
+                    "shorter one")

@@ -7,8 +7,9 @@ recipes (`site.recipe`) and their ``data.csv``.
   fingerprint, hub snapshot, revision or source; a model added or removed), ``data`` (a dataset's
   hash, its file; a dataset added or removed), ``parameter`` (the declared parameters of the analyses
   whose tables the figure reads, its own parameters, the sequences it used, roles; the configuration
-  only between records older than those), ``code`` (report_builder version and commit, the figure's and the analyses' versions),
-  ``library`` (library and Python versions), ``device`` (device, dtype, TF32, device map).
+  only between records older than those), ``code`` (report_builder version and commit, the figure's
+  and the analyses' versions), ``library`` (library and Python versions), ``device`` (device, dtype,
+  TF32, device map).
 - `data_summary`: the numeric change of ``data.csv``: rows added and removed, values changed, and the
   largest absolute and relative difference with where it is (model, dataset, layer, category,
   scope, ... : the row's key columns) and which column.

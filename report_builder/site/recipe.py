@@ -9,13 +9,15 @@ makes (models, datasets, parameters, versions, error bound) plus what `recipe_fi
   figure's models and datasets (``<model> · <dataset>``), the cache-key parameters it declares but the
   ones naming the subject (`analyses.base.input_params`); ``params``: the figure's own parameters.
   These, with the models, datasets and device, are what the figure's numbers depend on: a figure diff
-  (`site.figure_diff.inputs_diff`) names a parameter from them, never from ``config``; ``roles`` (which model and dataset plays which part); ``inline_limit``
-  (it shapes ``spec.json``, so the hash); ``display``: the tokenizer style and causality judged for
-  each model (`figures.display`), which shape the token labels;
+  (`site.figure_diff.inputs_diff`) names a parameter from them, never from ``config``; ``roles`` (which
+  model and dataset plays which part); ``inline_limit`` (it shapes ``spec.json``, so the hash);
+  ``display``: the tokenizer style and causality judged for each model (`figures.display`), which
+  shape the token labels;
 - ``config``: the resolved configuration with every value written out (defaults included, so a later
-  release's defaults cannot change the recipe; what `report_builder.reproduce` rebuilds from): models (name, source, role, revision), every field
-  of every dataset entry, ``k21``, ``k24``, ``ig``, ``device``, ``dtype``, ``batch_size``,
-  ``max_memory``, ``device_map``, ``data_dir``; local paths in their public form (`guard.public_path`);
+  release's defaults cannot change the recipe; `report_builder.reproduce` rebuilds from it): models
+  (name, source, role, revision), every field of every dataset entry, ``k21``, ``k24``, ``ig``,
+  ``device``, ``dtype``, ``batch_size``, ``max_memory``, ``device_map``, ``data_dir``; local paths in
+  their public form (`guard.public_path`);
 - ``libraries`` (the rendering process) and ``analysis_libraries`` (the process that computed the
   tables): the versions of every library the numbers and the drawing go through, and ``python``;
 - ``recipe_sha256``: SHA-256 of the canonical JSON of everything else (`seal`): a recipe edited after
@@ -83,8 +85,9 @@ def figure_inputs(analyses: dict[str, int], prov_analyses: dict[str, Any], model
     """The parameters a figure's numbers depend on: for each analysis in ``analyses`` (those making its
     tables), the recorded ``inputs`` (`provenance.build_provenance`) of its tasks on ``models`` and, for
     a per-dataset task, on ``datasets`` — or on any dataset when none of its tasks ran on those (the
-    examples of the first dataset) — keyed by ``<model>`` or ``<model> · <dataset>``. Empty for a build
-    that recorded none (an older cache)."""
+    examples of the first dataset) — keyed by ``<model>`` or ``<model> · <dataset>``. A build record
+    older than the recorded inputs (a render of an older cache) gives none: `recipe_fields` then leaves
+    ``inputs`` out and a diff compares the configuration."""
     out: dict[str, dict[str, Any]] = {}
     for aid in sorted(analyses):
         rows = [r for r in (prov_analyses.get(aid) or {}).get("inputs") or [] if r.get("model") in models]

@@ -78,8 +78,8 @@ def serve(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
                              f"--port, or --port 0 for a free one") from None
         raise
     shown = f"[{host}]" if ":" in host else host
-    print(f"Serving {for_terminal(Path(site_dir).resolve())} at http://{shown}:{server.server_address[1]}/ (Ctrl+C stops)",
-          flush=True)
+    print(f"Serving {for_terminal(Path(site_dir).resolve())} at http://{shown}:{server.server_address[1]}/ "
+          "(Ctrl+C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
