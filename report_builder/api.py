@@ -123,8 +123,8 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
 def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None, gpus: int = 1) -> dict[str, Any]:
     """The tasks a build of ``cfg`` runs, in run order, what each costs, and whether it is cached.
 
-    Loads the evaluation sets, hashes the weights (memoised) and reads each model's config and
-    tokenizer; loads no weights and computes nothing but a short calibration matmul (`costs`). Runs
+    Loads the evaluation sets, hashes the weights (memoised), reads each model's config and tokenizer;
+    loads no weights, computes only a short calibration matmul (`costs`), writes nothing to the cache. Runs
     before anything is downloaded: what is not here is sized from recorded facts and flagged
     (`costs.sizing`; each task's ``estimated``).
 
@@ -139,7 +139,7 @@ def plan(cfg: Config, *, gpu: str | None = None, gpu_flops: float | None = None,
     from report_builder import costs
 
     check_ids(cfg)
-    cache = Cache(cfg.cache_dir) if Path(cfg.cache_dir).is_dir() else None
+    cache = Cache.existing(cfg.cache_dir)  # read-only: creates, marks and locks nothing
     return costs.plan_costs(cfg, cache, gpu=gpu, gpu_flops=gpu_flops, gpus=gpus)
 
 

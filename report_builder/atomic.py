@@ -1,9 +1,12 @@
-"""Atomic publication of a directory: write everything into a temporary sibling, then rename.
+"""Atomic publication of a directory or a file: write everything into a temporary sibling, then rename.
 
 Used for cache entries and converted models, so an interrupted run (Ctrl-C, SIGTERM, a crash) never
 leaves a half-written directory behind. First writer wins: when ``target`` already exists at
 publication (another process published it meanwhile) the new copy is discarded and the existing
 one kept; callers that want to replace a damaged target remove it first, under its lock.
+`write_text` replaces one file (a JSON record or memo) the same way. Both name their temporary sibling
+``.<name>.tmp-<pid>@<host>-<random>`` (`guard.tmp_tag`): removed however the block ends, and a process
+killed before that leaves a name the next start's sweep (`guard.sweep`) proves dead and removes.
 Pitfall: the temporary dir must be on the same filesystem as the target (a sibling), or the final
 rename is not atomic.
 """
@@ -16,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from report_builder.guard import make_tmp_dir
+from report_builder.guard import make_tmp_dir, tmp_tag
 
 
 @contextmanager
@@ -38,3 +41,22 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_text(path: Path, text: str, *, encoding: str = "utf-8") -> None:
+    """Replace ``path``'s content with ``text`` atomically: a reader sees the old file or the new one.
+
+    The text goes to ``.<name>.tmp-<pid>@<host>-<random>`` beside ``path`` (created with its folder when
+    missing), which is renamed over it; on any exception (KeyboardInterrupt included) the temporary file
+    is removed and the exception raised. The one way a JSON record is rewritten (never ``.tmp<pid>``
+    suffixes, which no sweep recognises).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{tmp_tag()}")
+    try:
+        tmp.write_text(text, encoding=encoding)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists() or tmp.is_symlink():
+            tmp.unlink()

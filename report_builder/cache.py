@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -195,18 +196,45 @@ class Cache:
         _rmdir_if_empty(self.root)
         return n, left
 
+    @property
+    def reproduced(self) -> Path:
+        """Where `report-builder reproduce` draws the figures it rebuilds: ``reproduced/<id>-<hash>/``."""
+        return self.base / REPRODUCED
+
+    def clean_reproduced(self) -> tuple[int, list[Path]]:
+        """Remove the figures `reproduce` drew here (folders named ``<figure id>-<12 hex>``) and dead
+        processes' temporary folders; returns (how many, what was left: not provably the tool's)."""
+        d = self.reproduced
+        guard.check_no_symlink(d, "the reproduced figures folder")
+        if not d.is_dir():
+            return 0, []
+        guard.sweep([d], legacy_age_s=None)
+        n, left = 0, []
+        for e in sorted(d.iterdir()):
+            if e.is_dir() and not e.is_symlink() and _REPRODUCED_NAME.fullmatch(e.name):
+                shutil.rmtree(e)
+                n += 1
+            else:
+                left.append(e)
+        _rmdir_if_empty(d)
+        return n, left
+
     def temp_parents(self) -> list[Path]:
-        """Folders where this cache's temporary dirs may be left."""
-        if not self.root.exists():
-            return []
-        return [a for a in self.root.iterdir() if a.is_dir()]
+        """Folders where this cache's temporary dirs and files may be left: the cache itself (its JSON
+        records, `atomic.write_text`), each analysis folder, and the reproduced figures' folder."""
+        parents = [self.base] if self.base.is_dir() else []
+        if self.root.is_dir():
+            parents += [a for a in self.root.iterdir() if a.is_dir()]
+        if self.reproduced.is_dir():
+            parents.append(self.reproduced)
+        return parents
 
     def stale_temp(self) -> list[Path]:
-        """Leftover temporary dirs (should be none, even after Ctrl-C)."""
+        """Leftover temporary dirs and files (should be none, even after Ctrl-C)."""
         return [p for a in self.temp_parents() for p in a.iterdir() if ".tmp-" in p.name]
 
     def sweep(self) -> list[Path]:
-        """Remove temporary dirs left by processes that are gone (never a live build's)."""
+        """Remove temporary dirs and files left by processes that are gone (never a live build's)."""
         return guard.sweep(self.temp_parents())
 
 
@@ -233,6 +261,11 @@ def _is_lock_file(p: Path) -> bool:
                 and p.stat().st_size == 0)
     except OSError:
         return False
+
+
+REPRODUCED = "reproduced"
+"""The folder of a cache where `report-builder reproduce` draws the figures it rebuilt (`Cache.reproduced`)."""
+_REPRODUCED_NAME = re.compile(r"[a-z0-9][a-z0-9-]*-[0-9a-f]{12}")
 
 
 def _rmdir_if_empty(d: Path) -> None:

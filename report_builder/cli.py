@@ -16,7 +16,7 @@ import sys
 
 from report_builder import __version__, api
 from report_builder.config import DEVICE_MAPS
-from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal
+from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal, terminal_table
 from report_builder.logsetup import library_noise, log, setup_logging  # noqa: F401 - cli.setup_logging
 
 EPILOG = "Results go to stdout, the build log to stderr. Docs: README.md; every config key: docs/examples/config.yaml."
@@ -134,11 +134,8 @@ def _print_table(rows: list[dict], as_json: bool = False) -> None:
         print("(none)")
         return
     cols = list(rows[0])
-    cells = [{c: for_terminal(r.get(c, "")) for c in cols} for r in rows]
-    w = {c: max(len(c), *(len(r[c]) for r in cells)) for c in cols}
-    print("  ".join(c.ljust(w[c]) for c in cols))
-    for r in cells:
-        print("  ".join(r[c].ljust(w[c]) for c in cols))
+    for line in terminal_table([cols, *([r.get(c, "") for c in cols] for r in rows)]):
+        print(line)
 
 
 def _sub(sub, name: str, summary: str, description: str, common) -> argparse.ArgumentParser:
@@ -307,13 +304,13 @@ def _dispatch_citation(args) -> int | None:
         if args.json:
             print(json.dumps(res.to_dict(), indent=1, default=str))
         elif res.status in ("identical", "different"):
-            print(res.line())
+            _say(res.line())
         if res.status not in ("identical", "different"):
             log.error(res.line())
         return res.exit_code
     if args.cmd == "diff":
         res = api.diff(args.old, args.new)
-        print(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
+        _say(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
         return 0
     return None
 
@@ -451,7 +448,7 @@ def _dispatch(args) -> int:
                           executor=_executor(args, quiet))
         print(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
     elif args.cmd == "plan" or (args.cmd == "build" and args.plan):
-        est = api.plan(cfg, gpu=args.gpu, gpu_flops=args.gpu_flops, gpus=args.gpus or 1)
+        est = api.plan(cfg, gpu=args.gpu, gpu_flops=args.gpu_flops, gpus=1 if args.gpus is None else args.gpus)
         placed = api.placements(cfg)
         if placed:
             est = {**est, "device_map": placed}

@@ -15,7 +15,8 @@ from typing import Any
 from report_builder import papers
 from report_builder.errors import ConfigError, for_terminal, shown
 from report_builder.yamlsafe import load_yaml
-from report_builder.values import SITE_URL_MAX, check_site_url, plain_text  # noqa: F401 - re-exported
+from report_builder.values import (SITE_URL_MAX, TEMP_SIBLING_ROOM, check_path, check_site_url,  # noqa: F401
+                                   plain_text)  # SITE_URL_MAX re-exported
 
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
 
@@ -362,6 +363,11 @@ def validate(cfg: Config) -> Config:
         count(d.k24_n, f"datasets[{k}].k24_n", optional=True)
         count(d.max_length, f"datasets[{k}].max_length", low=4)
         need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{shown(d.id)} is listed twice; dataset ids must be unique")
+    check_path(cfg.out_dir, "out_dir", reserve=TEMP_SIBLING_ROOM)
+    check_path(cfg.cache_dir, "cache_dir")
+    for key, v in [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets))]:
+        if v is not None:
+            check_path(v, key)
     if isinstance(cfg.figures, str):
         need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {shown(cfg.figures)}")
     return expand_paths(cfg)
@@ -386,6 +392,7 @@ def expand_paths(cfg: Config) -> Config:
 def load_config(path: str | Path | None = None, *, preset: str | None = None) -> Config:
     """Load a YAML config file, or a preset by name (``default`` when neither is given)."""
     if path is not None:
+        check_path(str(path), "--config")
         p = Path(path)
         if not p.exists():
             raise ConfigError(f"config file {p} does not exist")

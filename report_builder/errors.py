@@ -31,6 +31,15 @@ class DataError(ReportBuilderError, ValueError):
     """
 
 
+class DataNotHere(DataError):
+    """A dataset read through the ``datasets`` library (no file given for it) is not on this machine: the
+    library is missing, or the set is neither in its cache nor reachable on the hub.
+
+    The one data failure `report-builder plan` may estimate past (a paper dataset not downloaded yet,
+    `costs.sizing`); a file the user gave that is missing or unreadable is a plain `DataError` everywhere.
+    """
+
+
 class ModelError(ReportBuilderError):
     """A model cannot be loaded or decomposed as configured."""
 
@@ -64,6 +73,11 @@ class MissingDependency(ReportBuilderError):
     """An optional extra the command asks for is not installed; the message names the `pip install` line."""
 
 
+class DatasetsLibraryMissing(MissingDependency, DataNotHere):
+    """A hub dataset needs the ``datasets`` library (the [hub] extra), which is not installed: a missing
+    extra for the user, a set not on this machine for `plan`'s estimates."""
+
+
 class DistributedError(ReportBuilderError):
     """A distributed build failed beyond its retries (a worker kept dying, a node was lost) or its workers
     cannot reach the driver's cache; finished cache entries are kept, a rerun resumes."""
@@ -73,10 +87,10 @@ class ReconstructionError(ReportBuilderError):
     """A decomposition's terms do not sum to the model's own tensor within `schema.ERROR_BOUND`."""
 
 
-__all__ = ["ReportBuilderError", "ConfigError", "DataError", "ModelError", "UnknownModel", "HubUnreachable",
+__all__ = ["ReportBuilderError", "ConfigError", "DataError", "DataNotHere", "ModelError", "UnknownModel", "HubUnreachable",
            "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "MissingDependency",
-           "DistributedError", "EXIT_CODES",
-           "exit_code", "shown", "clip", "for_terminal", "MAX_SHOWN"]
+           "DistributedError", "DatasetsLibraryMissing", "EXIT_CODES",
+           "exit_code", "shown", "clip", "for_terminal", "terminal_width", "terminal_table", "MAX_SHOWN"]
 
 
 EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "interrupted": 130, "terminated": 143}
@@ -170,3 +184,37 @@ def for_terminal(text: Any, *, newlines: bool = False) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+def terminal_width(text: str) -> int:
+    """The columns ``text`` takes on a terminal: East Asian wide and fullwidth characters (CJK, most
+    emoji) two, combining marks and zero-width format characters none, others one."""
+    if text.isascii():
+        return len(text)
+    n = 0
+    for c in text:
+        if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf"):
+            continue
+        n += 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+    return n
+
+
+def terminal_table(rows: list[list[Any]], *, right: frozenset[int] | set[int] = frozenset()) -> list[str]:
+    """``rows`` (the head first) as aligned lines for the terminal: each cell escaped (`for_terminal`)
+    *before* it is measured, then padded to its column's width in terminal columns (`terminal_width`),
+    right-aligned for the column indices in ``right``; two spaces between columns, none at the end.
+
+    The one table layout of the CLI (`report-builder plan`, `list`): escaping after padding would widen a
+    cell holding a control or bidi character (``\u202e`` is six columns once visible) and a wide name
+    would take more columns than its length."""
+    cells = [[for_terminal(c) for c in r] for r in rows]
+    widths: dict[int, int] = {}
+    for r in cells:
+        for k, c in enumerate(r):
+            widths[k] = max(widths.get(k, 0), terminal_width(c))
+
+    def pad(k: int, c: str) -> str:
+        fill = " " * (widths[k] - terminal_width(c))
+        return fill + c if k in right else c + fill
+
+    return ["  ".join(pad(k, c) for k, c in enumerate(r)).rstrip() for r in cells]

@@ -3,7 +3,8 @@
 `check_ids` checks the configured dataset and figure ids against their registries (`config.validate`
 checks every other value; the registries sit above the configuration, so the ids are checked here).
 `preflight` checks that the cache and the output can be written without touching foreign files and
-sweeps temporary folders of dead processes. `clean` removes what the tool made, and only that, and
+sweeps temporary folders and files of dead processes (the cache's, the output's state folder's, the
+user cache's: `sweep_user_cache`). `clean` removes what the tool made, and only that, and
 says what it removed and what it left.
 
 Pitfall: nothing here may remove or overwrite a directory that lacks the tool's marker (`guard`): a
@@ -63,14 +64,28 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
         c = Cache(cfg.cache_dir)
         guard.check_writable(c.base, "the cache directory", "--cache")
         c.sweep()
-        guard.sweep([guard.user_cache_dir() / "models"], legacy_age_s=None)
+        sweep_user_cache()
     if site:
         guard.check_writable(Path(os.path.abspath(out)).parent, "the output's parent directory", "--out")
         state = site_state(out, Path(cfg.cache_dir))
         if not state.in_out:
             guard.check_writable(state.root, "the output's state folder in the cache", "--cache")
         guard.check_site_lock(out, state.lock_file)
+        # the temporary files of its records (manifest, build record, the render key)
+        guard.sweep([state.root] if state.in_out else [state.root.parent, state.root], legacy_age_s=None)
     return c
+
+
+def sweep_user_cache() -> list[Path]:
+    """Remove what dead processes of this machine left in the user cache (`guard.user_cache_dir`): the
+    ``.<name>.tmp-<pid>@<host>-…`` folders and files of its top level (memos) and of each folder in it
+    (converted models, evaluation sets, frequency tables, the Vega bundle, `reproduce`'s cache); a name
+    without the pid and host is never judged."""
+    root = guard.user_cache_dir()
+    if not root.is_dir() or root.is_symlink():
+        return []
+    return guard.sweep([root, *(d for d in sorted(root.iterdir()) if d.is_dir() and not d.is_symlink())],
+                       legacy_age_s=None)
 
 
 OWN_FILES = ("last_build.json", "summary_lines.json")
@@ -87,8 +102,9 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     ``versions_older_than`` (``30d`` or a date) removes those created before it but the current ones
     (``all``: every version, and the site folder with them).
 
-    ``all`` also removes the converted models and the cached evaluation sets in the user cache and
-    stale temporary folders.
+    ``all`` also removes the converted models, the cached evaluation sets and `reproduce`'s default
+    cache (``<user cache>/reproduce``, when it carries the cache marker) in the user cache, and stale
+    temporary folders.
     Raises `guard.UnsafeOutput` (nothing removed) when the site or cache directory holds foreign files,
     when ``--out`` or the cache's ``results`` is a symbolic link, or when the two nest.
     """
@@ -107,39 +123,17 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
     guard.check_not_nested(out, cache_dir)
     cache = Cache.existing(cache_dir)  # refuses a foreign directory, creates nothing
-    if cache is not None:
-        guard.check_no_symlink(cache.root, "the results folder")
-        guard.check_no_symlink(cache_dir / site_state.SITE_DIR, "the site state folder")
+    repro = _reproduce_cache(cache_dir) if all else None
+    for c in (cache, repro):  # every link is refused before anything is removed
+        if c is not None:
+            guard.check_no_symlink(c.root, "the results folder")
+            guard.check_no_symlink(c.base / site_state.SITE_DIR, "the site state folder")
+            guard.check_no_symlink(c.reproduced, "the reproduced figures folder")
     done, left = [], []
     if cache is None:
         done.append(f"nothing from the cache (no cache at {cache_dir})")
     else:
-        n, rest = cache.clean()
-        done.append(f"{n} cache entries from {cache.root}")
-        left += rest
-        states, rest = site_state.clean(cache_dir)
-        left += rest
-        if states:
-            done.append(f"the figure renders and build records of {len(states)} output(s) from "
-                        f"{cache_dir / site_state.SITE_DIR}")
-        from report_builder.last_build import INPUTS, clean_inputs
-
-        kept, rest = clean_inputs(cache_dir)  # the data copies a build kept (`last_build`)
-        left += rest
-        if kept:
-            done.append(f"{kept} kept data files from {cache_dir / INPUTS}")
-        for name in OWN_FILES:
-            f = cache_dir / name
-            if f.is_file() and not f.is_symlink():
-                f.unlink()
-                done.append(str(f))
-        if [c.name for c in cache_dir.iterdir()] == [guard.CACHE_MARKER]:  # nothing else: the cache goes too
-            (cache_dir / guard.CACHE_MARKER).unlink()
-            cache_dir.rmdir()
-            done.append(f"the empty cache {cache_dir}/")
-        else:
-            left += [c for c in sorted(cache_dir.iterdir()) if c.name != guard.CACHE_MARKER and c not in
-                     (cache.root, cache_dir / site_state.SITE_DIR, cache_dir / INPUTS)]
+        _clean_cache(cache, done, left)
     if out.exists():
         with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
             guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
@@ -173,6 +167,12 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
         from report_builder.data import setcache
 
         done.append(f"{setcache.clean()} cached evaluation sets")
+        d = guard.user_cache_dir() / REPRODUCE_CACHE
+        if repro is not None:
+            _clean_cache(repro, sub := [], left)
+            done.append(f"from reproduce's cache {d}: " + ", ".join(sub))
+        elif d.exists() and os.path.abspath(d) != os.path.abspath(cache_dir):
+            left.append(d)  # not the tool's cache (no marker): named, never touched
     if swept:
         done.append(f"{len(swept)} stale temporary folders")
     msg = "removed " + ", ".join(done)
@@ -180,3 +180,54 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
         shown = ", ".join(str(p) for p in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
         msg += f"; left {len(left)} it cannot prove it wrote: {shown}"
     return msg
+
+
+def _clean_cache(cache: Cache, done: list[str], left: list[Path]) -> None:
+    """Empty the results cache ``cache`` of what the tool wrote (entries, the outputs' state folders,
+    `reproduce`'s figures, its records) and remove it when only its marker is left; appends to ``done``
+    what was removed and to ``left`` what it cannot prove it wrote."""
+    from report_builder.site import site_state
+
+    cache_dir = cache.base
+    n, rest = cache.clean()
+    done.append(f"{n} cache entries from {cache.root}")
+    left += rest
+    states, rest = site_state.clean(cache_dir)
+    left += rest
+    if states:
+        done.append(f"the figure renders and build records of {len(states)} output(s) from "
+                    f"{cache_dir / site_state.SITE_DIR}")
+    n, rest = cache.clean_reproduced()
+    left += rest
+    if n:
+        done.append(f"{n} reproduced figures from {cache.reproduced}")
+    from report_builder.last_build import INPUTS, clean_inputs
+
+    kept, rest = clean_inputs(cache_dir)  # the data copies a build kept (`last_build`)
+    left += rest
+    if kept:
+        done.append(f"{kept} kept data files from {cache_dir / INPUTS}")
+    for name in OWN_FILES:
+        f = cache_dir / name
+        if f.is_file() and not f.is_symlink():
+            f.unlink()
+            done.append(str(f))
+    if [c.name for c in cache_dir.iterdir()] == [guard.CACHE_MARKER]:  # nothing else: the cache goes too
+        (cache_dir / guard.CACHE_MARKER).unlink()
+        cache_dir.rmdir()
+        done.append(f"the empty cache {cache_dir}/")
+    else:
+        left += [c for c in sorted(cache_dir.iterdir()) if c.name != guard.CACHE_MARKER and c not in
+                 (cache.root, cache_dir / site_state.SITE_DIR, cache.reproduced, cache_dir / INPUTS)]
+
+
+REPRODUCE_CACHE = "reproduce"
+"""`report-builder reproduce`'s default results cache, under the user cache (`guard.user_cache_dir`)."""
+
+
+def _reproduce_cache(cache_dir: Path) -> Cache | None:
+    """`reproduce`'s default cache when it is the tool's (carries the cache marker) and not ``cache_dir``."""
+    d = guard.user_cache_dir() / REPRODUCE_CACHE
+    if os.path.abspath(d) == os.path.abspath(cache_dir) or d.is_symlink() or not guard.is_cache(d):
+        return None
+    return Cache(d, create=False)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from report_builder import guard
+from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
 from report_builder.errors import ConfigError, DataError
@@ -79,12 +80,7 @@ def save(cfg: Config, entries: list[tuple[str, str]], provenance: dict[str, Any]
     record = {"format": FORMAT, "config": cfg.to_dict(), "entries": entries, "provenance": provenance,
               "table_hashes": hashes, "inputs": _keep_inputs(cfg, provenance),
               "datasets": _frame_to_json(tables["datasets"]) if "datasets" in tables else None}
-    tmp = p.with_name(f".{p.name}.tmp-{guard.tmp_tag()}")
-    try:
-        tmp.write_text(json.dumps(record, default=str), encoding="utf-8")
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_text(p, json.dumps(record, default=str))
     return hashes
 
 

@@ -84,11 +84,14 @@ def placements(cfg: Config, *, strict: bool = True) -> dict[str, dict[str, Any]]
     return out
 
 
-def build_provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any]:
+def build_provenance(cfg: Config, models: dict, datasets: dict, inputs: dict | None = None) -> dict[str, Any]:
     """What a build used: versions, machine, date, configuration, models, datasets, parameters.
 
     Args:
         models, datasets: the models' and datasets' provenance (`analyses.assemble.provenance`).
+        inputs: analysis id -> its tasks' ``{model, dataset, params}`` (`analyses.assemble.provenance`):
+            recorded as ``analyses.<id>.inputs``, from which each figure's recipe keeps the parameters
+            of the analyses it reads (`site.recipe`).
     """
     from report_builder.analyses import registry
     from report_builder.analyses.k24_scopes import ig_options
@@ -106,7 +109,9 @@ def build_provenance(cfg: Config, models: dict, datasets: dict) -> dict[str, Any
         "config": guard.public_config(cfg.to_dict()),
         "models": {m: {**p, "source": guard.public_path(p["source"])} for m, p in models.items()},
         "datasets": datasets, "libraries": libraries(),
-        "analyses": {a.id: {"version": a.version, "tables": list(a.tables)} for a in registry.ANALYSES},
+        "analyses": {a.id: {"version": a.version, "tables": list(a.tables),
+                            **({"inputs": inputs[a.id]} if inputs and a.id in inputs else {})}
+                     for a in registry.ANALYSES},
         "params": {"ig": ig_options(cfg).describe(), "mask_rate": cfg.k21.mask_rate, "seed": cfg.k21.seed,
                    "top_k": cfg.k24.top_k, "include_special": cfg.k24.include_special,
                    "ffamp_normalise": cfg.k24.ffamp_normalise, "max_memory": cfg.max_memory},

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import guard
-from report_builder.errors import ConfigError, DataError, ModelError, UsageError
+from report_builder.errors import ConfigError, DataError, ModelError, UsageError, for_terminal
 from report_builder.site import figure_diff, recipe
+from report_builder.values import check_path
 from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
 EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
@@ -73,8 +74,8 @@ class Reproduction:
 
     def line(self) -> str:
         """The one-line answer: ``reproduced k21-fig3 3b9d428b72e8: identical`` or why not (values from
-        the recipe with unprintable characters escaped)."""
-        p = figure_diff.printable
+        the recipe with terminal control characters escaped: `errors.for_terminal`)."""
+        p = for_terminal
         if self.status == "identical":
             return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
         if self.status == "different":
@@ -88,6 +89,7 @@ class Reproduction:
 
 def load_recipe(path: str | Path) -> tuple[dict[str, Any], Path]:
     """(the recipe, its provenance.json path) of a version folder or provenance file; `UsageError` else."""
+    check_path(str(path), "reproduce PATH", error=UsageError)
     p = Path(path).expanduser()
     prov = p / "provenance.json" if p.is_dir() else p
     if not prov.is_file():
@@ -259,7 +261,9 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
         spec = figure(out.figure)
     except KeyError as e:
         raise UsageError(f"{prov_file}: {e.args[0]}") from None
-    cache = Path(cache_dir).expanduser() if cache_dir else guard.user_cache_dir() / "reproduce"
+    from report_builder.housekeeping import REPRODUCE_CACHE
+
+    cache = Path(cache_dir).expanduser() if cache_dir else guard.user_cache_dir() / REPRODUCE_CACHE
     cfg = _config(rec, cache, _pairs(models, "model"), _pairs(data, "data"), device)
     out.cache, out.device = str(cache), cfg.device
     if not _check_inputs(rec, cfg, out):
@@ -307,7 +311,7 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     except NotConfigured as e:
         out.reasons.append(f"the figure is not configured from this recipe ({_first_line(e)})")
         return "not-configured"
-    target = cache.base / "reproduced" / f"{spec.id}-{out.recorded}"
+    target = cache.reproduced / f"{spec.id}-{out.recorded}"
     tmp = guard.make_tmp_dir(target)
     with guard.removing(tmp):
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))

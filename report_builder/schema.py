@@ -290,6 +290,24 @@ def user_layers(frame):
     return frame
 
 
+def example_label(number: int, text: str) -> str:
+    """The ``example`` label of a K24 map example (``k24_maps``, notebook frames and charts):
+    ``"<number>: <first six words>…"``, numbered from 1 like layers."""
+    return f"{number}: {' '.join(str(text).split()[:6])}…"
+
+
+def example_order(labels) -> list:
+    """The distinct example ``labels`` in the order they were numbered (`example_label`): by the number
+    before the first ``:`` (``"2: …"`` before ``"10: …"``), then as text; labels without a number follow,
+    as text. The one order of examples in widgets and "the first example" (fewer than ten examples sort
+    as their text did)."""
+    def key(label):
+        head, sep, _ = str(label).partition(":")
+        return (0, int(head), str(label)) if sep and head.strip().isdigit() else (1, 0, str(label))
+
+    return sorted(set(labels), key=key)
+
+
 PERCENT = "%"
 """Unit of every K21 mixing ratio a user reads (0-100), wherever it is shown."""
 RAW_NORM = "raw norm ||z_{i<-j}||"
@@ -309,4 +327,4 @@ UNITS: dict[str, dict[str, str]] = {
 __all__ = ["ERROR_BOUND", "Layout", "POST_LN", "PRE_LN", "LAYOUTS", "layout", "layout_ids", "layout_for_scopes",
            "K21_METHODS", "K21_METHOD_LABELS", "TOKEN_CATEGORIES", "OVERALL", "SPECIAL_TOKEN_CATEGORIES",
            "PAIR_CATEGORIES", "MODELS", "RECON_ERRORS", "DATASETS", "K21", "K24", "TABLES", "FIRST_LAYER",
-           "user_layers", "PERCENT", "RAW_NORM", "ROW_NORMALISED", "UNITS"]
+           "user_layers", "example_label", "example_order", "PERCENT", "RAW_NORM", "ROW_NORMALISED", "UNITS"]

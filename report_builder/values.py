@@ -1,5 +1,6 @@
-"""Checks of configured values that reach pages, charts and the terminal: ``site_url`` parsed as a
-web address (`check_site_url`) and names, ids, paths and sentences as plain text (`plain_text`).
+"""Checks of configured values that reach pages, charts, the terminal and the filesystem: ``site_url``
+parsed as a web address (`check_site_url`), names, ids, paths and sentences as plain text (`plain_text`),
+and the path keys as paths this filesystem can hold (`check_path`).
 
 `config.validate` runs them on every configuration (YAML, ``--set``, CLI options, the Python API);
 `site.build.render_site` checks ``site_url`` again where it is handed to mkdocs. Tested by
@@ -100,3 +101,58 @@ def check_site_url(value: Any) -> str:
                   "escape)")
     scheme = parts.scheme.lower()
     return f"{scheme}://{parts.netloc.lower()}{path.rstrip('/')}/"
+
+
+TEMP_SIBLING_ROOM = 40
+"""Bytes the tool adds to the output folder's name for its temporary siblings (``.<out>-docs.tmp-<pid>@<host>-…``)."""
+
+
+def check_path(value: Any, key: str, *, reserve: int = 0, error: type[Exception] = ConfigError) -> None:
+    """Refuse a path key (``out_dir``, ``cache_dir``, ``data_dir``, a dataset's ``path``) that no command
+    could use, before any work, in one line: not text or empty; a control character such as NUL
+    (`plain_text`); a folder name longer than the filesystem allows (its ``NAME_MAX``, minus ``reserve``
+    bytes for the last one: room for the temporary siblings of ``out_dir``) or a path longer than its
+    ``PATH_MAX``; or a path through a file (``notes.txt/site``). Whether the folder itself may be used is
+    `guard`'s question (it exists, is the tool's, is writable). Commands check their path arguments with
+    it too (``--config``, ``serve --dir``, ``reproduce PATH``, ``diff OLD NEW``), raising their own ``error``.
+
+    Raises:
+        ConfigError (or ``error``): naming ``key`` and what is wrong.
+    """
+    import os
+
+    if not isinstance(value, str) or not value.strip():
+        raise error(f"{key}: expected a path, got {shown(value)}")
+    try:
+        plain_text(value, key)
+    except ConfigError as e:
+        raise error(str(e)) from None
+    full = os.path.abspath(os.path.expanduser(value))
+    there = full
+    while not os.path.lexists(there):  # False for a name too long to look up: its parent is tried
+        there = os.path.dirname(there)
+    if there != full and not os.path.isdir(there):
+        raise error(f"{key}: {shown(value)} goes through {shown(there)}, which is a file, not a folder; "
+                    "give a path of folders")
+    folder = there if os.path.isdir(there) else os.path.dirname(there)
+
+    def limit(name: str, default: int) -> int:
+        try:
+            return int(os.pathconf(folder, name))
+        except (OSError, ValueError):
+            return default
+
+    name_max, path_max = limit("PC_NAME_MAX", 255), limit("PC_PATH_MAX", 4096)
+    parts = [c for c in full.split(os.sep) if c]
+    for k, part in enumerate(parts):
+        room = name_max - (reserve if k == len(parts) - 1 else 0)
+        size = len(part.encode("utf-8", "surrogateescape"))
+        if size > room:
+            last = reserve and k == len(parts) - 1
+            raise error(f"{key}: the name {shown(part, 60)} is {size} bytes; this filesystem allows {name_max} "
+                        + (f"(less {reserve} for the tool's temporary folders beside it) " if last else "")
+                        + "for one name in a path: choose a shorter one")
+    total = len(full.encode("utf-8", "surrogateescape"))
+    if total >= path_max:
+        raise error(f"{key}: the path is {total} bytes long; this filesystem allows {path_max - 1}: choose a "
+                    "shorter one")

@@ -199,3 +199,31 @@ def test_the_layout_comparison_check_can_fail(src, expected):
 
 def test_the_cycle_check_can_fail():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _adhoc_escapes(tree: ast.AST) -> list[int]:
+    """Lines that escape text for the terminal by hand: ``repr(c)[1:-1]`` or a ``"".join`` over the
+    characters that tests ``isprintable()`` (`errors.for_terminal` is the one escaper)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "repr" \
+                and isinstance(node.slice, ast.Slice) and node.slice.lower is not None:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" \
+                and any(isinstance(n, ast.Attribute) and n.attr == "isprintable" for a in node.args for n in ast.walk(a)):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_one_terminal_escaper():
+    found = {m: ls for m, p in MODULES.items() if m != "report_builder.errors"
+             and (ls := _adhoc_escapes(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert not found, f"escape terminal text with errors.for_terminal: {found}"
+
+
+@pytest.mark.parametrize("src, expected", [
+    ("''.join(c if c.isprintable() else repr(c)[1:-1] for c in t)", [1, 1]),
+    ("x = repr(v)[1:-1]", [1]), ("ok = s.isprintable()", []), ("x = repr(v)", [])])
+def test_the_escaper_check_can_fail(src, expected):
+    assert _adhoc_escapes(ast.parse(src)) == expected

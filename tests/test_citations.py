@@ -1,7 +1,7 @@
 """Citations that survive regeneration (issue #24), through the CLI as a user meets them.
 
 One tiny model, one dataset, two figures (``figures:``): a build with ``site_url``, a second build
-that changes one figure's input (the dataset's ``n``). The first version stays at its permalink byte
+that changes one figure's input (the dataset's ``n``) and a parameter no K21 figure reads (``k24.top_k``). The first version stays at its permalink byte
 for byte, the current figure is the new one, the history and the Changes page say what changed and
 by how much; ``reproduce`` rebuilds the first version from another directory with an empty cache
 (identical) and names the reason when its recipe was edited; ``diff`` names the changed input; a
@@ -53,7 +53,7 @@ def builds(tmp_path_factory):
     assert r.returncode == 0, r.stderr[-3000:]
     h1 = json.loads((work / "site" / "figures" / "versions.json").read_text())["current"][FIG]
     first = _version_files(work / "site" / "figures" / FIG / h1)
-    r = _cli(*common, "--set", "datasets.0.n=4", cwd=work)
+    r = _cli(*common, "--set", "datasets.0.n=4", "--set", "k24.top_k=6", cwd=work)  # top_k: no K21 figure's input
     assert r.returncode == 0, r.stderr[-3000:]
     h2 = json.loads((work / "site" / "figures" / "versions.json").read_text())["current"][FIG]
     return work, model, h1, h2, first
@@ -90,8 +90,10 @@ def test_the_history_lists_both_builds_with_the_changed_inputs_and_the_numbers(b
     assert (change["id"], change["old"], change["new"]) == (FIG, h1, h2)
     assert change["old_permalink"] == f"figures/{FIG}/{h1}/" and change["new_permalink"] == f"figures/{FIG}/{h2}/"
     what = {(r["kind"], r["what"]) for r in change["inputs"]}
-    assert ("data", "datasets.wiki.hash") in what and ("parameter", "config.datasets.wiki.n") in what
+    assert ("data", "datasets.wiki.hash") in what and ("parameter", "datasets.wiki.n") in what
     assert not any(r["kind"] in ("weights", "code", "library") for r in change["inputs"])
+    # only what the figure's numbers depend on: not the build's k24.top_k, nor any configuration key
+    assert not [w for _, w in what if "top_k" in w or w.startswith("config.")], what
     largest = change["data"]["largest_abs"]
     old = pd.read_csv(work / "site" / change["old_permalink"] / "data.csv")
     new = pd.read_csv(work / "site" / change["new_permalink"] / "data.csv")
@@ -149,7 +151,7 @@ def test_diff_names_the_changed_input(builds):
     r = _cli("diff", str(a), str(b), cwd=work)
     assert r.returncode == 0, r.stderr
     assert f"{FIG} {h1} -> {h2}: changed" in r.stdout and "data: datasets.wiki.hash" in r.stdout
-    assert "config.datasets.wiki.n 3 -> 4" in r.stdout and "largest change" in r.stdout
+    assert "datasets.wiki.n 3 -> 4" in r.stdout and "largest change" in r.stdout and "top_k" not in r.stdout
     r = _cli("diff", str(a / "provenance.json"), str(b / "provenance.json"), "--json", cwd=work)
     d = json.loads(r.stdout)
     assert d["kind"] == "version" and ("data", "datasets.wiki.hash") in {(x["kind"], x["what"]) for x in d["inputs"]}

@@ -177,6 +177,47 @@ def test_cli_plan_json_and_text(tmp_path, capsys, no_weights):
     assert "--gpus: 0 is not a number of GPUs" in capsys.readouterr().err
 
 
+def test_plan_table_columns_line_up_with_escaped_and_wide_names(tmp_path, capsys, no_weights):
+    """Cells are escaped for the terminal before they are padded, and padded by terminal columns: a name
+    holding a bidi control (six columns once escaped) and a wide CJK name (two columns a character) keep
+    every column in line (before: padded by ``len`` before the CLI escaped the text)."""
+    import re
+    import unicodedata
+
+    import yaml
+
+    def terminal_width(text):  # independent of errors.terminal_width: wide characters take two columns
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    names = ["rtl\u202eevil", "模型名", "plain"]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"models": [{**MINILM, "name": n} for n in names],
+                                    "datasets": [{"id": "wiki", "n": 2, "k24_n": 1}],
+                                    "cache_dir": str(tmp_path / "cache")}, allow_unicode=True), encoding="utf-8")
+    assert cli.main(["plan", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "rtl\\u202eevil" in out and "模型名" in out
+    lines = out.split("\ntotal: ")[0].splitlines()
+    assert len(lines) > 3 and {n for n in ("rtl\\u202eevil", "模型名", "plain") if any(n in ln for ln in lines)} == \
+        {"rtl\\u202eevil", "模型名", "plain"}
+
+    def edges(line):  # (start, end) of each cell, in terminal columns
+        return [(terminal_width(line[:m.start()]), terminal_width(line[:m.end()])) for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+    head = edges(lines[0])
+    for ln in lines[1:]:
+        e = edges(ln)
+        assert [s for s, _ in e[:3]] == [s for s, _ in head[:3]], ln  # analysis, model, dataset: left-aligned
+        assert e[4][1] == head[4][1] and e[9][1] == head[9][1], ln  # seqs ... disk: right-aligned
+
+
+@pytest.mark.parametrize("text, width", [("abc", 3), ("模型", 4), ("e\u0301", 1), ("\\u202e", 6), ("", 0)])
+def test_terminal_width(text, width):
+    from report_builder.errors import terminal_width
+
+    assert terminal_width(text) == width
+
+
 @pytest.mark.slow
 def test_paper_preset_plan_with_real_shapes_and_no_weights(tmp_path):
     """The paper preset's plan where every model has its real config (BERT-base ... RoBERTa-large,
@@ -273,6 +314,88 @@ def test_plan_refuses_what_is_neither_here_nor_recorded(tmp_path, capsys, monkey
     assert cli.main(["plan", "--config", str(path), "--json"]) not in (0, 1)
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("case", ["missing", "folder", "long-field", "not-tsv"])
+def test_plan_fails_on_a_bad_paper_data_file_as_build_does(tmp_path, capsys, monkeypatch, no_weights, case):
+    """Only a paper dataset that is not here (read through `datasets`, not downloaded) is estimated; a file
+    the configuration names that is missing or unreadable fails `plan` with the loader's own line and exit
+    code, the line `analyze`/`build` print (before: such a set was marked "estimated", exit 0)."""
+    import yaml
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    entry = {"id": "sst2", "n": 2}
+    if case == "missing":
+        entry["path"], expected = str(tmp_path / "no-such-dev.tsv"), "not found"
+    elif case == "folder":  # --data-dir names a folder whose SST-2/ lacks dev.tsv
+        (tmp_path / "data" / "SST-2").mkdir(parents=True)
+        entry, expected = {"id": "mnli", "n": 2}, None
+        (tmp_path / "data" / "MNLI").mkdir()
+    elif case == "long-field":
+        (tmp_path / "dev.tsv").write_text("sentence\tlabel\n" + "a" * 131_073 + "\t1\nfine\t0\n")
+        entry["path"], expected = str(tmp_path / "dev.tsv"), "field larger than field limit"
+    else:
+        (tmp_path / "dev.tsv").write_text("no header of that kind\n")
+        entry["path"], expected = str(tmp_path / "dev.tsv"), "lacks column"
+    cfg = {"models": [MINILM], "datasets": [entry], "cache_dir": str(tmp_path / "cache")}
+    if case == "folder":
+        cfg["data_dir"], expected = str(tmp_path / "data"), "no dev_matched.tsv in folder"
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    lines = []
+    for cmd in (["plan"], ["analyze", "--no-progress"]):
+        assert cli.main([*cmd, "--config", str(path)]) == 3, cmd
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], (cmd, err)
+        lines.append(err[0])
+    assert lines[0] == lines[1]
+
+
+def test_plan_estimates_a_paper_dataset_that_is_not_here(tmp_path, no_weights, monkeypatch):
+    """The one data failure a plan estimates past: no file given and `datasets` cannot load it here."""
+    from report_builder.errors import DataNotHere
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from report_builder.data import hub
+
+    def absent(*a, **k):
+        raise DataNotHere("not on this machine")
+
+    monkeypatch.setattr(hub, "load_hub_split", absent)
+    monkeypatch.setattr("report_builder.data.glue.load_hub_split", absent)
+    est = api.plan(_cfg(tmp_path, datasets=[{"id": "sst2", "n": 3}]))
+    assert est["estimates"]["datasets"]["sst2"]["flags"] == ["items", "lengths"]
+    assert 0 < max(r["sequences"] for r in est["tasks"] if r["dataset"] == "sst2") <= 3
+
+
+def test_plan_writes_nothing_into_the_cache(tmp_path, capsys, no_weights):
+    """`plan` is read-only: an existing empty ``--cache`` folder stays empty (before: the cache marker was
+    written into it), a missing one stays missing, and a filled cache gets no lock file and no new entry;
+    a folder that is not the tool's is refused as `build` refuses it (exit 3), untouched."""
+    import yaml
+
+    from report_builder import guard
+    from report_builder.cache import Cache
+
+    def tree(d):
+        return sorted(p.relative_to(d).as_posix() for p in d.rglob("*")) if d.exists() else None
+
+    empty, missing, filled, foreign = (tmp_path / n for n in ("empty", "missing", "filled", "foreign"))
+    empty.mkdir()
+    Cache(filled).put("k21_mixing", "a" * 20, {"t": __import__("pandas").DataFrame({"x": [1]})}, {})
+    foreign.mkdir()
+    (foreign / "results").mkdir()
+    (foreign / "results" / "exp.csv").write_text("x\n1\n")
+    before = {d: tree(d) for d in (empty, missing, filled, foreign)}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"models": [MINILM], "datasets": [{"id": "wiki", "n": 2, "k24_n": 1}]}))
+    for d in (empty, missing, filled):
+        assert cli.main(["plan", "--config", str(path), "--cache", str(d)]) == 0, d
+        assert tree(d) == before[d], d
+    assert before[empty] == [] and before[missing] is None and guard.CACHE_MARKER in before[filled]
+    capsys.readouterr()
+    assert cli.main(["plan", "--config", str(path), "--cache", str(foreign)]) == 3
+    assert "error: " in capsys.readouterr().err and tree(foreign) == before[foreign]
 
 
 def test_sized_set_and_recorded_shapes():

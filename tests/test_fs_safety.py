@@ -137,6 +137,41 @@ def test_clean_creates_nothing_removes_only_its_own_and_names_it(tmp_path):
             assert not root.exists() and "the empty cache" in msg, msg
 
 
+@pytest.mark.parametrize("foreign", [False, True])
+def test_clean_all_empties_reproduce_default_cache(tmp_path, foreign):
+    """`clean --all` removes ``<user cache>/reproduce`` (`reproduce`'s default cache) as it removes the
+    other user-cache entries the tool made: its entries and the figures `reproduce` drew, then the folder;
+    a file there it did not write stays and is named, and a ``reproduce`` folder without the cache marker
+    (the user's) is not touched (before: the whole folder was left, entries and all)."""
+    ucache = tmp_path / "ucache"
+    d = ucache / "reproduce"
+    env = {"REPORT_BUILDER_CACHE": str(ucache)}
+    cache = Cache(d)
+    cache.put("k21_mixing", "a" * 20, {"t": pd.DataFrame({"x": [1, 2]})}, {})
+    drawn = d / "reproduced" / "k21-fig3-0123456789ab"  # where `reproduce` draws (Cache.reproduced)
+    drawn.mkdir(parents=True)
+    (drawn / "chart.svg").write_text("<svg/>")
+    if foreign:
+        (d / "reproduced" / "my-notes").mkdir()
+        (d / "mine.txt").write_text("mine")
+    r = _cli("clean", "--all", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "o"), cwd=tmp_path,
+             env_extra=env)
+    assert r.returncode == 0, r.stderr
+    assert f"from reproduce's cache {d}: 1 cache entries from {d / 'results'}, 1 reproduced figures" in r.stdout
+    if foreign:
+        assert _tree(d) == [guard.CACHE_MARKER, "mine.txt", "reproduced", "reproduced/my-notes"]
+        assert "left 2" in r.stdout and "mine.txt" in r.stdout and "my-notes" in r.stdout, r.stdout
+    else:
+        assert not d.exists() and f"the empty cache {d}/" in r.stdout, r.stdout
+    # variant: a `reproduce` folder of the user's (no marker) is left as it is, and named
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "results").mkdir(parents=True)
+    (d / "results" / "exp.csv").write_text("x\n1\n")
+    r = _cli("clean", "--all", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "o"), cwd=tmp_path,
+             env_extra=env)
+    assert r.returncode == 0 and _tree(d) == ["results", "results/exp.csv"] and str(d) in r.stdout, r.stdout
+
+
 def test_clean_refuses_symlinked_results_or_out(tmp_path):
     victim = tmp_path / "victim"
     (victim / "exp" / ("a" * 20)).mkdir(parents=True)
@@ -375,3 +410,72 @@ def test_serve_stays_inside_the_site(tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=30)
+
+
+
+_CRASH = """
+import os, sys
+os.replace = lambda *a: os._exit(9)  # killed between writing a record and renaming it into place
+what = sys.argv[1]
+if what == "last_build":
+    from report_builder import last_build
+    from report_builder.config import from_dict
+    last_build.save(from_dict({"preset": "smoke", "cache_dir": sys.argv[2]}), [], {}, {})
+elif what == "memo":
+    from report_builder.guard import user_cache_dir
+    from report_builder.models.fingerprints import memo_put
+    memo_put(user_cache_dir() / "fingerprints.json", "k", "v")
+elif what == "freq":
+    from report_builder.data import frequency as f
+    f.vocab_hash, f.compute_frequency_ranks = (lambda t: "v"), (lambda t, n: {1: 1})
+    f.frequency_ranks(None)
+else:
+    from report_builder.site import assets
+    assets._make_bundle = lambda: "bundle"
+    assets.vega_bundle()
+"""
+
+
+def test_a_record_write_killed_midway_leaves_a_name_the_next_start_sweeps(tmp_path, monkeypatch):
+    """JSON records, memos and the Vega bundle are replaced through one `atomic.write_text`, whose temporary
+    sibling is ``.<name>.tmp-<pid>@<host>-…``: a process killed before the rename leaves a name the
+    start-of-build sweep proves dead and removes — in the results cache, the output's state folder and the
+    user cache (before: ``last_build.tmp<pid>``, ``.freq-….tmp`` and ``vega-….tmp-<pid>`` stayed for ever,
+    and nothing swept the cache's top level, the state folder or the user cache but its models)."""
+    from report_builder import housekeeping
+    from report_builder.config import from_dict
+    from report_builder.site import site_state
+
+    ucache, cache, out = tmp_path / "ucache", tmp_path / "cache", tmp_path / "site"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REPORT_BUILDER_CACHE": str(ucache)}
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(ucache))
+    Cache(cache)
+    kinds = ["last_build", "memo", "freq", "vega"]
+    for what in kinds:
+        r = subprocess.run([sys.executable, "-c", _CRASH, what, str(cache)], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 9, r.stderr[-2000:]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    state = site_state.site_state(out, cache)
+    state.root.mkdir(parents=True)  # a build killed while it replaced the output's manifest
+    (state.root / f".manifest.json.tmp-{dead.pid}@{guard.host_tag()}-0a1b2c3d").write_text("{}")
+    left = sorted(p for p in tmp_path.rglob("*") if p.is_file() and p.name != guard.CACHE_MARKER)
+    assert len(left) == len(kinds) + 1, left
+    assert all(p.name.startswith(".") and guard._TMP_PID.search(p.name) for p in left), left
+    live = cache / f".last_build.json.tmp-{guard.tmp_tag()}"  # this process's: alive, never swept
+    live.write_text("{}")
+    housekeeping.preflight(from_dict({"preset": "smoke", "cache_dir": str(cache), "out_dir": str(out)}))
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file() and p.name != guard.CACHE_MARKER) == [live]
+
+
+
+def test_no_hand_made_temporary_names():
+    """A file is replaced through `atomic.write_text` (or a `guard.tmp_tag` name), never a ``.tmp<pid>``
+    suffix or a ``mkstemp`` name that no sweep can judge."""
+    import re
+
+    bad = re.compile(r"with_suffix\(f?\"\.tmp|\.tmp\{os\.getpid|mkstemp\(")
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in (ROOT / "report_builder").rglob("*.py") if p.name != "guard.py"
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if bad.search(line)]
+    assert found == []

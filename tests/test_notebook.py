@@ -341,6 +341,38 @@ def test_examples_script_runs(tmp_path):
     assert len(joined) == len(csv) > 0 and np.allclose(joined["value_x"], joined["value_y"], atol=1e-6)
 
 
+def test_the_explorer_orders_examples_by_number(tiny_bert):
+    """Eleven texts: the example selector lists "1: …", "2: …", …, "10: …" in that order, and
+    ``show(seq=9)`` starts on the tenth (before: sorted as text, "10: …" came second and seq 9 opened at
+    index 1)."""
+    texts = [f"word {k}" for k in range(11)]
+    res = rb.decompose(tiny_bert, texts, progress=False, scopes=("ATB",), methods=())
+    params = {p["name"]: p for p in res.show(scope="ATB", seq=9).spec["params"]}
+    labels = params["example_nb"]["bind"]["labels"]
+    assert [lab.split(":")[0] for lab in labels] == [str(k) for k in range(1, 12)]
+    assert params["example_nb"]["value"] == 9 and labels[9] == res.example_name(9)
+    assert schema.example_order(["10: b", "2: a", "1: c", "x"]) == ["1: c", "2: a", "10: b", "x"]
+    few = [f"{k}: t" for k in range(9, 0, -1)]
+    assert schema.example_order(few) == sorted(few)  # fewer than ten: the text order (figure hashes kept)
+
+
+def test_load_results_of_a_site_undoes_the_spreadsheet_guard(tmp_path):
+    """A site's ``data.csv`` puts ``'`` before text a spreadsheet would read as a formula; `load_results`
+    of the site gives the text as the table had it (before: ``"'=cmd|' /C calc'!A0"``), keeps a token
+    such as ``NA`` as text and numbers as numbers; `site.figure_diff` reads it the same way."""
+    from report_builder.site import figure_diff
+    from report_builder.site.figure_files import write_csv
+
+    table = pd.DataFrame({"model": ["=cmd|' /C calc'!A0", "+tiny", "@m", "plain"], "token": ["-x", "NA", "'=q", "b"],
+                          "layer": [1, 2, 3, 4], "value": [-0.5, 1.0, 2.5, 3.0], "=col": ["a", "b", "c", "d"]})
+    (tmp_path / "figures" / "f").mkdir(parents=True)
+    text = write_csv(table, tmp_path / "figures" / "f" / "data.csv")
+    assert "'=cmd" in text and "'+tiny" in text and "''=q" in text  # the site's file is guarded
+    got = rb.load_results(tmp_path)["f"]
+    pd.testing.assert_frame_equal(got, table)
+    pd.testing.assert_frame_equal(figure_diff.read_data(tmp_path / "figures" / "f" / "data.csv"), table)
+
+
 def test_a_view_too_large_keeps_what_is_shown_and_says_so(tiny_bert, monkeypatch):
     from report_builder.notebook import view
 

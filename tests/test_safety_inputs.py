@@ -259,9 +259,10 @@ def test_a_built_in_dataset_given_the_wrong_file_is_one_line(capsys, tmp_path):
                "datasets": [{"id": "wiki", "path": str(tmp_path / name), "n": 2}], "cache_dir": str(tmp_path / "c")}
         p = tmp_path / f"{name}.yaml"
         p.write_text(yaml.safe_dump(cfg))
-        code, _, err = _run(capsys, "analyze", "--no-progress", "--config", str(p))  # `plan` estimates a set
-        line = _one_error_line(err)                                                  # it cannot read
-        assert code == 3 and f"dataset 'wiki': cannot read '{tmp_path / name}'" in line, line
+        for cmd in (["plan"], ["analyze", "--no-progress"]):  # `plan` estimates only a set that is not
+            code, _, err = _run(capsys, *cmd, "--config", str(p))                # here, never a bad file
+            line = _one_error_line(err)
+            assert code == 3 and f"dataset 'wiki': cannot read '{tmp_path / name}'" in line, (cmd, line)
 
 
 @pytest.mark.parametrize("source", ["x" * 300, "/tmp/" + "y" * 300, "a/" + "z" * 300])
@@ -271,6 +272,57 @@ def test_a_model_source_too_long_for_the_filesystem_is_one_line(capsys, tmp_path
     code, _, err = _run(capsys, "plan", "--model", source, "--preset", "smoke", "--cache", str(tmp_path / "c"))
     line = _one_error_line(err)
     assert code == 4 and len(line) < 1200, line
+
+
+# ------------------------------------------------------------------ path inputs
+
+LONG = "n" * 300  # a folder name longer than any filesystem's NAME_MAX (255)
+
+
+def _path_cases(tmp_path: Path) -> list[tuple[list[str], int, tuple[str, ...]]]:
+    """(argv, exit code, words of the one error line): each path input of the configuration and the
+    commands, with a name too long for the filesystem, a path through a regular file, a NUL byte."""
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    long, through = str(tmp_path / LONG), str(f / "x")
+    smoke = ["--preset", "smoke"]
+    cases = []
+    for bad, words in ((long, "is 300 bytes; this filesystem allows"), (through, "which is a file, not a folder")):
+        cases += [
+            (["plan", *smoke, "--cache", bad], 3, ("cache_dir: ", words)),
+            (["build", *smoke, "--cache", bad, "--out", str(tmp_path / "o")], 3, ("cache_dir: ", words)),
+            (["build", *smoke, "--cache", str(tmp_path / "c"), "--out", bad], 3, ("out_dir: ", words)),
+            (["render", "--cache", str(tmp_path / "c"), "--out", bad], 3, ("out_dir: ", words)),
+            (["clean", "--cache", bad, "--out", str(tmp_path / "o")], 3, ("cache_dir: ", words)),
+            (["clean", "--cache", str(tmp_path / "c"), "--out", bad], 3, ("out_dir: ", words)),
+            (["plan", *smoke, "--data-dir", bad], 3, ("data_dir: ", words)),
+            (["plan", *smoke, "--set", f"datasets.0.path={bad}"], 3, ("datasets[0].path: ", words)),
+            (["plan", "--config", bad], 3, ("--config: ", words)),
+            (["serve", "--port", "0", "--dir", bad], 3, ("serve --dir: ", words)),
+            (["reproduce", bad], 2, ("reproduce PATH: ", words)),
+            (["diff", bad, bad], 2, ("diff: ", words)),
+        ]
+    nul = str(tmp_path / "a\\0b")  # a YAML escape: --set reads the value as YAML
+    for key in ("cache_dir", "out_dir", "data_dir", "datasets.0.path"):
+        shown = key.replace(".0.", "[0].")
+        cases.append((["plan", *smoke, "--set", f'{key}="{nul}"'], 3, (f"{shown}: ", "U+0000")))
+    cases.append((["clean", "--set", f'out_dir="{nul}"'], 3, ("out_dir: ", "U+0000")))
+    cases.append((["build", *smoke, "--cache", str(tmp_path / "c"), "--out", str(tmp_path / ("o" * 230))], 3,
+                  ("out_dir: ", "less 40 for the tool's temporary")))
+    return cases
+
+
+def test_path_inputs_are_one_line_with_their_exit_code(capsys, tmp_path):
+    """Found by probing: a ``cache_dir``/``--out`` name too long for the filesystem was "internal error",
+    exit 1 (ENAMETOOLONG), as were ``--config``, ``serve --dir``, ``reproduce`` and ``diff`` given one; a NUL
+    byte in ``out_dir``/``cache_dir``/``data_dir`` (``--set 'cache_dir="a\\0b"'``) was "embedded null byte",
+    exit 1 (or no error at all from ``plan``); ``plan --cache notes.txt/x`` exited 0. Now each is one line
+    naming the key, exit 3 (the configuration) or 2 (a command's argument), before any work."""
+    for argv, code, words in _path_cases(tmp_path):
+        got, out, err = _run(capsys, *argv)
+        line = _one_error_line(err)
+        assert got == code and all(w in line for w in words), (argv, got, line)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing was created
 
 
 # ------------------------------------------------------------------ a model folder's own code never runs (#22.4)

@@ -46,9 +46,11 @@ def datasets_table(cfg: "Config", stats: pd.DataFrame, sets: dict | None = None)
     return pd.DataFrame(rows)
 
 
-def provenance(plan: "Plan", results: list["Result"]) -> tuple[dict, dict]:
-    """``models`` (source, fingerprint, class name, role, requested revision and resolved hub snapshot)
-    and ``datasets`` (hash, size) of a build."""
+def provenance(plan: "Plan", results: list["Result"]) -> tuple[dict, dict, dict]:
+    """``models`` (source, fingerprint, class name, role, requested revision and resolved hub snapshot),
+    ``datasets`` (hash, size) and ``inputs`` (analysis id -> one ``{model, dataset, params}`` per task of
+    ``results``: its declared cache-key parameters but those naming the subject, `base.input_params`)
+    of a build."""
     class_names = {r.task.subject.model.name: r.entry.tables["models"]["class_name"].iloc[0]
                    for r in results if "models" in r.entry.tables}
     models, data = {}, {}
@@ -63,4 +65,12 @@ def provenance(plan: "Plan", results: list["Result"]) -> tuple[dict, dict]:
                                     "snapshot": sources.hub_snapshot(s.model.source, s.model.revision)}
         if s.dataset is not None and s.dataset.id not in data:
             data[s.dataset.id] = {"hash": s.dataset_hash, "n": s.n_items}
-    return models, data
+    from report_builder.analyses.base import input_params
+
+    inputs: dict[str, list[dict]] = {}
+    for r in results:
+        t = r.task
+        inputs.setdefault(t.base, []).append({"model": t.subject.model.name, "dataset": t.subject.dataset.id
+                                              if t.subject.dataset is not None else None,
+                                              "params": input_params(t.params)})
+    return models, data, inputs

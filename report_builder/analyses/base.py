@@ -96,6 +96,20 @@ class Subject:
         return self.model.name if self.dataset is None else f"{self.model.name} · {self.dataset.id}"
 
 
+SUBJECT_KEYS = ("model", "fingerprint", "dtype", "device", "tf32", "dataset", "dataset_hash")
+"""Keys of `Subject.base_params`/`data_params` that name a task's subject — its model and weights, its
+dataset and data, its device —, which a figure's provenance records as such (``models``, ``datasets``,
+``device``, ``dtype``); every other cache-key parameter is a parameter of the analysis (`input_params`)."""
+
+
+def input_params(params: dict[str, Any]) -> dict[str, Any]:
+    """An analysis task's cache-key ``params`` without the `SUBJECT_KEYS`: the parameters its tables depend
+    on besides the weights, the data and the device (``max_length``, ``mask_rate``, ``top_k``, ...). A
+    figure's recipe records these for the analyses whose tables it reads (`site.recipe`), so a figure
+    diff names a parameter only when it can change the figure."""
+    return {k: v for k, v in params.items() if k not in SUBJECT_KEYS}
+
+
 WORKS = ("none", "weights", "ratios", "maps", "full")
 """Kinds of work: nothing to compute, weights only, K21 ratios (attention step), K21 maps (attention
 step + two Gram maps), every scope's map (the full layer); `costs.flops.work_flops` prices each."""

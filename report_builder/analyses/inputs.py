@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from report_builder.analyses.base import Run, Subject
 from report_builder.data import EncodedSeq, EvalSet, TextItem, encode
 from report_builder.errors import DataError, shown
+from report_builder.schema import example_label
 
 if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; a cached build never does
     from report_builder.engine import Tokens
@@ -75,5 +76,5 @@ def examples(run: Run) -> tuple[list[EncodedSeq], list[str]]:
     items = (_pair_item(s),) + tuple(run.eval_set().items[: max(0, s.cfg.k24.examples - 1)])
     ex = EvalSet("k24-examples", "K24 examples", items, {})
     enc = encode(ex, run.lm().tokenizer, causal=s.causal, max_length=min(s.dataset.max_length, EXAMPLES_MAX_LENGTH))
-    names = [f"{k + 1}: {' '.join(e.text.split()[:6])}…" for k, e in enumerate(enc)]
+    names = [example_label(k + 1, e.text) for k, e in enumerate(enc)]
     return enc, names

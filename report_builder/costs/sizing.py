@@ -16,7 +16,9 @@ model's files and the data when they are here (exactly as a build reads them), o
   in BERT tokens (K21 Table 1, ``resources/k21_reported.yaml``), capped at ``max_length`` — flags
   ``items`` and ``lengths``.
 
-A model or dataset with neither its files nor a record is an error, as before (one line). Nothing is
+A model or dataset with neither its files nor a record is an error, as before (one line); so is a file
+the configuration names that is missing or unreadable (only `errors.DataNotHere`, a set read through
+``datasets`` that is not on this machine, is estimated past). Nothing is
 ever downloaded: a hub id not in the local HF cache is "not here" whether or not the hub is
 reachable. Pitfall: every item of a missing set at the mean length underestimates the n² terms
 (their mean exceeds the square of the mean length); the flag says so.
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from report_builder import papers
-from report_builder.errors import DataError
+from report_builder.errors import DataNotHere, ReportBuilderError
+from report_builder.models.embedded import PROXY_TOKENIZER
 
 FLAGS: dict[str, str] = {
     "shape": "model size from the architecture recorded in papers.py (its config is not cached)",
@@ -40,8 +43,6 @@ FLAGS: dict[str, str] = {
 }
 """Each estimate flag and what it means (the plan's legend)."""
 
-PROXY_TOKENIZER = "minilm"
-"""The embedded model whose tokenizer stands in for one that is not cached (bert-base-uncased's vocabulary)."""
 UNKNOWN = "unknown"
 """The fingerprint / dataset hash of what is not here (cache keys built on it match nothing)."""
 
@@ -119,7 +120,7 @@ class Sizing:
 
         try:
             return load_entry(dc, self.cfg.data_dir)
-        except DataError as e:
+        except DataNotHere as e:  # only "not on this machine": a bad or missing file the user gave fails
             rec = {d.id: d for d in papers.PRESET_DATASETS}.get(dc.id)
             means = self.means()
             if rec is None or not rec.split_size or dc.id not in means:
@@ -187,8 +188,10 @@ class Sizing:
         else:
             try:
                 out = config_and_tokenizer(mc.source, mc.revision)
-            except (OSError, ValueError, TypeError):
-                if snap is None:
+            except ReportBuilderError:  # the model's own one-line error (custom code, a bad config, ...)
+                raise
+            except (OSError, ValueError, TypeError) as e:
+                if snap is None or (isinstance(e, OSError) and e.errno is not None):  # the disk, not the files
                     raise
                 from transformers import AutoConfig  # config cached, tokenizer files not
 

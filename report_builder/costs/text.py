@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from report_builder.costs.footprint import GIB, KIB, MIB
+from report_builder.errors import terminal_table
 
 
 def fmt_flops(f: float | None) -> str:
@@ -53,19 +54,14 @@ def estimated_cell(row: dict) -> str:
 
 def format_plan(est: dict[str, Any]) -> str:
     """One table (a row per task), a total line, and the 1/N-GPU answer where a GPU is estimated; a task
-    priced from recorded facts (not downloaded yet) says ``estimated: <flags>`` in its last column."""
+    priced from recorded facts (not downloaded yet) says ``estimated: <flags>`` in its last column. Names in
+    the table are escaped for the terminal before the columns are padded (`errors.terminal_table`)."""
     head = ("analysis", "model", "dataset", "shard", "seqs", "tokens", "FLOPs", "time", "peak mem", "disk", "")
     body = [(r["analysis"], r["model"], r["dataset"] or "-", shard_cell(r), str(r["sequences"]), str(r["tokens"]),
              fmt_flops(r["flops"]), fmt_seconds(r["seconds"]), fmt_bytes(r["peak_bytes"]), fmt_bytes(r["disk_bytes"]),
              "cached" if r["cached"] else estimated_cell(r)) for r in est["tasks"]]
-    right = {4, 5, 6, 7, 8, 9}
-    w = [max(len(h), *(len(b[k]) for b in body)) if body else len(h) for k, h in enumerate(head)]
-
-    def line(cells):
-        return "  ".join(c.rjust(w[k]) if k in right else c.ljust(w[k]) for k, c in enumerate(cells)).rstrip()
-
     t, d = est["totals"], est["device"]
-    out = [line(head)] + [line(b) for b in body]
+    out = terminal_table([list(head), *map(list, body)], right={4, 5, 6, 7, 8, 9})
     on = d.get("gpu") or (d.get("calibration") or {}).get("device") or d["device"]
     n_shards = sum(1 for r in est["tasks"] if r["shard"] is not None)
     out.append(f"total: {t['tasks']} tasks ({f'{n_shards} shards, ' if n_shards else ''}{t['cached']} cached, "

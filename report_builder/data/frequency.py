@@ -29,8 +29,10 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import tempfile
+from pathlib import Path
 from typing import Any
+
+from report_builder.atomic import write_text
 
 N_WORDS = 150_000
 """How many of wordfreq's most frequent English words are mapped to tokens."""
@@ -147,11 +149,7 @@ def frequency_ranks(tokenizer: Any, *, n_words: int = N_WORDS, use_cache: bool =
     ranks = compute_frequency_ranks(tokenizer, n_words)
     if use_cache:
         try:
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".freq-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({str(k): v for k, v in ranks.items()}, fh, separators=(",", ":"))
-            os.replace(tmp, path)
+            write_text(Path(path), json.dumps({str(k): v for k, v in ranks.items()}, separators=(",", ":")))
         except OSError:
             pass  # a read-only cache only costs time
     return ranks

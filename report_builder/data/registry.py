@@ -10,6 +10,7 @@ own hash).
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import errno
 import os
@@ -105,12 +106,13 @@ def load_entry(entry: Any, data_dir: str | None = None) -> EvalSet:
         if in_dir is not None and not any(v is not None for v in fields.values()):
             return _data_dir_set(entry.id, in_dir, entry.n)
         return load_eval_set(entry.id, n=entry.n, path=path, **fields)
-    except (OSError, EOFError, UnicodeDecodeError) as e:  # a file that is not what the set reads
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as e:  # a file that is not what the set reads
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS):
             raise  # the disk or the permissions, not the data: the CLI says so
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        kind = "csv.Error" if isinstance(e, csv.Error) else type(e).__name__  # e.g. a field over 131,072 characters
         raise DataError(f"dataset {shown(entry.id)}: cannot read {shown(path or in_dir or entry.id)} "
-                        f"({type(e).__name__}: {clip(for_terminal(why), 200)}); give the file this dataset "
+                        f"({kind}: {clip(for_terminal(why), 200)}); give the file this dataset "
                         "reads (README \"The papers' own setting\"), or a .txt/.jsonl/.csv file under an id of "
                         "your own (README \"Your own data\")") from None
 

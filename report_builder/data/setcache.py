@@ -15,13 +15,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from report_builder import guard
+from report_builder.atomic import write_text
 from report_builder.filehash import sha256_of_file
 
 from .evalset import EvalSet, TextItem, items_hash
@@ -74,16 +74,10 @@ def _read(path: Path) -> EvalSet | None:
 def _write(path: Path, es: EvalSet) -> None:
     rec = {"format": FORMAT, "id": es.id, "name": es.name, "hash": es.hash, "datasheet": es.datasheet,
            "items": [[it.id, it.text_a, it.text_b] for it in es.items]}
-    tmp = path.with_name(f".{path.name}.tmp-{guard.tmp_tag()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(rec, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text(path, json.dumps(rec, ensure_ascii=False))
     except OSError:  # a cache that cannot be written only costs time
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 def cached_set(loader: str, version: int, params: dict[str, Any], files: Iterable[str], build: Callable[[], EvalSet],

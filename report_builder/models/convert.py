@@ -18,6 +18,7 @@ from pathlib import Path
 
 from report_builder import guard
 from report_builder.atomic import atomic_dir
+from report_builder.errors import for_terminal
 from report_builder.models.embedded import GGUF, GGUF_CHUNKS, Embedded
 from report_builder.models.fingerprints import embedded_fingerprint, file_sha256
 
@@ -152,11 +153,11 @@ def _converted(target: Path, convert, what: str) -> Path:
             problem = verify_converted(target)
             if problem is None:
                 return target
-            print(f"converted model {target} is damaged ({problem}); converting again", flush=True)
+            print(for_terminal(f"converted model {target} is damaged ({problem}); converting again"), flush=True)
             import shutil
 
             shutil.rmtree(target)
-        print(f"converting {what} to safetensors once -> {target}", flush=True)
+        print(for_terminal(f"converting {what} to safetensors once -> {target}"), flush=True)
         with atomic_dir(target) as tmp:
             convert(tmp)
             _record(tmp, what)

@@ -151,6 +151,10 @@ EMBEDDED: dict[str, Embedded] = {e.name: e for e in (
 )}
 """Embedded name -> `Embedded`, in the order `list models` and `env` show them."""
 
+PROXY_TOKENIZER: str = EMBEDDED["minilm"].name
+"""The embedded model whose tokenizer stands in for one that is not cached when a plan sizes a set
+(bert-base-uncased's WordPiece vocabulary; `costs.sizing`)."""
+
 CACHE_PREFIXES: tuple[str, ...] = tuple(e.cache_prefix for e in EMBEDDED.values() if e.cache_prefix)
 """Name prefixes of the converted copies in ``<user cache>/models/`` (what ``clean --all`` removes)."""
 

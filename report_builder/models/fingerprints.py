@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from report_builder import guard
+from report_builder.atomic import write_text
 from report_builder.errors import ModelError
 from report_builder.models.embedded import FOLDER, GGUF, GGUF_CHUNKS, Embedded
 
@@ -104,10 +105,7 @@ def memo_put(memo_path: Path, key: str, value) -> None:
     memo = memo_read(memo_path)
     memo[key] = value
     try:
-        memo_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo_path.with_name(f".{memo_path.name}.tmp-{guard.tmp_tag()}")
-        tmp.write_text(json.dumps(memo))
-        os.replace(tmp, memo_path)
+        write_text(memo_path, json.dumps(memo))
     except OSError:
         pass
 

@@ -53,7 +53,8 @@ def is_hub_id(source: str) -> bool:
 def near_miss(source: str) -> str | None:
     """The embedded name ``source`` looks like a typo of (``minilmm`` -> ``minilm``), or None: a name that
     is embedded, has a ``/`` (a hub id ``org/name`` or a path) or exists as a path is never a typo."""
-    if source in EMBEDDED or "/" in source or os.sep in source or Path(source).expanduser().exists():
+    # os.path.exists: False, not an OSError, for a name too long for the filesystem
+    if source in EMBEDDED or "/" in source or os.sep in source or os.path.exists(os.path.expanduser(source)):
         return None
     close = difflib.get_close_matches(source.strip().lower(), list(EMBEDDED), n=1, cutoff=0.7)
     return close[0] if close else None
@@ -64,7 +65,7 @@ def check_name(source: str) -> None:
     and is not a model in the local HF cache (`UnknownModel`: "did you mean minilm?")."""
     guess = near_miss(source)
     if guess is not None and hub_snapshot_dir(source) is None:
-        raise UnknownModel(f"unknown model {source!r}: did you mean {guess}? (embedded models: "
+        raise UnknownModel(f"unknown model {shown(source)}: did you mean {guess}? (embedded models: "
                            f"{', '.join(EMBEDDED)}; otherwise a local directory or a hub id such as org/name)")
 
 

@@ -234,7 +234,9 @@ def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str,
     Args:
         path: A results cache (holding ``last_build.json``): gives the result tables of the last
             build, by table name (``k21_tokens``, ``k24_ctx``, … as in ARCHITECTURE.md). Or a built
-            site folder: gives each figure's data (``figures/<id>/data.csv``), by figure id.
+            site folder: gives each figure's data (``figures/<id>/data.csv``), by figure id, with text
+            cells as the tables hold them (the ``'`` that keeps a spreadsheet from reading ``=…`` as a
+            formula is removed).
 
     Returns:
         Name -> DataFrame.
@@ -255,7 +257,9 @@ def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str,
         return user_tables(tables)  # layers from 1, units named: the one boundary (SPEC §8)
     figs = p / "figures"
     if figs.is_dir():
-        out = {d.name: pd.read_csv(d / "data.csv") for d in sorted(figs.iterdir()) if (d / "data.csv").is_file()}
+        from report_builder.site.figure_files import read_csv  # the spreadsheet guard's ' undone
+
+        out = {d.name: read_csv(d / "data.csv") for d in sorted(figs.iterdir()) if (d / "data.csv").is_file()}
         if out:
             return out
     raise FileNotFoundError(f"{p} is neither a results cache with a recorded build (last_build.json) nor a "

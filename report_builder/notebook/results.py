@@ -206,8 +206,7 @@ class Decomposition:
     def example_name(self, seq: int) -> str:
         """The ``example`` label of one sequence in the frames and charts: ``"<k+1>: <first six words>…"``
         (the site's K24 example labels, so frames join its ``data.csv``)."""
-        words = self.sequences[seq].text.split()
-        return f"{seq + 1}: {' '.join(words[:6])}…"
+        return schema.example_label(seq + 1, self.sequences[seq].text)
 
     def to_frame(self, table: str = "k24_maps", *, normalise: str | None = NORMALISE,
                  dataset: str = NOTEBOOK_DATASET) -> pd.DataFrame:

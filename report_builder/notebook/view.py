@@ -105,7 +105,7 @@ def map_view(res: "Decomposition", layer: int, name: str, seq: int, unit: str) -
     title = f"{res.model} ({'; '.join(cut)}: too large for one view)" if cut else res.model
     df = _maps(res, names, seqs, layers, unit, max_tokens)
     chart = map_explorer(df, names, title, key="nb", value_title=unit_label(unit),
-                         start=(layer, name, sorted(df["example"].unique()).index(res.example_name(seq))))
+                         start=(layer, name, schema.example_order(df["example"].unique()).index(res.example_name(seq))))
     spec = chart_to_spec(chart)
     spec.pop("$schema", None)  # a URL; the page needs no schema
     return MapView(spec, f"{res.model}: {name}, layer {layer} ({unit_label(unit)})")

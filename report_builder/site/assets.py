@@ -6,7 +6,6 @@ top-level ``const``s; it is wrapped in a function so it cannot clash with other 
 """
 from __future__ import annotations
 
-import os
 import shutil
 from functools import lru_cache
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import vl_convert as vlc
 
 from report_builder.site.paths import TEMPLATES_DIR
+from report_builder.atomic import write_text
 from report_builder.guard import user_cache_dir
 
 ASSET_DIR = "assets/rb"  # relative to the docs/site root
@@ -33,10 +33,7 @@ def vega_bundle() -> str:
         pass
     text = _make_bundle()
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, cached)
+        write_text(cached, text)
     except OSError:
         pass
     return text

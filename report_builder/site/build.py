@@ -32,7 +32,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 from report_builder import guard
+from report_builder.atomic import write_text
 from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
@@ -229,15 +229,10 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                 (tmp_docs / guard.SITE_MARKER).write_text("generated pages of report_builder\n", encoding="utf-8")
                 guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
                 guard.replace_dir(tmp_docs, docs_dir)
-            cache_manifest.parent.mkdir(parents=True, exist_ok=True)
-            tmp_manifest = cache_manifest.with_name(f".{cache_manifest.name}.tmp-{tag}")
-            tmp_manifest.write_text(json.dumps(current, indent=1), encoding="utf-8")
-            os.replace(tmp_manifest, cache_manifest)
+            write_text(cache_manifest, json.dumps(current, indent=1))
             record = {"date": date, "dates": list(dates), "inputs": inputs, "site": _tree_digest(out_dir),
                       "docs": _tree_digest(docs_dir, dates) if docs_dir is not None else None}
-            tmp_record = build_record.with_name(f".{build_record.name}.tmp-{tag}")
-            tmp_record.write_text(json.dumps(record, indent=1), encoding="utf-8")
-            os.replace(tmp_record, build_record)
+            write_text(build_record, json.dumps(record, indent=1))
     finally:
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():

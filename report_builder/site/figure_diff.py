@@ -5,9 +5,11 @@ recipes (`site.recipe`) and their ``data.csv``.
 
 - `inputs_diff`: every recorded input that differs, each with its kind — ``weights`` (a model's
   fingerprint, hub snapshot, revision or source; a model added or removed), ``data`` (a dataset's
-  hash, its file; a dataset added or removed), ``parameter`` (the configuration, roles, the figure's
-  parameters), ``code`` (report_builder version and commit, the figure's and the analyses' versions),
-  ``library`` (library and Python versions), ``device`` (device, dtype, TF32, device map).
+  hash, its file; a dataset added or removed), ``parameter`` (the declared parameters of the analyses
+  whose tables the figure reads, its own parameters, the sequences it used, roles; the configuration
+  only between records older than those), ``code`` (report_builder version and commit, the figure's
+  and the analyses' versions), ``library`` (library and Python versions), ``device`` (device, dtype,
+  TF32, device map).
 - `data_summary`: the numeric change of ``data.csv``: rows added and removed, values changed, and the
   largest absolute and relative difference with where it is (model, dataset, layer, category,
   scope, ... : the row's key columns) and which column.
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from report_builder.errors import for_terminal
 
 KINDS = ("weights", "data", "parameter", "code", "library", "device")
 """Kinds of input, in the order a difference is reported."""
@@ -79,6 +83,8 @@ def _kind(path: str) -> str | None:
         return None
     if top in _DEVICE or (top == "config" and len(parts) > 1 and parts[1] in _DEVICE):
         return "device"
+    if top == "figure" and parts[1:2] in (["inputs"], ["params"]):
+        return "parameter"
     if top in _CODE or top == "figure":
         return "code"
     if top in _LIBRARY:
@@ -105,13 +111,21 @@ def inputs_diff(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]
     """Every input that differs between two provenance records: ``{kind, what, old, new}`` in `KINDS`
     order (``what`` is the record's path, e.g. ``models.tiny.fingerprint``, ``config.k24.top_k``).
 
-    A model or dataset present on one side only is one row (``added``/``removed``); the figure's merged
-    ``params`` are compared only when a record has no ``config`` (an older record)."""
+    Only what the figure's numbers depend on is named: its models and datasets (the record keeps those it
+    used), the device, code and libraries, and as parameters the recipe's ``figure.inputs`` (the declared
+    cache-key parameters of the analyses whose tables it reads, `site.recipe.figure_inputs`) and
+    ``figure.params`` (its own) — never the build's whole ``config`` (a K21 figure does not list
+    ``k24.top_k``), which stays in the recipe for `reproduce`. Between records without ``figure.inputs``
+    (older ones) the ``config`` is compared instead, and the merged ``params`` only when a record has no
+    ``config`` either. A model or dataset present on one side only is one row (``added``/``removed``)."""
     rows = _presence(old.get("models") or {}, new.get("models") or {}, "models", "weights")
     rows += _presence(old.get("datasets") or {}, new.get("datasets") or {}, "datasets", "data")
     gone = {r["what"] for r in rows}
     fa, fb = {}, {}
-    skip = {"params"} if old.get("config") and new.get("config") else set()
+    if all("inputs" in (r.get("figure") or {}) for r in (old, new)):
+        skip = {"params", "config"}
+    else:
+        skip = {"params"} if old.get("config") and new.get("config") else set()
     _flatten({k: v for k, v in old.items() if k not in skip}, "", fa)
     _flatten({k: v for k, v in new.items() if k not in skip}, "", fb)
     for path in sorted(set(fa) | set(fb)):
@@ -140,19 +154,13 @@ def _is_config_copy(path: str, fa: dict, fb: dict) -> bool:
 
 def describe_input(row: dict[str, Any]) -> str:
     """One input difference as text: ``weights: models.tiny.fingerprint 2406c4… -> 9b1e0d…``."""
-    return f"{row['kind']}: {printable(row['what'])} {_short(row['old'])} -> {_short(row['new'])}"
-
-
-def printable(text: Any) -> str:
-    """``text`` with every unprintable character (terminal control sequences, line breaks) escaped: the
-    values come from files a user may have downloaded from anywhere."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return f"{row['kind']}: {for_terminal(row['what'])} {_short(row['old'])} -> {_short(row['new'])}"
 
 
 def _short(value: Any, n: int = 60) -> str:
     text = "–" if value is None else json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) \
         else str(value)
-    text = printable(text)
+    text = for_terminal(text)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -160,9 +168,12 @@ def _short(value: Any, n: int = 60) -> str:
 
 
 def read_data(path: Path) -> pd.DataFrame | None:
-    """A version's ``data.csv`` as written (text columns kept as text), or None when unreadable."""
+    """A version's ``data.csv`` as the table had it (`figure_files.read_csv`: text kept as text, the
+    spreadsheet guard undone), or None when unreadable."""
+    from report_builder.site.figure_files import read_csv
+
     try:
-        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+        return read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError):
         return None
 
@@ -273,11 +284,11 @@ def describe_data(s: dict[str, Any]) -> str:
     parts = []
     if s.get("largest_abs"):
         a = s["largest_abs"]
-        parts.append(f"largest change {a['difference']:.4g} in {printable(a['column'])} ({_num(a['old'])} -> {_num(a['new'])}) "
-                     f"at {where_text(a['where'])}")
+        parts.append(f"largest change {a['difference']:.4g} in {for_terminal(a['column'])} "
+                     f"({_num(a['old'])} -> {_num(a['new'])}) at {where_text(a['where'])}")
     if s.get("largest_rel"):
         r = s["largest_rel"]
-        parts.append(f"largest relative change {100 * r['relative']:.3g}% in {printable(r['column'])} at "
+        parts.append(f"largest relative change {100 * r['relative']:.3g}% in {for_terminal(r['column'])} at "
                      f"{where_text(r['where'])}")
     parts.append(f"{s['values_changed']} of {s['values_compared']} values changed")
     if s.get("rows_added") or s.get("rows_removed"):
@@ -286,11 +297,11 @@ def describe_data(s: dict[str, Any]) -> str:
 
 
 def where_text(where: dict[str, Any]) -> str:
-    return printable(", ".join(f"{k} {v}" for k, v in where.items()) or "–")
+    return for_terminal(", ".join(f"{k} {v}" for k, v in where.items()) or "–")
 
 
 def _num(v: Any) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else printable(v)
+    return f"{v:.6g}" if isinstance(v, float) else for_terminal(v)
 
 
 # ---------------------------------------------------------------- difference chart

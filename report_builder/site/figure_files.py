@@ -296,6 +296,22 @@ def csv_text(frame: pd.DataFrame) -> str:
     return out.to_csv(index=False)
 
 
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV of the site (``data.csv``, ``paper_vs_ours.csv``) read back as the table had it: the
+    spreadsheet guard's leading ``'`` removed from text cells and column names (`unspreadsheet_cell`),
+    text such as ``NA`` or ``null`` (a token) kept as text, only an empty cell missing. The one reader of
+    a site's CSV (`notebook.load_results`, `site.figure_diff`)."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    frame = frame.rename(columns=unspreadsheet_cell)
+    for k in range(frame.shape[1]):
+        col = frame.iloc[:, k]
+        if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
+            back = col.map(unspreadsheet_cell)
+            if not back.equals(col):
+                frame.isetitem(k, back)
+    return frame
+
+
 def write_csv(frame: pd.DataFrame, path: Path) -> str:
     """Write ``frame`` to ``path`` as `csv_text` (UTF-8) and return the text."""
     text = csv_text(frame)

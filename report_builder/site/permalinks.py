@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import guard
+from report_builder.atomic import write_text
 from report_builder.site import recipe
 
 FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib")
@@ -360,7 +361,5 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
                 shutil.rmtree(q) if q.is_dir() and not q.is_symlink() else q.unlink()
         if not any(d.iterdir()):
             d.rmdir()
-    tmp = out / Path(INDEX).with_name(f".versions.json.tmp-{guard.tmp_tag()}")
-    tmp.write_text(json.dumps(index, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, out / INDEX)
+    write_text(out / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
     return kept, removed

@@ -30,9 +30,11 @@ def figure_record(spec: Any, result: Any, content_hash: str, display: Any, roles
     url = permalinks.permalink_url(versions.site_url if versions else None, spec.id, content_hash)
 
     def make() -> tuple[dict[str, Any], str]:
+        own = {**spec.params, **result.params}
         rec = prov_mod.figure_provenance(prov, display.raw, tuple(result.models), tuple(result.datasets),
-                                         {**spec.params, **result.params}, content_hash, tuple(spec.analysis), counts)
-        rec.update(recipe.recipe_fields(spec, roles, prov, display.judged(), list(rec["models"]), inline_limit))
+                                         own, content_hash, tuple(spec.analysis), counts)
+        rec.update(recipe.recipe_fields(spec, roles, prov, display.judged(), list(rec["models"]), inline_limit,
+                                        list(rec["datasets"]), own))
         rec["figure"]["title"] = result.title or spec.title
         rec["permalink"] = url
         bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, content_hash, prov,

@@ -5,13 +5,19 @@ makes (models, datasets, parameters, versions, error bound) plus what `recipe_fi
 `report_builder.reproduce` can rebuild exactly that figure and compare content hashes:
 
 - ``figure``: id, title, paper, declaration version, the tables it reads and the analyses (with their
-  versions) that make them; ``roles`` (which model and dataset plays which part); ``inline_limit``
-  (it shapes ``spec.json``, so the hash); ``display``: the tokenizer style and causality judged for
-  each model (`figures.display`), which shape the token labels;
+  versions) that make them; ``inputs``: for each of those analyses and each of its tasks on the
+  figure's models and datasets (``<model> · <dataset>``), the cache-key parameters it declares but the
+  ones naming the subject (`analyses.base.input_params`); ``params``: the figure's own parameters.
+  These, with the models, datasets and device, are what the figure's numbers depend on: a figure diff
+  (`site.figure_diff.inputs_diff`) names a parameter from them, never from ``config``; ``roles`` (which
+  model and dataset plays which part); ``inline_limit`` (it shapes ``spec.json``, so the hash);
+  ``display``: the tokenizer style and causality judged for each model (`figures.display`), which
+  shape the token labels;
 - ``config``: the resolved configuration with every value written out (defaults included, so a later
-  release's defaults cannot change the recipe): models (name, source, role, revision), every field
-  of every dataset entry, ``k21``, ``k24``, ``ig``, ``device``, ``dtype``, ``batch_size``,
-  ``max_memory``, ``device_map``, ``data_dir``; local paths in their public form (`guard.public_path`);
+  release's defaults cannot change the recipe; `report_builder.reproduce` rebuilds from it): models
+  (name, source, role, revision), every field of every dataset entry, ``k21``, ``k24``, ``ig``,
+  ``device``, ``dtype``, ``batch_size``, ``max_memory``, ``device_map``, ``data_dir``; local paths in
+  their public form (`guard.public_path`);
 - ``libraries`` (the rendering process) and ``analysis_libraries`` (the process that computed the
   tables): the versions of every library the numbers and the drawing go through, and ``python``;
 - ``recipe_sha256``: SHA-256 of the canonical JSON of everything else (`seal`): a recipe edited after
@@ -74,6 +80,25 @@ def analyses_of(tables: tuple[str, ...] | list[str], analyses: dict[str, Any]) -
     return out
 
 
+def figure_inputs(analyses: dict[str, int], prov_analyses: dict[str, Any], models: list[str],
+                  datasets: list[str]) -> dict[str, dict[str, Any]]:
+    """The parameters a figure's numbers depend on: for each analysis in ``analyses`` (those making its
+    tables), the recorded ``inputs`` (`provenance.build_provenance`) of its tasks on ``models`` and, for
+    a per-dataset task, on ``datasets`` — or on any dataset when none of its tasks ran on those (the
+    examples of the first dataset) — keyed by ``<model>`` or ``<model> · <dataset>``. A build record
+    older than the recorded inputs (a render of an older cache) gives none: `recipe_fields` then leaves
+    ``inputs`` out and a diff compares the configuration."""
+    out: dict[str, dict[str, Any]] = {}
+    for aid in sorted(analyses):
+        rows = [r for r in (prov_analyses.get(aid) or {}).get("inputs") or [] if r.get("model") in models]
+        on = [r for r in rows if r.get("dataset") is None or r.get("dataset") in datasets]
+        picked = on if any(r.get("dataset") is not None for r in on) or not rows else rows
+        if picked:
+            out[aid] = {(str(r["model"]) if r.get("dataset") is None else f"{r['model']} · {r['dataset']}"):
+                        r.get("params") or {} for r in picked}
+    return out
+
+
 def result_config(config: dict[str, Any] | None, fig_id: str) -> dict[str, Any]:
     """The build's (public) configuration as a figure's recipe records it: every key that can change a
     result, ``figures`` set to this figure alone."""
@@ -85,23 +110,31 @@ def result_config(config: dict[str, Any] | None, fig_id: str) -> dict[str, Any]:
 
 
 def recipe_fields(spec: Any, roles: Any, prov: dict[str, Any], judged: tuple[dict, dict] | None,
-                  models: list[str], inline_limit: int) -> dict[str, Any]:
+                  models: list[str], inline_limit: int, datasets: list[str] | None = None,
+                  params: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a version's provenance adds to `site.provenance.figure_provenance` to be a recipe.
 
     Args:
         spec: the figure's `FigureSpec`; roles: its `Roles`; prov: the build provenance.
         judged: (tokenizer style per model, causal per model) of the build (`DisplayTables.judged`).
-        models: the models the record names (the display judgement is kept for these).
+        models, datasets: the models and datasets the record names (the display judgement is kept for
+            these models; the analyses' parameters for these models and datasets: `figure_inputs`).
         inline_limit: the build's inline limit (shapes ``spec.json``).
+        params: the figure's own parameters.
     """
     styles, causal = judged if judged is not None else ({}, {})
     display = {m: {"style": styles.get(m), "causal": causal.get(m)} for m in models
                if m in styles or m in causal}
+    made_by = analyses_of(spec.analysis, prov.get("analyses") or {})
+    recorded = any("inputs" in (a or {}) for a in (prov.get("analyses") or {}).values())
+    figure = {"id": spec.id, "title": spec.title, "paper": spec.paper, "version": spec.version, "kind": spec.kind,
+              "tables": list(spec.analysis), "analyses": made_by}
+    if recorded:  # a build whose record predates them (render of an older cache) has none
+        figure["inputs"] = figure_inputs(made_by, prov.get("analyses") or {}, models, list(datasets or []))
+        figure["params"] = dict(params or {})
     return {
         "recipe": FORMAT,
-        "figure": {"id": spec.id, "title": spec.title, "paper": spec.paper, "version": spec.version,
-                   "kind": spec.kind, "tables": list(spec.analysis),
-                   "analyses": analyses_of(spec.analysis, prov.get("analyses") or {})},
+        "figure": figure,
         "config": result_config(prov.get("config"), spec.id),
         "roles": dataclasses.asdict(roles) if dataclasses.is_dataclass(roles) else dict(roles or {}),
         "display": display,

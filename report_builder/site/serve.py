@@ -15,9 +15,14 @@ import sys
 from http import HTTPStatus
 from pathlib import Path
 
+from report_builder.errors import for_terminal
+
 
 def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> http.server.ThreadingHTTPServer:
     """An HTTP server for ``site_dir`` (not started; ``port=0`` picks a free port)."""
+    from report_builder.values import check_path
+
+    check_path(str(site_dir), "serve --dir")
     site_dir = Path(site_dir)
     if not (site_dir / "index.html").is_file():
         raise FileNotFoundError(f"no built site in {site_dir} (run `report-builder build` first)")
@@ -73,8 +78,8 @@ def serve(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
                              f"--port, or --port 0 for a free one") from None
         raise
     shown = f"[{host}]" if ":" in host else host
-    print(f"Serving {Path(site_dir).resolve()} at http://{shown}:{server.server_address[1]}/ (Ctrl+C stops)",
-          flush=True)
+    print(f"Serving {for_terminal(Path(site_dir).resolve())} at http://{shown}:{server.server_address[1]}/ "
+          "(Ctrl+C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from report_builder import guard
+from report_builder.atomic import write_text
 from report_builder.cache import frame_hash
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,10 +74,8 @@ def summary_memo(cfg: "Config", tables: "dict[str, pd.DataFrame]", hashes: dict[
     tracker = ReadTracker(tables)
     lines = summary_lines(tracker, cfg)
     reads = tracker.reads()
-    tmp = path.with_name(f".{path.name}.tmp-{guard.tmp_tag()}")
     try:
-        tmp.write_text(json.dumps({"key": key(reads), "reads": reads, "lines": lines}), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text(path, json.dumps({"key": key(reads), "reads": reads, "lines": lines}))
     except OSError:  # a memo that cannot be written only costs time
-        tmp.unlink(missing_ok=True)
+        pass
     return lines

@@ -14,12 +14,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from report_builder.errors import UsageError
+from report_builder.errors import UsageError, for_terminal
 from report_builder.site import figure_diff
+from report_builder.values import check_path
 
 
 def _side(path: Path) -> tuple[str, Path]:
     """("site" | "version", folder or provenance file) of one argument; `UsageError` when neither."""
+    check_path(str(path), "diff", error=UsageError)
     p = Path(path).expanduser()
     if p.is_file() and p.name.endswith(".json"):
         return "version", p
@@ -91,16 +93,16 @@ def format_diff(d: dict[str, Any]) -> str:
     lines = [f"{len(d['changed'])} changed, {len(d['added'])} added, {len(d['removed'])} removed, "
              f"{len(d['unchanged'])} unchanged"]
     for fid in d["added"]:
-        lines.append(f"added   {figure_diff.printable(fid)}")
+        lines.append(f"added   {for_terminal(fid)}")
     for fid in d["removed"]:
-        lines.append(f"removed {figure_diff.printable(fid)}")
+        lines.append(f"removed {for_terminal(fid)}")
     for c in d["changed"]:
         lines.append(_format_version(c))
     return "\n".join(lines)
 
 
 def _format_version(d: dict[str, Any]) -> str:
-    p = figure_diff.printable
+    p = for_terminal
     head = f"{p(d['figure'])} {p(d['old'])} -> {p(d['new'])}: " + ("identical" if d["identical"] else "changed")
     lines = [head]
     if not d["inputs"]:

@@ -70,6 +70,72 @@ def test_inputs_diff_kinds():
     assert [(r["kind"], r["what"], r["new"]) for r in gone] == [("weights", "models.m", "removed")]
 
 
+def _build_prov(top_k: int, mask_rate: float) -> dict:
+    """A build provenance as `provenance.build_provenance` records it: every analysis' tasks with the
+    parameters they declare (subject keys dropped), two models, two datasets."""
+    def rows(params, scope="dataset"):
+        return [{"model": m, "dataset": d if scope == "dataset" else None, "params": params}
+                for m in ("a", "b") for d in (("wiki", "sst2") if scope == "dataset" else (None,))]
+
+    return {"analyses": {
+        "architecture": {"version": 2, "tables": ["models"], "inputs": rows({}, "model")},
+        "k21_mixing": {"version": 2, "tables": ["k21_tokens", "recon_errors", "dataset_stats"],
+                       "inputs": rows({"max_length": 32, "mask_rate": mask_rate, "seed": 0})},
+        "k24_scopes": {"version": 2, "tables": ["k24_ctx"], "inputs": rows({"max_length": 32, "top_k": top_k})},
+        "k24_examples": {"version": 2, "tables": ["k24_maps"],
+                         "inputs": [{"model": "a", "dataset": "wiki", "params": {"examples": 2}}]}},
+        "config": {"k24": {"top_k": top_k}, "k21": {"mask_rate": mask_rate}}}
+
+
+def _recipe(prov: dict, tables: tuple, datasets: list) -> dict:
+    from types import SimpleNamespace
+
+    spec = SimpleNamespace(id="f", title="t", paper="K21", version=1, kind="heatmap", analysis=tables)
+    rec = recipe.recipe_fields(spec, {}, prov, None, ["a"], 100, datasets, {"normalise": "row"})
+    return {**rec, "params": {"top_k": prov["config"]["k24"]["top_k"]}}  # the build-wide params, as recorded
+
+
+def test_a_figure_records_and_diffs_only_the_parameters_its_analyses_declare():
+    """Before: the whole configuration was compared, so `k24.top_k` was a changed input of a K21 figure."""
+    k21 = _recipe(_build_prov(5, 0.12), ("k21_tokens",), ["wiki"])
+    assert k21["figure"]["inputs"] == {"architecture": {"a": {}},
+                                       "k21_mixing": {"a · wiki": {"max_length": 32, "mask_rate": 0.12, "seed": 0}}}
+    assert k21["figure"]["params"] == {"normalise": "row"} and k21["config"]  # the full configuration stays
+    other_top_k = _recipe(_build_prov(10, 0.12), ("k21_tokens",), ["wiki"])
+    assert figure_diff.inputs_diff(k21, other_top_k) == []
+    other_mask = _recipe(_build_prov(5, 0.2), ("k21_tokens",), ["wiki"])
+    assert [(r["kind"], r["what"], r["old"], r["new"]) for r in figure_diff.inputs_diff(k21, other_mask)] == [
+        ("parameter", "figure.inputs.k21_mixing.a · wiki.mask_rate", 0.12, 0.2)]
+    k24 = _recipe(_build_prov(5, 0.12), ("k24_ctx",), ["wiki"])
+    rows = figure_diff.inputs_diff(k24, _recipe(_build_prov(10, 0.12), ("k24_ctx",), ["wiki"]))
+    assert [(r["kind"], r["what"]) for r in rows] == [("parameter", "figure.inputs.k24_scopes.a · wiki.top_k")]
+    # the examples run on the first dataset: kept although the figure names no dataset
+    maps = _recipe(_build_prov(5, 0.12), ("k24_maps",), [])
+    assert maps["figure"]["inputs"]["k24_examples"] == {"a · wiki": {"examples": 2}}
+    # the figure's own parameters are compared too
+    own = {**k21, "figure": {**k21["figure"], "params": {"normalise": None}}}
+    assert [r["what"] for r in figure_diff.inputs_diff(k21, own)] == ["figure.params.normalise"]
+    # a record made before the inputs were recorded: the configuration is compared, as before
+    old = {k: v for k, v in k21.items()}
+    old["figure"] = {k: v for k, v in k21["figure"].items() if k not in ("inputs", "params")}
+    assert ("parameter", "config.k24.top_k") in {(r["kind"], r["what"]) for r in figure_diff.inputs_diff(
+        old, {**old, "config": {"k24": {"top_k": 10}, "k21": {"mask_rate": 0.12}}})}
+    assert "inputs" not in _recipe({**_build_prov(5, 0.12), "analyses": {"k21_mixing": {"version": 2, "tables": [
+        "k21_tokens"]}}}, ("k21_tokens",), ["wiki"])["figure"]
+
+
+def test_subject_keys_are_what_names_a_task_subject():
+    """`analyses.base.input_params` drops exactly what `Subject.base_params`/`data_params` add to name the
+    model, its weights, the dataset, its data and the device (recorded and compared as such)."""
+    from report_builder.analyses.base import SUBJECT_KEYS, Subject, input_params
+    from report_builder.config import DatasetConfig, ModelConfig, from_dict
+
+    cfg = from_dict({"preset": "smoke", "device": "cuda"})
+    s = Subject(cfg, ModelConfig(name="m", source="minilm"), "fp", False, DatasetConfig(id="wiki"), "h", 3)
+    assert set(s.data_params()) - set(SUBJECT_KEYS) == {"max_length"}
+    assert input_params({**s.data_params(), "top_k": 3}) == {"max_length": s.dataset.max_length, "top_k": 3}
+
+
 def test_seal_detects_an_edit():
     rec = recipe.seal({"figure": {"id": "k21-fig3"}, "content_hash": "abc", "config": {"k24": {"top_k": 5}}})
     assert recipe.sealed(rec) is True and list(rec)[0] == "figure"  # record order kept
@@ -130,4 +196,8 @@ def test_diff_text_escapes_terminal_sequences(tmp_path):
         (tmp_path / side / "data.csv").write_text(f"model,value\n{evil!r},{1 if side == 'a' else 2}\n")
     text = format_diff(diff(tmp_path / "a", tmp_path / "b"))
     assert "weights: models.m\\x1b[2J" in text and "largest change 1 in value" in text
+    # the one terminal escaper (`errors.for_terminal`), not a copy with its own spelling (before: ``\\n``)
+    from report_builder.errors import for_terminal
+
+    assert for_terminal(f"models.{evil}.fingerprint") in text and "\\x0a" in text
     assert not any(not c.isprintable() for line in text.splitlines() for c in line)

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from report_builder.figures import theme
+from report_builder.schema import example_order
 from report_builder.figures.charts.data import LAYER_TITLE, field, inline_data, shown, token_labels
 
 
@@ -244,7 +245,7 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
     Data: one record per (example, layer, scope, i) with arrays over ``j`` (see `_compact`); token
     labels come from a small lookup table keyed by ``example_index*10000 + pos``.
     """
-    examples = sorted(maps["example"].unique().tolist())
+    examples = example_order(maps["example"].unique().tolist())
     ex_index = {e: k for k, e in enumerate(examples)}
     n_layers = int(maps["layer"].max()) + 1
     n_max = int(maps["i"].max()) + 1

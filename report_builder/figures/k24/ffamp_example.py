@@ -106,7 +106,7 @@ def build_ffamp_example(ctx: FigureContext) -> FigureResult:
     maps = sel.result_table(ctx, "k24_maps", snippets.K24_BOTH)
     model = sel.primaries(ctx, maps["model"].unique())[0]
     mm = maps[maps["model"] == model]
-    example = sorted(mm["example"].unique())[0]
+    example = schema.example_order(mm["example"].unique())[0]
     layout = sel.layouts(ctx, mm)[model]
     cells, top = example_amp(mm[mm["example"] == example], layout)
     layer = int(cells["layer"].iloc[0])

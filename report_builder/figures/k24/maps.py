@@ -14,6 +14,7 @@ from report_builder.figures import snippets
 from report_builder.figures.charts import diagrams, token_maps
 from report_builder.figures.k24 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+from report_builder.schema import example_order
 
 
 def build_fig1(ctx: FigureContext) -> FigureResult:
@@ -28,7 +29,7 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
     panels, used, parts, data = [], [], [], []
     for m, lay in have:
         mm = maps[maps["model"] == m]
-        example = sorted(mm["example"].unique().tolist())[0]
+        example = example_order(mm["example"].unique().tolist())[0]
         n_layers = int(mm["layer"].max()) + 1
         layer = n_layers // 2
         cut = mm[(mm["example"] == example) & (mm["layer"] == layer)]
