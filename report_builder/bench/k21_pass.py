@@ -22,7 +22,7 @@ import torch
 
 from report_builder.bench.memory import GIB, MIB, parse_bytes
 from report_builder.bench.shapes import SHAPES, build, layer_dims, parse_dtype
-from report_builder.bench.timing import sync, tf32_on
+from report_builder.bench.timing import pass_heading, sync, tf32_on
 from report_builder.schema import K21_METHODS
 
 
@@ -153,11 +153,7 @@ def format_host(r: dict) -> str:
 
 def format_k21_pass(r: dict) -> str:
     """One line of `run_k21_pass`'s result, and one of its host statistics when they were timed."""
-    what = r["model"] or f"{SHAPES[r['shape']][2]} (random weights)"
-    return (f"K21 pass: {r['n_seqs']} sequences x {r['seq_len']} tokens, {what}, {r['layers_total']} layers, "
-            f"{r['device']} {r['dtype']}{' (TF32 matmuls)' if r['tf32'] else ''}, "
-            + (f"batch {r['batch']}" if r["workers"] is None else f"{r['workers']} CPU workers")
-            + f": {r['seconds']:.1f} s = {r['seqs_per_s']:.1f} sequences/s, {r['tokens_per_s']:.0f} tokens/s "
-            f"(ratios and k21_tokens {r['ratios_seconds']:.1f} s, k21_freq {r['freq_seconds']:.2f} s); "
+    return (pass_heading("K21", r, SHAPES[r["shape"]][2] if r["shape"] else "")
+            + f" (ratios and k21_tokens {r['ratios_seconds']:.1f} s, k21_freq {r['freq_seconds']:.2f} s); "
             f"max reconstruction error {r['max_rel_error']:.1e}"
             + (f"\n{format_host(r)}; ~{r['k21_host_pass_s']:.2f} s of this pass" if "k21_host_s" in r else ""))

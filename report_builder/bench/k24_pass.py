@@ -15,7 +15,7 @@ import torch
 from report_builder.bench.host_stats import format_host, time_host_stats
 from report_builder.bench.memory import GIB, MIB, parse_bytes
 from report_builder.bench.shapes import SHAPES, build, layer_dims, parse_dtype
-from report_builder.bench.timing import sync, tf32_on
+from report_builder.bench.timing import pass_heading, sync, tf32_on
 from report_builder.costs import ff_flops
 from report_builder.decompose.chunks import pair_count
 from report_builder.decompose.options import IGOptions
@@ -94,10 +94,6 @@ def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
 
 def format_k24_pass(r: dict) -> str:
     """One line of `run_k24_pass`'s result, and one of its host statistics when they were timed."""
-    what = r["model"] or f"{SHAPES[r['shape']][2]} (random weights)"
-    return (f"K24 pass: {r['n_seqs']} sequences x {r['seq_len']} tokens, {what}, {r['layers_total']} layers, "
-            f"{r['device']} {r['dtype']}{' (TF32 matmuls)' if r['tf32'] else ''}, "
-            + (f"batch {r['batch']}" if r["workers"] is None else f"{r['workers']} CPU workers")
-            + f": {r['seconds']:.1f} s = {r['seqs_per_s']:.1f} sequences/s, {r['tokens_per_s']:.0f} tokens/s, "
-            f"FF {r['ff_gflops']:.3g} GFLOP/s; max reconstruction error {r['max_rel_error']:.1e}"
+    return (pass_heading("K24", r, SHAPES[r["shape"]][2] if r["shape"] else "")
+            + f", FF {r['ff_gflops']:.3g} GFLOP/s; max reconstruction error {r['max_rel_error']:.1e}"
             + (f"\n{format_host(r)}; ~{r['host_pass_s']:.1f} s of this pass" if "host_s" in r else ""))

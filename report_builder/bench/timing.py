@@ -44,3 +44,14 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def pass_heading(kind: str, r: dict, shape_name: str) -> str:
+    """The opening of a timed pass's line (``K21 pass: …``/``K24 pass: …``): sequences, model, layers,
+    device and dtype, batch or CPU workers, the wall time and the rates (``shape_name``: the shape's
+    description when the model is random)."""
+    what = r["model"] or f"{shape_name} (random weights)"
+    return (f"{kind} pass: {r['n_seqs']} sequences x {r['seq_len']} tokens, {what}, {r['layers_total']} layers, "
+            f"{r['device']} {r['dtype']}{' (TF32 matmuls)' if r['tf32'] else ''}, "
+            + (f"batch {r['batch']}" if r["workers"] is None else f"{r['workers']} CPU workers")
+            + f": {r['seconds']:.1f} s = {r['seqs_per_s']:.1f} sequences/s, {r['tokens_per_s']:.0f} tokens/s")

@@ -50,6 +50,7 @@ from report_builder import guard
 from report_builder.figures.spec import FigureSpec
 from report_builder.site import site_state
 from report_builder.site.render_code import files_digest
+from report_builder.filehash import sha256_of_file
 
 FORMAT = 2
 """Version of the entry layout and of what goes into the key."""
@@ -119,13 +120,6 @@ def _module_digest(module: str) -> str:
     except OSError:
         return ""
 
-
-def _sha_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _json(value: Any) -> str:
@@ -237,7 +231,7 @@ class FigureCache:
         for name, digest in files.items():
             p = hit.path / "files" / name
             if ("/" in name or name in NOT_STORED or name.startswith(".") or p.is_symlink() or not p.is_file()
-                    or _sha_file(p) != digest):
+                    or sha256_of_file(p) != digest):
                 return False
         fig_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -273,7 +267,7 @@ class FigureCache:
                 for p in sorted(fig_dir.iterdir()):
                     if p.is_file() and p.name not in NOT_STORED:
                         shutil.copyfile(p, tmp / "files" / p.name)
-                        files[p.name] = _sha_file(tmp / "files" / p.name)
+                        files[p.name] = sha256_of_file(tmp / "files" / p.name)
             record = json.loads(json.dumps({"format": FORMAT, "id": spec.id, "key": key, "reads": reads,
                                             "files": files, **meta}))
             record["mac"] = site_state.mac(self.secret, d.name, _json(record))

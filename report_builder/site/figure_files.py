@@ -44,6 +44,12 @@ def sha(text: str | bytes, n: int = 12) -> str:
     return hashlib.sha256(data).hexdigest()[:n]
 
 
+def version_hash(spec_text: str, csv: str, svg: str | None = None) -> str:
+    """A figure version's content hash: its Vega-Lite spec, its ``data.csv`` and, for a drawn diagram,
+    its ``chart.svg`` (the one definition: the site names versions by it, `reproduce` compares it)."""
+    return sha(spec_text + "\n" + csv + ("\n" + svg if svg is not None else ""))
+
+
 def _canonical_names(text: str) -> str:
     seen: dict[str, dict[str, str]] = {p: {} for p in ("param", "view", "concat", "layer")}
 
@@ -360,7 +366,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     (fig_dir / "spec.json").write_text(spec_text, encoding="utf-8")
     files["json"] = f"{rel}/spec.json"
 
-    content_hash = sha(spec_text + "\n" + csv + ("\n" + svg if svg is not None else ""))
+    content_hash = version_hash(spec_text, csv, svg)
     cached = render_cache.get(content_hash) if render_cache is not None else None
     if cached is not None:
         (fig_dir / "chart.svg").write_bytes(cached[0])

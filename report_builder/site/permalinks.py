@@ -23,7 +23,6 @@ published at.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 import re
@@ -35,6 +34,8 @@ from typing import Any, Callable
 from report_builder import guard
 from report_builder.atomic import write_text
 from report_builder.site import recipe
+from report_builder.filehash import sha256_of_file
+from report_builder.site.figure_files import version_hash
 
 FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib")
 """Every version's files (all required)."""
@@ -58,24 +59,16 @@ def permalink_url(site_url: str | None, fig_id: str, content_hash: str) -> str:
     return (site_url.rstrip("/") + "/" + rel) if site_url else rel
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def content_hash_of(folder: Path) -> set[str]:
     """The content hashes a version folder's ``spec.json`` and ``data.csv`` give (with and without the
     drawn ``chart.svg``, which a diagram's hash covers), as `site.figure_files.write_figure_files` makes them."""
     spec = (folder / "spec.json").read_text(encoding="utf-8")
     csv = (folder / "data.csv").read_text(encoding="utf-8")
-    base = spec + "\n" + csv
-    out = {hashlib.sha256(base.encode("utf-8")).hexdigest()[:12]}
+    out = {version_hash(spec, csv)}
     svg = folder / "chart.svg"
     if svg.is_file():
-        out.add(hashlib.sha256((base + "\n" + svg.read_text(encoding="utf-8")).encode("utf-8")).hexdigest()[:12])
+        out.add(version_hash(spec, csv, svg.read_text(encoding="utf-8")))
     return out
 
 
@@ -105,7 +98,7 @@ def check_version(site: Path, fig_id: str, content_hash: str, record: dict[str, 
         p = folder / name
         if not p.is_file() or p.is_symlink():
             return f"{name} is missing"
-        if sha256_file(p) != digest:
+        if sha256_of_file(p) != digest:
             return f"{name} was changed after it was published"
     try:
         if content_hash not in content_hash_of(folder):
@@ -240,7 +233,7 @@ class Versions:
             for name in FILES + OPTIONAL:
                 if (src / name).is_file():
                     link_or_copy(src / name, dst / name)
-                    files[name] = sha256_file(dst / name)
+                    files[name] = sha256_of_file(dst / name)
             index["figures"].setdefault(fid, {})[h] = {"created": v["created"], "title": v["title"],
                                                        "paper": v["paper"], "files": dict(sorted(files.items()))}
         for fid, h in self.current.items():  # the current files: one copy on disk with their version's
@@ -268,7 +261,7 @@ def _share(current: Path, version: Path, files: dict[str, str]) -> None:
         try:
             if not cur.is_file() or os.path.samefile(cur, ver) or cur.stat().st_size != ver.stat().st_size:
                 continue
-            if sha256_file(cur) != digest:
+            if sha256_of_file(cur) != digest:
                 continue
             tmp = cur.with_name(f".{name}.tmp-{guard.tmp_tag()}")
             os.link(ver, tmp)
