@@ -12,6 +12,8 @@ import logging
 import os
 import re
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from report_builder.errors import clip, for_terminal
 
@@ -94,3 +96,18 @@ def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) 
     log.addHandler(handler)
     log.setLevel(level)
     log.propagate = False
+
+
+@contextmanager
+def no_library_bars() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights") off for the block, as they were afterwards: the
+    notebook's model loads show the notebook's progress only, without changing the user's settings."""
+    from transformers.utils import logging as tl
+
+    was = tl.is_progress_bar_enabled()
+    tl.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            tl.enable_progress_bar()

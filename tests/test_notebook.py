@@ -385,3 +385,17 @@ def test_a_view_too_large_keeps_what_is_shown_and_says_so(tiny_bert, monkeypatch
     assert "tiny-bert (text 1 of 2 only; ATB only: too large for one view)" in json.dumps(shown.spec)
     monkeypatch.setattr(view, "VIEW_CELLS", 2 * 4 * 4)
     assert "first 4 of 9 tokens" in json.dumps(res.show(scope="ATB").spec)
+
+
+def test_load_model_shows_no_library_bars_and_leaves_the_setting(capfd):
+    """The notebook's loads print no transformers "Loading weights" bar, and leave transformers' own
+    progress-bar setting as the user had it."""
+    from transformers.utils import logging as tl
+
+    import report_builder as rb
+
+    tl.enable_progress_bar()
+    rb.load_model("minilm")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err, err
+    assert tl.is_progress_bar_enabled()

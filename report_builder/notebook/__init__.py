@@ -64,9 +64,11 @@ def load_model(source: str, *, device: str = "cpu", dtype: str = "float32", name
     Returns:
         The loaded model (``.model`` the transformers base model, ``.tokenizer``, ``.facts()``).
     """
+    from report_builder.logsetup import no_library_bars
     from report_builder.models import loading
 
-    return loading.load(source, name=name, device=device, dtype=dtype)
+    with no_library_bars():
+        return loading.load(source, name=name, device=device, dtype=dtype)
 
 
 def _as_model(model: Any, device: str, dtype: str) -> "LoadedModel":
