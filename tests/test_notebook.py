@@ -139,6 +139,8 @@ def test_normalise_has_one_default_everywhere(tiny_bert):
         assert not np.allclose(df_raw.groupby(["example", "i"])[raw_col].sum(), 1.0, atol=1e-3)
     assert "ATB (row-normalised), layer 1" in str(res.plot(1, "ATB").to_dict())
     assert "ATB (raw norm ||z_i←j||), layer 1" in str(res.plot(1, "ATB", normalise=None).to_dict())
+    w = rb.decompose(tiny_bert, TEXTS[:1], layers=[1], scopes=[], methods=["ATTN-W"], progress=False)
+    assert "ATTN-W (attention weight), layer 1" in str(w.plot(1, "ATTN-W", normalise=None).to_dict())  # not a norm
     with pytest.raises(ValueError, match="normalise: expected 'row'"):
         res.map(1, "ATB", normalise="column")
 
