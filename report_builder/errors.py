@@ -93,8 +93,10 @@ __all__ = ["ReportBuilderError", "ConfigError", "DataError", "DataNotHere", "Mod
            "exit_code", "shown", "clip", "for_terminal", "terminal_width", "terminal_table", "MAX_SHOWN"]
 
 
-EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "interrupted": 130, "terminated": 143}
-"""Documented exit codes of the CLI (README "Exit codes"); 1 is an unexpected internal error."""
+EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "differs": 6, "interrupted": 130,
+              "terminated": 143}
+"""Documented exit codes of the CLI (docs/guide/configuration.md); 1 is an unexpected internal error; ``differs``:
+`report-builder reproduce` rebuilt a figure whose content hash differs from the cited one."""
 
 
 def exit_code(e: BaseException) -> int:

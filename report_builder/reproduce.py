@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import guard
-from report_builder.errors import ConfigError, DataError, ModelError, UsageError, for_terminal
+from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal
 from report_builder.site import figure_diff, recipe
 from report_builder.values import check_path
 from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
@@ -42,7 +42,8 @@ from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `
 EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
           "so it does not describe the figure its hash names")
 
-EXIT = {"identical": 0, "different": 6, "model": 4, "weights": 4, "data": 3}
+EXIT = {"identical": 0, "different": EXIT_CODES["differs"], "model": EXIT_CODES["model"],
+        "weights": EXIT_CODES["model"], "data": EXIT_CODES["config"]}
 """Exit code of each `Reproduction.status`."""
 
 

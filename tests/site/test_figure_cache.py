@@ -139,7 +139,12 @@ def test_clean_removes_the_render_state_and_build_record_only(tmp_path):
     msg = api.clean(cfg)
     assert "figure renders and build records of 1 output" in msg and "notes.txt" in msg, msg
     assert not state.root.exists() and (state.root.parent / "notes.txt").is_file()
-    assert not (tmp_path / "site").exists()
+    # the published figure versions and the history stay (`clean` removes them only when asked)
+    site = tmp_path / "site"
+    assert site.is_dir() and list(site.glob("figures/*/*/provenance.json"))
+    assert not (site / "index.html").exists()
+    api.clean(cfg, versions_older_than="all")
+    assert not site.exists()
 
 
 def test_entries_store_data_not_html_and_prove_their_origin(tmp_path):
