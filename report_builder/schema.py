@@ -314,17 +314,53 @@ RAW_NORM = "raw norm ||z_{i<-j}||"
 """Unit of a map value that is the norm of one token's term (K21 maps; `normalise=None` in the notebook)."""
 ROW_NORMALISED = "row-normalised ||z_{i<-j}|| / sum_j ||z_{i<-j}|| (each row sums to 1)"
 """Unit of a map value divided by its row's sum (K24 maps; the notebook's default, `normalise="row"`)."""
+K21_MAP_VALUE = ("raw norm ||z_{i<-j}|| for the -N methods; for ATTN-W the attention weight (mean over heads), "
+                 "for ATTNRES-W 0.5 weight + 0.5 identity (each row sums to 1)")
+"""Unit of a K21 map's ``value``: it depends on the row's ``method`` (the -W methods are weights, not norms)."""
+FRACTION = "fraction (0-1)"
+"""Unit of a share that is not a mixing ratio (K24 pair-category shares: a count over a count)."""
+
+UNIT_TAGS: dict[str, str] = {
+    PERCENT: "%",
+    RAW_NORM: "raw norm",
+    ROW_NORMALISED: "row-normalised",
+    K21_MAP_VALUE: "raw norm; weight for -W methods",
+    FRACTION: "fraction",
+}
+"""Unit -> the short tag a column name carries (`unit_column`): ``value (%)``, ``value (row-normalised)``."""
 
 UNITS: dict[str, dict[str, str]] = {
     "k21_tokens": {m: PERCENT for m in K21_METHODS},
     "k21_freq": {m: PERCENT for m in K21_METHODS},
-    "k21_maps": {"value": RAW_NORM},
+    "k21_maps": {"value": K21_MAP_VALUE},
     "k24_maps": {"value": ROW_NORMALISED},
+    "k24_ffamp_pairs": {"amp": ROW_NORMALISED, "before": ROW_NORMALISED, "after": ROW_NORMALISED},
+    "k24_ffamp_base": {"top_share": FRACTION, "base_share": FRACTION},
 }
-"""Result table -> column -> unit, for the columns whose unit is not in their name (attached as
-``DataFrame.attrs["units"]`` to the frames `load_results` and the notebook return)."""
+"""Result table -> column -> unit, for the measured columns a user reads with a unit (a mixing ratio, a
+map value, a share). The cache's parquet tables keep the bare names; every table or figure data a user
+reads (`load_results`, notebook frames, ``data.csv``) names the column with its unit (`unit_columns`).
+Unitless measures (Spearman ρ, 1 − ρ, norm ratios, expansion rates, counts, ids) have none."""
+
+
+def unit_column(name: str, unit: str) -> str:
+    """The name a user reads for column ``name`` holding ``unit``: ``"<name> (<tag>)"`` (`UNIT_TAGS`)."""
+    return f"{name} ({UNIT_TAGS[unit]})"
+
+
+def unit_columns(frame, units):
+    """``frame`` with each column of ``units`` (column -> unit) renamed `unit_column` (others as they
+    are), and ``attrs["units"]``: new name -> unit, for the columns it has. The one rename shared by
+    ``data.csv`` (`site.figure_files.csv_frame`), `notebook.load_results` and the notebook's frames,
+    so a frame joins a figure's data by the same names. Returns a shallow copy."""
+    names = {c: unit_column(c, u) for c, u in units.items() if c in frame.columns}
+    out = frame.rename(columns=names)
+    out.attrs = {**frame.attrs, "units": {names[c]: u for c, u in units.items() if c in names}}
+    return out
+
 
 __all__ = ["ERROR_BOUND", "Layout", "POST_LN", "PRE_LN", "LAYOUTS", "layout", "layout_ids", "layout_for_scopes",
            "K21_METHODS", "K21_METHOD_LABELS", "TOKEN_CATEGORIES", "OVERALL", "SPECIAL_TOKEN_CATEGORIES",
            "PAIR_CATEGORIES", "MODELS", "RECON_ERRORS", "DATASETS", "K21", "K24", "TABLES", "FIRST_LAYER",
-           "user_layers", "example_label", "example_order", "PERCENT", "RAW_NORM", "ROW_NORMALISED", "UNITS"]
+           "user_layers", "example_label", "example_order", "PERCENT", "RAW_NORM", "ROW_NORMALISED",
+           "K21_MAP_VALUE", "FRACTION", "UNIT_TAGS", "UNITS", "unit_column", "unit_columns"]

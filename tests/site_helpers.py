@@ -12,6 +12,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from report_builder import schema
 from report_builder.figures.spec import FigureResult, FigureSpec, NotConfigured, Roles
 
 
@@ -176,7 +177,9 @@ def check_figure_sections(site: Path, figures, not_configured: set, hashes: dict
         assert (d / "chart.svg").read_text().lstrip().startswith("<svg")
         assert (d / "chart.png").read_bytes()[:4] == b"\x89PNG"
         json.loads((d / "spec.json").read_text())
-        pd.read_csv(d / "data.csv")
+        head = list(pd.read_csv(d / "data.csv").columns)
+        for col, unit in getattr(fig, "units", {}).items():  # SPEC §8: the unit in the column's name
+            assert f"{col} ({schema.UNIT_TAGS[unit]})" in head and col not in head, (fig.id, head)
         assert "rb-provenance" in section and "Max reconstruction error" in section
         assert "rb-cite" in section and f"report_builder:{fig.id}" in section
         assert hashes[fig.id] in section

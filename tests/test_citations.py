@@ -99,9 +99,10 @@ def test_the_history_lists_both_builds_with_the_changed_inputs_and_the_numbers(b
     new = pd.read_csv(work / "site" / change["new_permalink"] / "data.csv")
     keys = ["model", "dataset", "layer", "category", "method"]
     both = old.merge(new, on=keys, suffixes=("_old", "_new"))
-    assert abs(largest["difference"]) == pytest.approx((both["value_new"] - both["value_old"]).abs().max(), rel=1e-12)
+    gap = (both["value (%)_new"] - both["value (%)_old"]).abs().max()  # the unit in the column's name
+    assert abs(largest["difference"]) == pytest.approx(gap, rel=1e-12)
     assert largest["difference"] != 0
-    assert largest["column"] == "value" and {"model", "layer", "category"} <= set(largest["where"])
+    assert largest["column"] == "value (%)" and {"model", "layer", "category"} <= set(largest["where"])
     assert change["chart"] and (work / "site" / change["chart"]).read_text().lstrip().startswith("<svg")
     changes = (work / "site" / "changes.html").read_text()
     assert "Build 2" in changes and "Build 1" in changes and changes.index("Build 2") < changes.index("Build 1")

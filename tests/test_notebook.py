@@ -126,34 +126,45 @@ def test_normalise_has_one_default_everywhere(tiny_bert):
     assert torch.allclose(row.sum(1), torch.ones(len(res[0])), atol=1e-5)
     assert torch.allclose(row, raw / raw.sum(1, keepdim=True), atol=1e-6)
     assert torch.equal(raw, res[0].maps[1]["ATB"])  # the stored data are the raw norms
+    # the unit is in the column's name (as in data.csv) and said in words in attrs
+    raw_units = {"k24_maps": ("value (raw norm)", schema.RAW_NORM),
+                 "k21_maps": ("value (raw norm; weight for -W methods)", schema.K21_MAP_VALUE)}
     for table in ("k24_maps", "k21_maps"):
         df, df_raw = res.to_frame(table), res.to_frame(table, normalise=None)
-        assert df.attrs["units"] == {"value": schema.ROW_NORMALISED}
-        assert df_raw.attrs["units"] == {"value": schema.RAW_NORM}
-        assert np.allclose(df.groupby(["example", "i"])["value"].sum(), 1.0, atol=1e-5)
-        assert not np.allclose(df_raw.groupby(["example", "i"])["value"].sum(), 1.0, atol=1e-3)
+        raw_col, raw_unit = raw_units[table]
+        assert df.columns[-1] == "value (row-normalised)" and df_raw.columns[-1] == raw_col, table
+        assert df.attrs["units"] == {"value (row-normalised)": schema.ROW_NORMALISED}
+        assert df_raw.attrs["units"] == {raw_col: raw_unit}
+        assert np.allclose(df.groupby(["example", "i"])["value (row-normalised)"].sum(), 1.0, atol=1e-5)
+        assert not np.allclose(df_raw.groupby(["example", "i"])[raw_col].sum(), 1.0, atol=1e-3)
     assert "ATB (row-normalised), layer 1" in str(res.plot(1, "ATB").to_dict())
     assert "ATB (raw norm ||z_i←j||), layer 1" in str(res.plot(1, "ATB", normalise=None).to_dict())
+    w = rb.decompose(tiny_bert, TEXTS[:1], layers=[1], scopes=[], methods=["ATTN-W"], progress=False)
+    assert "ATTN-W (attention weight), layer 1" in str(w.plot(1, "ATTN-W", normalise=None).to_dict())  # not a norm
     with pytest.raises(ValueError, match="normalise: expected 'row'"):
         res.map(1, "ATB", normalise="column")
 
 
 def test_frames_follow_the_result_tables(tiny_bert):
     res = rb.decompose(tiny_bert, TEXTS, layers=[2], scopes=["ATB", "ATBFFRESLN"], methods=["ATTN-N"])
+    units = {"k24_maps": {"value": "row-normalised"}, "k21_maps": {"value": "row-normalised"},
+             "k21_tokens": {m: "%" for m in schema.K21_METHODS}, "recon_errors": {}}
     for table in ("k24_maps", "k21_maps", "k21_tokens", "recon_errors"):
         df = res.to_frame(table)
-        assert list(df.columns) == schema.TABLES[table], table
+        want = [f"{c} ({units[table][c]})" if c in units[table] else c for c in schema.TABLES[table]]
+        assert list(df.columns) == want, table  # the result table's columns, measured ones with their unit
         assert len(df) > 0 and df["layer"].unique().tolist() == [2], table  # layers from 1, as data.csv
     k24 = res.to_frame("k24_maps")
-    sums = k24.groupby(["example", "scope", "i"])["value"].sum()
+    sums = k24.groupby(["example", "scope", "i"])["value (row-normalised)"].sum()
     assert np.allclose(sums, 1.0, atol=1e-5)  # row-normalised, as the site's k24_maps
     assert k24["example"].unique().tolist() == ["1: The man went to the store.…", "2: He bought milk. It was cold.…"]
     k21 = res.to_frame("k21_maps", normalise=None)
     first = k21[(k21.example == res.example_name(0))]
-    assert np.allclose(first.value.to_numpy(), res.map(2, "ATTN-N", normalise=None).numpy().ravel())
+    assert np.allclose(first["value (raw norm; weight for -W methods)"].to_numpy(),
+                       res.map(2, "ATTN-N", normalise=None).numpy().ravel())
     tok = res.to_frame("k21_tokens")
-    assert np.allclose(tok[tok.seq == 0]["ATTNRESLN-N"], res[0].ratios[2]["ATTNRESLN-N"].numpy())
-    assert tok.attrs["units"] == {m: "%" for m in schema.K21_METHODS}
+    assert np.allclose(tok[tok.seq == 0]["ATTNRESLN-N (%)"], res[0].ratios[2]["ATTNRESLN-N"].numpy())
+    assert tok.attrs["units"] == {f"{m} (%)": "%" for m in schema.K21_METHODS}
     assert tok["dataset"].unique().tolist() == ["notebook"]
     with pytest.raises(ValueError, match="unknown table"):
         res.to_frame("nope")
@@ -294,9 +305,13 @@ def test_load_results_shifts_layers_at_the_boundary():
     out = user_tables(cache)
     assert out["k21_tokens"]["layer"].tolist() == [1, 6] and cache["k21_tokens"]["layer"].tolist() == [0, 5]
     assert out["models"]["layers"].tolist() == [6]  # a count, not a layer
-    assert out["k24_maps"]["layer"].tolist() == [1, 2] == csv_frame(cache["k24_maps"])["layer"].tolist()
-    assert out["k21_tokens"].attrs["units"] == {"ATTN-N": "%"} and not cache["k21_tokens"].attrs
-    assert out["k24_maps"].attrs["units"] == {"value": schema.ROW_NORMALISED}
+    site = csv_frame(cache["k24_maps"], schema.UNITS["k24_maps"])  # as data.csv of k24-maps
+    assert out["k24_maps"]["layer"].tolist() == [1, 2] == site["layer"].tolist()
+    assert list(out["k24_maps"].columns) == list(site.columns) == ["layer", "value (row-normalised)"]
+    assert list(out["k21_tokens"].columns) == ["layer", "ATTN-N (%)"]  # the unit in the name, as data.csv
+    assert list(cache["k21_tokens"].columns) == ["layer", "ATTN-N"]  # the cache's frames keep the bare names
+    assert out["k21_tokens"].attrs["units"] == {"ATTN-N (%)": "%"} and not cache["k21_tokens"].attrs
+    assert out["k24_maps"].attrs["units"] == {"value (row-normalised)": schema.ROW_NORMALISED}
 
 
 def test_load_results_errors_and_site(tmp_path):
@@ -331,14 +346,22 @@ def test_examples_script_runs(tmp_path):
     assert set(tables) >= {"k21_tokens", "k24_ctx", "models", "datasets"}
     for name, df in tables.items():
         if name in schema.TABLES:
-            assert set(df.columns) == set(schema.TABLES[name]), name
+            units = schema.UNITS.get(name, {})
+            assert set(df.columns) == {schema.unit_column(c, units[c]) if c in units else c
+                                       for c in schema.TABLES[name]}, name
     # load_results reads layers from 1, as every figure's data.csv
     n = int(tables["models"]["layers"].iloc[0])
     for name in ("k21_tokens", "k24_maps", "recon_errors", "k24_ctx"):
         assert sorted(tables[name]["layer"].unique()) == list(range(1, n + 1)), name
+    # ... and names a measured column with its unit as data.csv does: the same names in both
+    site = rb.load_results(out / "site")
+    value = "value (raw norm; weight for -W methods)"
+    assert value in site["k21-fig1"].columns and value in tables["k21_maps"].columns
+    assert "value (row-normalised)" in site["k24-maps"].columns and "value (row-normalised)" in tables["k24_maps"]
+    assert {f"{m} (%)" for m in ("mean", "max", "min")} <= set(site["k21-tab2"].columns)
     csv = pd.read_csv(out / "site" / "figures" / "k21-fig1" / "data.csv")
     joined = tables["k21_maps"].merge(csv, on=["model", "example", "layer", "method", "i", "j"])
-    assert len(joined) == len(csv) > 0 and np.allclose(joined["value_x"], joined["value_y"], atol=1e-6)
+    assert len(joined) == len(csv) > 0 and np.allclose(joined[f"{value}_x"], joined[f"{value}_y"], atol=1e-6)
 
 
 def test_the_explorer_orders_examples_by_number(tiny_bert):

@@ -160,7 +160,7 @@ def test_paper_numbers_beside_ours(paper):
         csv = (tmp / "site" / "figures" / fid / "paper_vs_ours.csv").read_text().splitlines()
         assert csv[0].endswith("Statistic,Paper,Ours (value),Ours − paper") and len(csv) > 1, fid
     tab2 = (tmp / "site" / "figures" / "k21-tab2" / "paper_vs_ours.csv").read_text()
-    assert "bert-base-uncased,bert-base-uncased,wiki,ATTNRESLN-N,mean,18.8," in tab2
+    assert "bert-base-uncased,bert-base-uncased,wiki,ATTNRESLN-N,mean (%),18.8," in tab2  # the unit named
     assert "roberta-large,roberta-large," in (tmp / "site" / "figures" / "k21-tab5" / "paper_vs_ours.csv").read_text()
 
 

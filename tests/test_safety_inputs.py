@@ -152,7 +152,7 @@ def test_data_csv_and_paper_vs_ours_csv_of_a_site_are_neutralised(tmp_path, monk
 
     calls = []
 
-    def comparison(fig_id, data, tables, roles, reported):
+    def comparison(fig_id, data, tables, roles, reported, units=None):
         calls.append(fig_id)
         return Comparison(pd.DataFrame({"stat": evil, "paper": [1, 2, 3, 4], "ours": [-1.5] * 4}), False, "context")
 

@@ -5,7 +5,8 @@
 # the same in Jupyter, where a result also draws itself as an interactive map. The tests run this file.
 #
 # Conventions, as on the site and in every `data.csv`: layers count from 1; mixing ratios are in
-# percent; maps are row-normalised (each row sums to 1) unless `normalise=None` gives the raw norms.
+# percent; maps are row-normalised (each row sums to 1) unless `normalise=None` gives the raw norms;
+# a measured column names its unit: `ATTN-N (%)`, `value (row-normalised)`, `value (raw norm)`.
 
 # %%
 import sys
@@ -43,14 +44,14 @@ print("bias term of the attention block at layer 6:", tuple(res[0].bias[6]["ATB"
 
 # %% [markdown]
 # ## Tidy tables
-# `to_frame` gives the columns of the report's result tables (ARCHITECTURE.md); `attrs["units"]` says
-# what the measured columns hold.
+# `to_frame` gives the columns of the report's result tables (ARCHITECTURE.md); a measured column carries
+# its unit in its name, as in `data.csv`, and `attrs["units"]` says it in words.
 
 # %%
 ratios = res.to_frame("k21_tokens")
-print(ratios.groupby("layer")[["ATTN-N", "ATTNRESLN-N"]].mean().round(2), ratios.attrs["units"]["ATTN-N"])
+print(ratios.groupby("layer")[["ATTN-N (%)", "ATTNRESLN-N (%)"]].mean().round(2))
 maps = res.to_frame("k24_maps")
-print(maps.head(), "\nvalue:", maps.attrs["units"]["value"])
+print(maps.head(), "\nvalue:", maps.attrs["units"]["value (row-normalised)"])
 print(res.to_frame("recon_errors").max_rel_error.max())
 
 # %% [markdown]
@@ -79,20 +80,23 @@ analysis, site = rb.build(config, cache_dir=str(out / "cache"), out_dir=str(out 
 print(f"site: {site.site_dir} ({len(site.figures_built)} figures)")
 tables = rb.load_results(out / "cache")  # layers from 1, as the site
 print(sorted(tables))
-print(tables["k21_tokens"].groupby("layer")["ATTNRESLN-N"].mean().round(2))
+print(tables["k21_tokens"].groupby("layer")["ATTNRESLN-N (%)"].mean().round(2))
 
 # %% [markdown]
 # ## Frames join the site's data without arithmetic
 # The K24 scope-map explorer's `data.csv` and the notebook's frame of the same pair share model,
-# example, layer, scope, i and j; so do the cache's tables.
+# example, layer, scope, i and j, and name the map value alike: `value (row-normalised)`; so do the
+# cache's tables.
 
 # %%
 csv = pd.read_csv(site.site_dir / "figures" / "k24-maps" / "data.csv")
 keys = ["model", "example", "layer", "scope", "i", "j"]
+value = "value (row-normalised)"
+assert value in csv.columns and value in maps.columns and value in tables["k24_maps"].columns
 joined = maps.merge(csv, on=keys, suffixes=("_notebook", "_site"))
-print(f"{len(joined)} map cells joined; largest difference "
-      f"{(joined.value_notebook - joined.value_site).abs().max():.1e}")
+gap = (joined[f"{value}_notebook"] - joined[f"{value}_site"]).abs().max()
+print(f"{len(joined)} map cells joined; largest difference {gap:.1e}")
 assert len(joined) == len(maps[maps.example == res.example_name(0)])
-assert (joined.value_notebook - joined.value_site).abs().max() < 1e-5
+assert gap < 1e-5
 cached = tables["k24_maps"].merge(csv, on=keys, suffixes=("_cache", "_site"))
-assert len(cached) == len(csv) and (cached.value_cache - cached.value_site).abs().max() < 1e-6
+assert len(cached) == len(csv) and (cached[f"{value}_cache"] - cached[f"{value}_site"]).abs().max() < 1e-6

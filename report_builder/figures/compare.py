@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from report_builder import schema
 from report_builder.figures import reported
 
 #: Statistic columns compared, in display order, with their labels.
@@ -61,8 +62,13 @@ def _pick_report(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _stat_label(col: str, units: Mapping[str, str]) -> str:
+    """A statistic's label in the table, with its unit where the figure declares one: ``mean (%)``."""
+    return schema.unit_column(STATS[col], units[col]) if col in units else STATS[col]
+
+
 def _rows(fid: str, ours: pd.DataFrame, paper: pd.DataFrame, our_label: str, paper_label: str,
-          dataset: str | None) -> list[dict[str, Any]]:
+          dataset: str | None, units: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     paper = _pick_report(paper)
     out = []
     key = "method" if "method" in ours.columns and "method" in paper.columns else None
@@ -78,7 +84,7 @@ def _rows(fid: str, ours: pd.DataFrame, paper: pd.DataFrame, our_label: str, pap
                 continue
             pv, ov = float(pv), float(ov)
             row = {"Ours": our_label, "Paper's model": paper_label, "Dataset": dataset or "",
-                   "Statistic": STATS[c], "Paper": pv, "Ours (value)": ov,
+                   "Statistic": _stat_label(c, units or {}), "Paper": pv, "Ours (value)": ov,
                    "Ours − paper": ov - pv if not math.isnan(ov) else float("nan")}
             if key:
                 row["Method"] = p["method"]
@@ -102,7 +108,8 @@ def _slices(fid: str, data: pd.DataFrame) -> list[tuple[str | None, str | None, 
 
 
 def comparison(fid: str, data: pd.DataFrame, tables: Mapping[str, pd.DataFrame], roles: Any,
-               reported_numbers: Mapping | None = None) -> Comparison | None:
+               reported_numbers: Mapping | None = None, units: Mapping[str, str] | None = None
+               ) -> Comparison | None:
     """The paper's numbers beside ours for figure ``fid``, or ``None`` where the paper reports none.
 
     Args:
@@ -110,6 +117,8 @@ def comparison(fid: str, data: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
         data: the figure's tidy data (`FigureResult.data`).
         tables: the build's result tables (for each model's source).
         roles: the build's `Roles` (seed group).
+        units: the figure's declared units (`FigureSpec.units`): a statistic of a unit-bearing column is
+            labelled with it (``mean (%)``), as ``data.csv`` names the column.
     """
     if fid not in reported._KIND or fid == "k21-fig4" or data is None or data.empty:
         return None
@@ -130,7 +139,7 @@ def comparison(fid: str, data: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
         paper = reported.paper_numbers(fid, s, dataset, rep) if s else None
         if paper is not None and len(paper):
             p_label = "the 25 MultiBERTs" if fid in SEED_GROUP_FIGURES else s
-            rows += _rows(fid, g, paper, label, p_label, dataset)
+            rows += _rows(fid, g, paper, label, p_label, dataset, units)
     if not rows:  # nothing of the paper's own: the first model beside the paper's model for this figure
         same = False
         first = slices[0][0]
@@ -144,7 +153,7 @@ def comparison(fid: str, data: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
                        else ref.paper_model)
             if dataset is not None:
                 p_label += f" on {reported.paper_dataset(dataset) or 'wikipedia'}"
-            rows += _rows(fid, g, ref.frame, label, p_label, dataset)
+            rows += _rows(fid, g, ref.frame, label, p_label, dataset, units)
         if not rows:
             return None
     table = pd.DataFrame(rows)

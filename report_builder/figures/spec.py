@@ -117,6 +117,10 @@ class FigureSpec:
         version: bump it when the figure's output changes for the same tables (its files are reused
             while its inputs, declaration, version and the package's code are unchanged: see
             `report_builder.site.figure_cache`).
+        units: column of the figure's data -> its unit (`schema.PERCENT`, `schema.ROW_NORMALISED`, …), for
+            every column holding a mixing ratio, a map value or a share: ``data.csv`` (and
+            ``paper_vs_ours.csv``) name those columns ``<name> (<unit>)`` (`schema.unit_column`). Declared
+            once per builder family (`schema.UNITS` for columns passed through from a result table).
     """
 
     id: str
@@ -131,6 +135,7 @@ class FigureSpec:
     section: str = ""
     reproduces: str = ""
     version: int = 1
+    units: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_finding(self) -> bool:

@@ -22,7 +22,8 @@ from 1 in everything you pass or read (``layers=[1]`` is the first layer; layer 
 frame from ``to_frame`` or ``load_results`` joins a figure's ``data.csv`` on ``layer`` without
 arithmetic. Mixing ratios are in percent (0-100). Maps are row-normalised (each row sums to 1) unless
 ``normalise=None`` gives the raw norms ``||z_{i<-j}||``: the same default in ``map``, ``to_frame``,
-``plot``, ``show`` and the inline view; ``frame.attrs["units"]`` names the unit of each measured column.
+``plot``, ``show`` and the inline view. A measured column names its unit, as ``data.csv`` does:
+``ATTN-N (%)``, ``value (row-normalised)``, ``value (raw norm)`` (``frame.attrs["units"]`` says each in words).
 
 ``decompose`` works on any model the report supports: an embedded name (``minilm``, ``smollm2``), a
 local directory, a hub id, a model already loaded with [`load_model`][report_builder.notebook.load_model], or a
@@ -230,8 +231,9 @@ def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str,
     """The results of a build as DataFrames, from its cache folder or from a built site.
 
     Layers count from 1 in both, as on the site (the cache's parquet tables count from 0 and are
-    shifted here, never rewritten); mixing ratios are in percent; ``frame.attrs["units"]`` names the
-    unit of a cache table's measured columns (``schema.UNITS``).
+    shifted here, never rewritten); mixing ratios are in percent; a measured column carries its unit in
+    its name, as in ``data.csv`` (``ATTN-N (%)``, ``value (row-normalised)``; the cache's tables keep the
+    bare names), and ``frame.attrs["units"]`` gives each such column's unit in words (``schema.UNITS``).
 
     Args:
         path: A results cache (holding ``last_build.json``): gives the result tables of the last

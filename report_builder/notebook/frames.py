@@ -1,11 +1,13 @@
 """Tidy frames of a notebook `Decomposition`, and the tables `load_results` hands a user.
 
-Both follow SPEC §8: the ``layer`` column counts from 1 (as ``data.csv``: `schema.user_layers` is the
-one shift from the cache's 0-based tables), ratios are in percent, and ``frame.attrs["units"]`` names
-the unit of each measured column (`schema.UNITS`; a map's ``value`` is row-normalised or a raw norm).
+Both follow SPEC §8, as ``data.csv`` does (`site.figure_files.csv_frame`), so they join a figure's data
+by name: the ``layer`` column counts from 1 (`schema.user_layers` is the one shift from the cache's
+0-based tables), ratios are in percent, and each measured column carries its unit in its name
+(`schema.unit_columns`: ``ATTN-N (%)``, ``value (row-normalised)``, ``value (raw norm)``), with
+``frame.attrs["units"]`` giving each such column's unit in words (`schema.UNITS`).
 
-Pitfall: the cache's parquet tables stay 0-based and are never rewritten; only the copies returned
-to a user are shifted, here.
+Pitfall: the cache's parquet tables stay 0-based with bare column names and are never rewritten; only
+the copies returned to a user are shifted and renamed, here.
 """
 from __future__ import annotations
 
@@ -16,15 +18,11 @@ import pandas as pd
 
 from report_builder import schema
 
-def with_units(df: pd.DataFrame, units: Mapping[str, str]) -> pd.DataFrame:
-    """``df`` with ``attrs["units"]``: column -> unit, for the columns ``df`` has."""
-    df.attrs["units"] = {c: u for c, u in units.items() if c in df.columns}
-    return df
-
 
 def user_tables(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """The result tables of a cache as a user reads them: layers from 1, units in ``attrs``."""
-    return {name: with_units(schema.user_layers(df).copy(deep=False), schema.UNITS.get(name, {}))
+    """The result tables of a cache as a user reads them: layers from 1, units in the column names
+    (copies; the cache's frames are untouched)."""
+    return {name: schema.unit_columns(schema.user_layers(df), schema.UNITS.get(name, {}))
             for name, df in tables.items()}
 
 
@@ -41,7 +39,9 @@ def frame(res: "Decomposition", table: str, unit: str, dataset: str) -> pd.DataF
             what = "scopes" if table == "k24_maps" else "methods"
             raise ValueError(f"no {what} were decomposed; call decompose(..., {what}='all')")
         key = "scope" if table == "k24_maps" else "method"
-        units = {"value": unit}
+        # a K21 map's raw value is a weight for the -W methods: the cache's k21_maps unit, so they join
+        units = {"value": schema.UNITS["k21_maps"]["value"] if table == "k21_maps" and unit == schema.RAW_NORM
+                 else unit}
         for k, s in enumerate(res.sequences):
             n = len(s)
             ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
@@ -76,4 +76,4 @@ def frame(res: "Decomposition", table: str, unit: str, dataset: str) -> pd.DataF
              for (l, p), e in sorted(worst.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99)))],
             columns=cols))
     out = pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
-    return with_units(out, units)
+    return schema.unit_columns(out, units)

@@ -212,8 +212,10 @@ class Decomposition:
                  dataset: str = NOTEBOOK_DATASET) -> pd.DataFrame:
         """The results as a tidy DataFrame with the columns of one result table (ARCHITECTURE.md).
 
-        The ``layer`` column counts from 1 and the ``example`` labels are the site's, so the frame joins
-        a figure's ``data.csv`` as it is. ``frame.attrs["units"]`` names each measured column's unit.
+        The ``layer`` column counts from 1, the ``example`` labels are the site's and a measured column
+        carries its unit in its name as in ``data.csv`` (``value (row-normalised)``, ``value (raw norm)``,
+        ``ATTN-N (%)``), so the frame joins a figure's ``data.csv`` as it is; ``frame.attrs["units"]``
+        gives each such column's unit in words.
 
         Args:
             table: ``"k24_maps"`` (scope maps, valid pairs only: ``j <= i`` for causal models),
@@ -224,7 +226,8 @@ class Decomposition:
             dataset: The ``dataset`` column where the table has one.
 
         Returns:
-            One row per observation, columns in ``schema.TABLES[table]`` order.
+            One row per observation, columns in ``schema.TABLES[table]`` order (measured ones named with
+            their unit).
 
         Raises:
             ValueError: An unknown table, one whose maps were not computed, or a bad ``normalise``.

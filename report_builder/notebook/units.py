@@ -21,6 +21,12 @@ def map_unit(normalise: str | None) -> str:
     return schema.ROW_NORMALISED if normalise == "row" else schema.RAW_NORM
 
 
-def unit_label(unit: str) -> str:
-    """The short label of a map unit on charts: ``"row-normalised"`` or ``"raw norm ||z_i←j||"``."""
-    return "row-normalised" if unit == schema.ROW_NORMALISED else "raw norm ||z_i←j||"
+def unit_label(unit: str, names=()) -> str:
+    """The short label of a map unit on charts: ``"row-normalised"`` or ``"raw norm ||z_i←j||"``; a raw
+    map of a weight method (ATTN-W, ATTNRES-W, among ``names``) holds attention weights, not norms."""
+    if unit == schema.ROW_NORMALISED:
+        return "row-normalised"
+    weights = [n for n in names if str(n).endswith("-W")]
+    if weights and len(weights) == len(names):
+        return "attention weight"
+    return "raw norm ||z_i←j||" + ("; weight for -W methods" if weights else "")

@@ -78,7 +78,7 @@ def plot_map(res: "Decomposition", layer: int, name: str, seq: int, unit: str, s
     """`Decomposition.plot`: one map as a heatmap titled ``"<model>, <name> (<unit label>), layer <layer>"``."""
     from report_builder.figures.charts.token_maps import token_map_heatmap  # render side, imported lazily
 
-    panel = f"{name} ({unit_label(unit)})"
+    panel = f"{name} ({unit_label(unit, [name])})"
     df = _maps(res, [name], [seq], [layer], unit).assign(scope=panel)
     return token_map_heatmap(df, panel="scope", panel_order=[panel], slider=False, size=size,
                              label=f"{res.model}, ")
@@ -104,11 +104,11 @@ def map_view(res: "Decomposition", layer: int, name: str, seq: int, unit: str) -
         cut.append(f"first {max_tokens} of {len(res[seq])} tokens")
     title = f"{res.model} ({'; '.join(cut)}: too large for one view)" if cut else res.model
     df = _maps(res, names, seqs, layers, unit, max_tokens)
-    chart = map_explorer(df, names, title, key="nb", value_title=unit_label(unit),
+    chart = map_explorer(df, names, title, key="nb", value_title=unit_label(unit, names),
                          start=(layer, name, schema.example_order(df["example"].unique()).index(res.example_name(seq))))
     spec = chart_to_spec(chart)
     spec.pop("$schema", None)  # a URL; the page needs no schema
-    return MapView(spec, f"{res.model}: {name}, layer {layer} ({unit_label(unit)})")
+    return MapView(spec, f"{res.model}: {name}, layer {layer} ({unit_label(unit, [name])})")
 
 
 @lru_cache(maxsize=1)

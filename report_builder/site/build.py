@@ -339,7 +339,7 @@ def figure_files(spec: FigureSpec, result: FigureResult, tables: Any, figures_di
     table = shown_table(result)
     return write_figure_files(spec.id, result.data, result.chart, table if table is not None else result.data,
                               figures_dir, inline_limit, title=figure_title(spec, result, tables), svg=result.svg,
-                              render_cache=render_cache)
+                              render_cache=render_cache, units=spec.units)
 
 
 def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, reported: dict[str, Any],
@@ -416,7 +416,7 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     files = dict(ff.files)
-    cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None)
+    cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None, units=spec.units)
     if cmp is not None:
         write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"

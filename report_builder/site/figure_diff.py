@@ -19,7 +19,8 @@ recipes (`site.recipe`) and their ``data.csv``.
 Rows are matched on their key columns (`KEY_COLUMNS` present in both files, then the other text
 columns if those do not identify a row); when no key identifies the rows, equal-length files are
 compared row by row and others are reported as not comparable. Pitfall: layers in ``data.csv`` are
-already 1-based (as everywhere a user reads them).
+already 1-based (as everywhere a user reads them), and measured columns carry their unit in their name
+(``value (%)``); a version written before names carried units is matched to them (`_unit_names`).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from report_builder import schema
 from report_builder.errors import for_terminal
 
 KINDS = ("weights", "data", "parameter", "code", "library", "device")
@@ -193,9 +195,23 @@ def _keys(old: pd.DataFrame, new: pd.DataFrame) -> list[str] | None:
     return None
 
 
+def _unit_names(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``old`` with a bare column renamed as ``new`` names it with its unit (``value`` -> ``value (%)``)
+    when ``old`` lacks that name: a version published before ``data.csv`` named units held the same
+    numbers under the bare name (the units themselves did not change)."""
+    tags = {f" ({t})" for t in schema.UNIT_TAGS.values()}
+    names = {}
+    for col in new.columns:
+        bare = next((str(col)[: -len(t)] for t in tags if str(col).endswith(t)), None)
+        if bare is not None and bare in old.columns and col not in old.columns and bare not in new.columns:
+            names[bare] = col
+    return old.rename(columns=names) if names else old
+
+
 def matched(old: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, list[str], list[str], int, int] | None:
     """Rows of both versions side by side: (frame with ``<col>`` keys and ``<col>__old``/``<col>__new``
     values, key columns, value columns, rows only in old, rows only in new); None if not comparable."""
+    old = _unit_names(old, new)
     keys = _keys(old, new)
     if keys is None:
         if len(old) != len(new):
@@ -235,6 +251,7 @@ def data_summary(old: pd.DataFrame | None, new: pd.DataFrame | None) -> dict[str
     if old is None or new is None:
         return {"comparable": False, "reason": "a data.csv is missing or unreadable"}
     out: dict[str, Any] = {"rows_old": len(old), "rows_new": len(new)}
+    old = _unit_names(old, new)
     m = matched(old, new)
     if m is None:
         return {**out, "comparable": False, "reason": "no key columns identify the rows and the row counts differ"}
@@ -331,6 +348,7 @@ def difference_spec(old: pd.DataFrame | None, new: pd.DataFrame | None, spec: di
     kinds = marks(spec or {})
     if old is None or new is None or not ({"line", "rect"} & kinds):
         return None
+    old = _unit_names(old, new)
     m = matched(old, new)
     if m is None:
         return None
@@ -338,7 +356,8 @@ def difference_spec(old: pd.DataFrame | None, new: pd.DataFrame | None, spec: di
     if "layer" not in keys or not values or frame.empty or len(frame) > MAX_CHART_ROWS:
         return None
     measures = [c for c in values if pd.api.types.is_float_dtype(old[c]) or pd.api.types.is_float_dtype(new[c])]
-    col = "value" if "value" in values else max(measures or values, key=lambda c: float(
+    named = [c for c in values if c == "value" or str(c).startswith("value (")]
+    col = named[0] if named else max(measures or values, key=lambda c: float(
         (pd.to_numeric(frame[f"{c}__new"], errors="coerce") - pd.to_numeric(frame[f"{c}__old"], errors="coerce"))
         .abs().max() or 0.0))
     grid = {"i", "j"} <= set(keys)  # a token map: one i x j panel per layer (and method or scope)

@@ -16,7 +16,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 import vl_convert as vlc
@@ -325,16 +325,20 @@ def write_csv(frame: pd.DataFrame, path: Path) -> str:
     return text
 
 
-def csv_frame(data: pd.DataFrame) -> pd.DataFrame:
-    """The frame written as ``data.csv``: result tables keep 0-based layers, the CSV shows them 1-based
-    (``layer = 1`` is the first layer), like every chart, reading and table of the site."""
-    return schema.user_layers(data)  # the one shift, shared with notebook.load_results (SPEC §8)
+def csv_frame(data: pd.DataFrame, units: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The frame written as ``data.csv`` (SPEC §8), so that it stands alone: result tables keep 0-based
+    layers, the CSV shows them 1-based (``layer = 1`` is the first layer), like every chart, reading and
+    table of the site; each column of ``units`` (the figure's `FigureSpec.units`) is named with its unit,
+    ``value (%)``, ``value (row-normalised)`` (`schema.unit_columns`). Both are the transformations
+    `notebook.load_results` and the notebook's frames apply, so those frames join ``data.csv`` as they are."""
+    return schema.unit_columns(schema.user_layers(data), units or {})
 
 
 def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table: pd.DataFrame | None,
                        figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT,
                        title: dict[str, Any] | None = None, svg: str | None = None,
-                       render_cache: "RenderCache | None" = None) -> FigureFiles:
+                       render_cache: "RenderCache | None" = None,
+                       units: Mapping[str, str] | None = None) -> FigureFiles:
     """Write every file of one figure and return its content hash and the spec for the page.
 
     Args:
@@ -349,13 +353,14 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
             the table's rendering (``spec.json`` still draws the table of its parts).
         render_cache: where ``chart.svg``/``chart.png`` of an unchanged content hash are reused from
             instead of drawing them again (`FigureFiles.reused` says which happened).
+        units: column -> unit of ``data`` (`FigureSpec.units`): named in ``data.csv``'s header (`csv_frame`).
     """
     fig_dir = figures_dir / fig_id
     fig_dir.mkdir(parents=True, exist_ok=True)
     rel = f"figures/{fig_id}"
     files: dict[str, str] = {}
 
-    csv = write_csv(csv_frame(data), fig_dir / "data.csv")
+    csv = write_csv(csv_frame(data, units), fig_dir / "data.csv")
     files["csv"] = f"{rel}/data.csv"
 
     spec = export_spec(chart, table if table is not None else data, title)

@@ -3,10 +3,14 @@
 Per figure and fixture context: the builder returns a `FigureResult` whose kind matches its
 declaration and whose Vega-Lite spec validates, or raises `NotConfigured` with a pasteable YAML entry;
 with no result tables at all it raises `NotConfigured`; its id is an anchor-safe permanent name and
-the figure template renders that anchor; its paper, tables and template are declared.
+the figure template renders that anchor; its paper, tables and template are declared. Every column of
+its data that holds a mixing ratio, a map value or a share declares its unit (`FigureSpec.units`), and
+the ``data.csv`` header names it (SPEC §8: the unit is in the column name).
 """
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
 import re
 import subprocess
@@ -23,6 +27,7 @@ from report_builder.config import ROLES
 from report_builder.figures.registry import PLUGINS, all_figures
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 from report_builder.site import pages
+from report_builder.site.figure_files import csv_frame, csv_text
 from report_builder.site.paths import TEMPLATES_DIR
 from tests.fixtures.contexts import PAPER_CONTEXTS, context
 
@@ -73,6 +78,36 @@ def check_result(spec, r: FigureResult) -> None:
     json.dumps(r.params, default=str)
 
 
+MEASURED = ("value", "amp")
+"""Column names that always hold a measure with a unit (a map value, a mixing ratio, an FF-amp)."""
+RATIO_STATISTICS = ("value", "mean", "max", "min", "sd")
+"""Statistics of the mixing ratio (percent) in a figure that reads ``k21_tokens``."""
+
+
+def required_units(spec, data: pd.DataFrame) -> dict[str, str | None]:
+    """The columns of a figure's data that must declare a unit, with the unit when it is known (None: any)."""
+    want: dict[str, str | None] = {c: None for c in MEASURED if c in data.columns}
+    for table in spec.analysis:  # passed through from a result table: that table's unit
+        want.update({c: u for c, u in schema.UNITS.get(table, {}).items() if c in data.columns})
+    if "k21_tokens" in spec.analysis:
+        want.update({c: schema.PERCENT for c in RATIO_STATISTICS if c in data.columns})
+    want.update({c: schema.PERCENT for c in schema.K21_METHODS if c in data.columns})  # a method's ratio
+    return want
+
+
+def check_units(spec, r: FigureResult) -> None:
+    """Every measured column declares its unit (the right one where known), every declared column
+    exists, and the ``data.csv`` header (the site's one writer) names it ``<name> (<unit>)``."""
+    for col, unit in required_units(spec, r.data).items():
+        assert col in spec.units, f"{spec.id}: column {col!r} of its data declares no unit"
+        assert unit is None or spec.units[col] == unit, f"{spec.id}: {col!r} is in {unit!r}, not {spec.units[col]!r}"
+    assert set(spec.units) <= set(r.data.columns), f"{spec.id}: units declared for absent columns"
+    assert set(spec.units.values()) <= set(schema.UNIT_TAGS), spec.units
+    header = next(csv.reader([csv_text(csv_frame(r.data.head(2), spec.units)).splitlines()[0]]))
+    for col, unit in spec.units.items():
+        assert f"{col} ({schema.UNIT_TAGS[unit]})" in header and col not in header, (spec.id, header)
+
+
 @pytest.mark.parametrize("spec,name", CASES, ids=[f"{s.id}@{n}" for s, n in CASES])
 def test_builds_from_fixture_or_says_what_to_configure(spec, name):
     r = _build(spec, name)
@@ -80,8 +115,29 @@ def test_builds_from_fixture_or_says_what_to_configure(spec, name):
         check_entry(r)
     else:
         check_result(spec, r)
+        check_units(spec, r)
         models = set(context(name).tables["models"]["model"])
         assert set(r.models) <= models, f"{spec.id} names models outside the tables"
+
+
+def test_the_units_check_can_fail():
+    """A figure without its declaration, with a misspelt column or the wrong unit is caught; the units
+    of a ratio table, a map and a category figure are those the papers' readers expect."""
+    by_id = {s.id: s for s in FIGURES}
+    fig3, tab2 = by_id["k21-fig3"], by_id["k21-tab2"]
+    r = fig3.build(context("k21-plain"))
+    check_units(fig3, r)
+    for bad in ({}, {"valeu": schema.PERCENT}, {"value": schema.ROW_NORMALISED}, {"value": "percent"}):
+        with pytest.raises(AssertionError):
+            check_units(dataclasses.replace(fig3, units=bad), r)
+    t = tab2.build(context("k21-plain"))
+    with pytest.raises(AssertionError, match="'sd'|'max'|'min'|'mean'"):
+        check_units(dataclasses.replace(tab2, units={"mean": schema.PERCENT}), t)
+    assert {c: schema.UNIT_TAGS[u] for c, u in tab2.units.items()} == {"mean": "%", "max": "%", "min": "%"}
+    assert by_id["k24-maps"].units == {"value": schema.ROW_NORMALISED}
+    assert by_id["k21-fig1"].units == {"value": schema.K21_MAP_VALUE}
+    assert by_id["k21-fig4"].units == {"ATTNRESLN-N": schema.PERCENT}
+    assert not by_id["k21-tab3"].units and not by_id["k24-ctx-ff"].units  # Spearman ρ, 1 − ρ: no unit
 
 
 @pytest.mark.parametrize("spec", [s for s in FIGURES if s.analysis], ids=lambda s: s.id)

@@ -33,6 +33,22 @@ def test_data_summary_names_the_largest_change_and_where():
     assert same["values_changed"] == 0 and same["largest_abs"] is None
 
 
+def test_a_version_written_before_units_named_columns_is_compared_by_name():
+    """A data.csv published before its measured columns carried their unit (``value``) is compared with
+    the new one (``value (%)``) column for column; the difference chart picks the unit-bearing value."""
+    old, new = _frames()
+    new = new.rename(columns={"value": "value (%)"})
+    s = figure_diff.data_summary(old, new)
+    assert s["largest_abs"]["column"] == "value (%)" and s["largest_abs"]["difference"] == -3.0
+    assert s["values_changed"] == 3 + 4
+    heat = figure_diff.difference_spec(old, new, {"mark": "rect"}, "f")
+    assert {r["difference"] for r in heat["data"]["values"]} == {0.0, 1.0, -3.0, 0.5}
+    assert heat["title"]["subtitle"].startswith("value (%)")
+    # a column that is not a bare name plus a known unit is not matched (it may be another measure)
+    other = figure_diff.data_summary(old, new.rename(columns={"value (%)": "value (m)"}))
+    assert other["largest_abs"]["column"] == "n_seqs"
+
+
 def test_rows_are_matched_by_rank_and_unmatched_ones_counted():
     old = pd.DataFrame({"model": ["m"] * 3, "layer": [1] * 3, "rank": [1, 2, 3], "i": [4, 5, 6], "amp": [0.3, 0.2, 0.1]})
     new = pd.DataFrame({"model": ["m"] * 2, "layer": [1] * 2, "rank": [1, 2], "i": [9, 5], "amp": [0.35, 0.2]})

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from typing import Callable
 
-from report_builder import papers
+from report_builder import papers, schema
 from report_builder import tokens as token_display
 from report_builder.stats import k21 as st
 from report_builder.figures import display, snippets
 from report_builder.figures.charts import heatmap
 from report_builder.figures.k21 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+
+
+UNITS = {"value": schema.PERCENT}
+"""The units of every category figure's data (fig3, fig5–17): ``value`` is a mean mixing ratio."""
 
 
 def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: str) -> FigureResult:

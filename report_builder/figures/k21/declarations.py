@@ -37,9 +37,9 @@ _SPEARMAN = ("Spearman ρ between each token occurrence's corpus-frequency rank 
 
 
 def _spec(fid: str, title: str, caption: str, analysis: tuple[str, ...], build, kind: str = "chart",
-          section: str = "", **params) -> FigureSpec:
+          section: str = "", units: dict[str, str] | None = None, **params) -> FigureSpec:
     return FigureSpec(id=fid, paper=PAPER, title=title, caption=caption, analysis=analysis, build=build,
-                      kind=kind, section=section, params=params)
+                      kind=kind, section=section, params=params, units=dict(units or {}))
 
 
 SPECS: list[FigureSpec] = []
@@ -49,7 +49,8 @@ SPECS.append(_spec(
     "the store.\" / \"He bought a gallon of milk.\" (first example of k21_maps), primary encoder. Rows are "
     "output tokens i, columns input tokens j (labels pos:token); cell = ‖z_{i←j}‖₂: (a) ATTN-N, the "
     "attention output term; (b) ATTNRESLN-N, after residual and LayerNorm. Bias terms excluded; each panel "
-    "has its own colour scale.", ("k21_maps",), intro.build_fig1, section="Introduction"))
+    "has its own colour scale.", ("k21_maps",), intro.build_fig1, section="Introduction",
+    units=intro.FIG1_UNITS))
 SPECS.append(_spec(
     "k21-fig2", "The attention block: ATTN → RES → LN",
     "Diagram of the attention block of a post-LN layer: multi-head attention (ATTN), residual connection (RES), "
@@ -66,11 +67,11 @@ SPECS.append(_spec(
     "k21-tab2", "Context-mixing ratio: mean, max, min per method",
     "Mixing ratio r_i = ‖Σ_{j≠i} t_{i←j}‖ / (‖Σ_{j≠i} t_{i←j}‖ + ‖t_{i←i}‖) (%) for the five methods, for every "
     "analysed model (roles.encoders) on the primary dataset, " + _POOLED, ("k21_tokens",), mixing.build_tab2,
-    kind="table", section="Mixing ratio"))
+    kind="table", section="Mixing ratio", units=mixing.UNITS))
 SPECS.append(_spec(
     "k21-fig3", "Mixing ratio per layer and token category",
     _FIG3_CAPTION.format(who="Primary encoder on the primary (Wikipedia) dataset."), ("k21_tokens",), categories.build_fig3,
-    section="Mixing ratio"))
+    section="Mixing ratio", units=categories.UNITS))
 SPECS.append(_spec(
     "k21-tab3", "Frequency rank vs mixing ratio (Spearman ρ)",
     _SPEARMAN + " Primary encoder on the primary dataset.", ("k21_freq",), frequency.build_tab3, kind="table",
@@ -81,7 +82,8 @@ SPECS.append(_spec(
     "axis (1 = most frequent) vs ATTNRESLN-N mixing ratio averaged over layers (%). '.' and ',' are coloured; "
     "[CLS] and [SEP] are left out of the chart (they have no word frequency; the paper ranks them 1) but counted in ρ "
     f"with specials; 'other' occurrences are subsampled uniformly (seed 0) to at most {frequency.FIG4_MAX_OTHER} points, "
-    "ρ in the reading uses all occurrences.", ("k21_freq",), frequency.build_fig4, section="Word frequency"))
+    "ρ in the reading uses all occurrences.", ("k21_freq",), frequency.build_fig4, section="Word frequency",
+    units=frequency.FIG4_UNITS))
 SPECS.append(_spec(
     "k21-tab4", "Analysed models",
     "Architecture of every analysed model: class, layers, hidden size d, attention heads (key/value heads where "
@@ -90,33 +92,39 @@ SPECS.append(_spec(
 SPECS.append(_spec(
     "k21-tab5", "Mixing ratio for every model variant",
     "Table 2 statistics (mean, max, min of the mixing ratio, %) for every model variant (roles.variants) on the "
-    "primary dataset, " + _POOLED, ("k21_tokens",), mixing.build_tab5, kind="table", section="Appendix: model variants"))
+    "primary dataset, " + _POOLED, ("k21_tokens",), mixing.build_tab5, kind="table", section="Appendix: model variants",
+    units=mixing.UNITS))
 for _k in range(7):
     SPECS.append(_spec(
         f"k21-fig{5 + _k}", f"Mixing ratio per layer and category: model variant {_k + 1}",
         _FIG3_CAPTION.format(who=f"Model variant #{_k + 1} (roles.variants[{_k}]; the paper's "
                              f"{papers.K21_VARIANTS[_k].source}) on the primary dataset."),
-        ("k21_tokens",), categories.variant_builder(_k), section="Appendix: model variants"))
+        ("k21_tokens",), categories.variant_builder(_k), section="Appendix: model variants",
+        units=categories.UNITS))
 SPECS.append(_spec(
     "k21-tab6", "Mixing ratio on every dataset",
     "Table 2 statistics (mean, max, min of the mixing ratio, %) for the primary encoder on each configured "
-    "dataset, " + _POOLED, ("k21_tokens",), mixing.build_tab6, kind="table", section="Appendix: datasets"))
+    "dataset, " + _POOLED, ("k21_tokens",), mixing.build_tab6, kind="table", section="Appendix: datasets",
+    units=mixing.UNITS))
 for _k in range(3):
     SPECS.append(_spec(
         f"k21-fig{12 + _k}", f"Mixing ratio per layer and category: dataset {_k + 2}",
         _FIG3_CAPTION.format(who=f"Primary encoder on non-primary dataset #{_k + 1} (roles.datasets[{_k + 1}]; "
                              f"the paper's {papers.EXTRA_DATASETS[_k].id})."),
-        ("k21_tokens",), categories.dataset_builder(_k), section="Appendix: datasets"))
+        ("k21_tokens",), categories.dataset_builder(_k), section="Appendix: datasets",
+        units=categories.UNITS))
 SPECS.append(_spec(
     "k21-tab7", "Mixing ratio over a seed group",
     "Table 2 statistics over the seed group (roles.seed_group; 25 MultiBERTs in the paper) on the primary "
     "dataset: per model, mean/max/min " + _POOLED + " Then mean (sample SD) over models of the per-model means, "
-    "max of the maxes, min of the mins.", ("k21_tokens",), mixing.build_tab7, kind="table", section="Appendix: seed group"))
+    "max of the maxes, min of the mins.", ("k21_tokens",), mixing.build_tab7, kind="table", section="Appendix: seed group",
+    units=mixing.SEED_GROUP_UNITS))
 for _k in range(3):
     SPECS.append(_spec(
         f"k21-fig{15 + _k}", f"Mixing ratio per layer and category: seed {_k + 1} of the seed group",
         _FIG3_CAPTION.format(who=f"Seed-group model #{_k + 1} (roles.seed_group[{_k}]) on the primary dataset."),
-        ("k21_tokens",), categories.seed_builder(_k), section="Appendix: seed group"))
+        ("k21_tokens",), categories.seed_builder(_k), section="Appendix: seed group",
+        units=categories.UNITS))
 SPECS.append(_spec(
     "k21-tab8", "Expansion rate of the value→output map",
     "Expansion rate ‖T‖_F / √(d+1) of the augmented (d+1)×(d+1) matrix of each layer's affine map "

@@ -30,6 +30,8 @@ FIG4_COLOURS = ("#D55E00", "#CC79A7", "#009E73", "#E69F00", "#0072B2")
 
 
 FIG4_MAX_OTHER = 5000
+FIG4_UNITS = {"ATTNRESLN-N": schema.PERCENT}
+"""The units of Fig. 4's data: each occurrence's mixing ratio, mean over layers."""
 
 
 def build_fig4(ctx: FigureContext) -> FigureResult:

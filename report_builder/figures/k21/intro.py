@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from report_builder import schema
 from report_builder.stats import k21_figures as figstats
 from report_builder.figures import snippets
 from report_builder.figures.charts import diagrams, token_maps
@@ -16,6 +17,8 @@ from report_builder.figures.spec import FigureContext, FigureResult, NotConfigur
 
 
 FIG1_METHODS = ("ATTN-N", "ATTNRESLN-N")
+FIG1_UNITS = schema.UNITS["k21_maps"]
+"""Fig. 1's data is a slice of ``k21_maps``: its ``value`` has that table's unit (so the two join by name)."""
 
 
 def build_fig1(ctx: FigureContext) -> FigureResult:

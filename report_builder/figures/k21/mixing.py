@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from report_builder import papers
+from report_builder import papers, schema
 from report_builder.stats import k21 as st
 from report_builder.figures import snippets
 from report_builder.figures.k21 import readings, selection as sel, tables
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+
+
+UNITS = {c: schema.PERCENT for c in ("mean", "max", "min")}
+"""The units of the mixing-ratio statistics tables' data (tab2, tab5, tab6)."""
+SEED_GROUP_UNITS = {**UNITS, "sd": schema.PERCENT}
+"""The units of tab7's data: the statistics and their SD over the seed group."""
 
 
 def build_tab2(ctx: FigureContext) -> FigureResult:

@@ -7,7 +7,7 @@ Pitfall: ids are permanent (anchors, files, citations); never rename one, add a 
 """
 from __future__ import annotations
 
-from report_builder import papers
+from report_builder import papers, schema
 from report_builder.figures.k24 import ctx, ffamp, ffamp_example, maps, res_ln
 from report_builder.figures.spec import FINDING, FigureSpec
 
@@ -38,7 +38,7 @@ SPECS: list[FigureSpec] = [
                  "A[i, j] = ‖z_{i←j}‖ at every scope for the first example sequence at the middle layer "
                  "(⌊L/2⌋ + 1 of L, counting from 1) of the primary encoder and the primary causal model, each row normalised "
                  "to sum to 1 (bias excluded; causal models only j ≤ i). " + IG_NOTE),
-        analysis=("k24_maps", "models"), build=maps.build_fig1,
+        analysis=("k24_maps", "models"), build=maps.build_fig1, units=schema.UNITS["k24_maps"],
     ),
     FigureSpec(
         id="k24-maps", paper=PAPER, reproduces="the paper's appendix scope maps", section=SECTION,
@@ -47,7 +47,7 @@ SPECS: list[FigureSpec] = [
                  "rows normalised to sum to 1, bias excluded) at each scope from ATB to the whole layer, for "
                  "a few example sequences, every layer, every configured model. Use the layer slider, the "
                  "scope selector and the example selector; axis labels are position:token. " + IG_NOTE),
-        analysis=("k24_maps", "models"), build=maps.build_maps,
+        analysis=("k24_maps", "models"), build=maps.build_maps, units=schema.UNITS["k24_maps"],
     ),
     FigureSpec(
         id="k24-ctx-ff", paper=PAPER, reproduces=f"{FINDING}: FF changes the token-to-token contribution maps ({PAPER_MODELS})", section=SECTION,
@@ -87,6 +87,7 @@ SPECS: list[FigureSpec] = [
                  "around them (⟦…⟧ marks both tokens) and the pair's linguistic category; the chart below shows "
                  "every kept pair, and the CSV lists them all. " + IG_NOTE),
         analysis=("k24_ffamp_pairs", "models"), build=ffamp.build_ffamp_top,
+        units=schema.UNITS["k24_ffamp_pairs"],
     ),
     FigureSpec(
         id="k24-ffamp-categories", paper=PAPER, reproduces=f"{FINDING}: FF emphasises linguistic compositions — subwords of one word, multi-word names ({PAPER_MODELS})", section=SECTION,
@@ -100,6 +101,7 @@ SPECS: list[FigureSpec] = [
                  "punctuation, other. Top: pooled over layers and datasets; bottom: log₂(top share / base "
                  "share) per layer, clipped to ±3, with the number of top pairs in each cell."),
         analysis=("k24_ffamp_base", "models"), build=ffamp.build_ffamp_categories,
+        units=schema.UNITS["k24_ffamp_base"],
     ),
     FigureSpec(
         id="k24-res-norms", paper=PAPER, reproduces=f"{FINDING}: RES largely cancels FF's change of the maps, seen here through the norms of FF's output and of the residual it is added to ({PAPER_MODELS})", section=SECTION,
@@ -140,6 +142,7 @@ SPECS: list[FigureSpec] = [
                  "FF-amp), listed below with their linguistic category (word ids from the subword markers; no "
                  "name search here)."),
         analysis=("k24_maps", "models"), build=ffamp_example.build_ffamp_example,
+        units=ffamp_example.UNITS,
     ),
 ]
 

@@ -29,6 +29,8 @@ from report_builder.figures.k24 import selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult
 
 TOP = 8
+UNITS = {"amp": schema.ROW_NORMALISED}
+"""The units of the figure's data: ``amp`` is a difference of two row-normalised maps."""
 _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<[^>]+>|<\|[^|]+\|>|BOS|EOS)$")
 
 
