@@ -1,5 +1,6 @@
 # `make report` builds the site from the embedded defaults; `make test` runs the tests.
-# Both create the virtual environment in .venv when it is missing.
+# Both create the virtual environment in .venv when it is missing. `make test` runs two pytest-xdist
+# workers, each taking a whole test module (or the modules sharing the smoke build) at a time: tests/conftest.py.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -34,7 +35,7 @@ smoke: venv
 	$(PY) -m report_builder build --preset smoke
 
 test: venv
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n 2 --durations=15
 
 bench: venv
 	$(PY) -m report_builder bench --shape base

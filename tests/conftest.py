@@ -55,3 +55,51 @@ def smoke(tmp_path_factory):
     first, t1 = smoke_build(tmp)
     second, t2 = smoke_build(tmp)
     return tmp, first, second, t1, t2
+
+
+
+# ------------------------------------------------------------------ two workers (`make test`: pytest -n 2)
+
+FIRST = ("tests/test_paper_preset.py", "smoke", "tests/executors/test_ray.py", "tests/site/test_hostile.py",
+         "tests/test_wheel.py", "tests/test_citations.py", "tests/site/test_browser.py", "tests/test_safety.py")
+"""The longest work units, started first so that neither worker ends the run alone on one of them."""
+_USES_SMOKE = re.compile(r"^def test\w*\([^)]*\bsmoke\b", re.M)
+
+
+def work_unit(nodeid: str, root: Path) -> str:
+    """The unit of work a test belongs to: its module (a module's fixtures, such as a Ray cluster or a
+    built site, are set up once, on one worker), or ``smoke`` for every module whose tests use the
+    session's smoke build (built once, and never read by another worker while a test rebuilds it)."""
+    module = nodeid.split("::", 1)[0]
+    try:
+        text = (root / module).read_text(encoding="utf-8")
+    except OSError:
+        return module
+    return "smoke" if _USES_SMOKE.search(text) else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist: whole work units (`work_unit`) per worker, the `FIRST` ones first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # keep the order of `pytest_collection_modifyitems`
+            self._units: dict[str, str] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid not in self._units:
+                self._units[nodeid] = work_unit(nodeid, Path(str(config.rootpath)))
+            return self._units[nodeid]
+
+    return ByWorkUnit(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the `FIRST` work units first (every worker collects, and sorts, the same way)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    root = Path(str(config.rootpath))
+    rank = {u: k for k, u in enumerate(FIRST)}
+    items.sort(key=lambda it: rank.get(work_unit(it.nodeid, root), len(FIRST)))

@@ -58,7 +58,7 @@ SMALL = {
         {"id": "mnli", "n": 3, "k24_n": 1, "max_length": 32},
         {"id": "conll2003", "n": 3, "k24_n": 1, "max_length": 32},
     ],
-    "k24": {"top_k": 5, "examples": 2},
+    "k24": {"top_k": 5, "examples": 1},
 }
 
 

@@ -149,3 +149,16 @@ def test_home_headline_equals_the_figure_reading(smoke):
     for ff, whole, model, dataset in pairs:
         assert (f"{model} on {dataset}: FF alone changes the maps by {ff}" in k24
                 and f"and the whole layer by {whole}" in k24), (model, ff, whole)
+
+
+def test_the_site_counts_in_the_log_agree(smoke):
+    """The figures rebuilt plus the unchanged ones are the figures on the site, in both builds (a no-op build
+    logged "27 not built" then "27 figures built")."""
+    _, first, second, _, _ = smoke
+    for log in (first, second):
+        m = re.search(r"^site: (\d+) figures rebuilt \((\d+) drawn, (\d+) drawings reused\), (\d+) unchanged", log, re.M)
+        on = re.search(r"^site: (\d+) figures on the site, (\d+) not configured; (\d+) new or changed", log, re.M)
+        rebuilt, drawn, reused, unchanged = map(int, m.groups())
+        assert rebuilt + unchanged == int(on.group(1)) > 0 and drawn + reused == rebuilt
+        assert not re.search(r"\bnot built\b|\bfigures built\b", log)
+    assert re.search(r"^site: 0 figures rebuilt", second, re.M)

@@ -62,10 +62,20 @@ def vocab_hash(tokenizer: Any) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
+def _ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """``tokenizer(texts, add_special_tokens=False)["input_ids"]``: through the fast tokenizer's Rust
+    backend when it has one and it neither truncates nor pads (the same ids without building a Python
+    encoding per text: 3-4x faster on 150,000 words), else through the tokenizer itself."""
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
 def _word_token_ids(tokenizer: Any, words: list[str], sep: str = " ") -> list[list[int]]:
     """Token ids of each word as it appears after ``"the" + sep`` (mid-sentence form)."""
     prefix = tokenizer(_PREFIX, add_special_tokens=False)["input_ids"]
-    full = tokenizer([f"{_PREFIX}{sep}{w}" for w in words], add_special_tokens=False)["input_ids"]
+    full = _ids(tokenizer, [f"{_PREFIX}{sep}{w}" for w in words])
     out = []
     for w, ids in zip(words, full):
         if ids[: len(prefix)] == prefix:
@@ -110,7 +120,7 @@ def compute_frequency_ranks(tokenizer: Any, n_words: int = N_WORDS) -> dict[int,
         weights = [f * CAPITAL_SHARE for f in freqs]
         add(_word_token_ids(tokenizer, caps), weights)
         # text-initial form (no leading-space marker for BPE tokenizers)
-        add(tokenizer(caps, add_special_tokens=False)["input_ids"], weights)
+        add(_ids(tokenizer, caps), weights)
     ranks = pd.Series(total[ids_all], index=ids_all).rank(method="min", ascending=False)
     out = {int(i): int(r) for i, r in ranks.items()}
     for i in tokenizer.all_special_ids:

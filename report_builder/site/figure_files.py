@@ -294,12 +294,30 @@ def csv_text(frame: pd.DataFrame) -> str:
             safe = col.cat.rename_categories(spreadsheet_cell) if any(
                 spreadsheet_cell(c) is not c for c in col.cat.categories) else col
         elif col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-            safe = col.map(spreadsheet_cell)  # numbers, NaN and None untouched
+            safe = _guarded_texts(col)  # numbers, NaN and None untouched
         else:
             continue  # numeric, boolean, datetime columns: written as they are
         if safe is not col and not safe.equals(col):  # unchanged columns keep their dtype (and bytes)
             out.isetitem(k, safe)
     return out.to_csv(index=False)
+
+
+def _guarded_texts(col: pd.Series) -> pd.Series:
+    """``col.map(spreadsheet_cell)``, computed once per distinct text (a token column repeats a few
+    hundred texts over millions of rows); ``col`` itself when no cell changes."""
+    try:
+        distinct = pd.unique(col.dropna())
+    except TypeError:  # unhashable cells (a list): cell by cell
+        return col.map(spreadsheet_cell)
+    changed = {}
+    for v in distinct:
+        if isinstance(v, str):
+            safe = spreadsheet_cell(v)
+            if safe != v:
+                changed[v] = safe
+    if not changed:
+        return col
+    return col.map(lambda v: changed.get(v, v) if isinstance(v, str) else v)
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:

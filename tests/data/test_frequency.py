@@ -40,3 +40,31 @@ def test_ranks_order_and_cache(minilm, tmp_path):
     again = frequency_ranks(minilm, n_words=30_000, cache_root=str(tmp_path))
     assert again == ranks
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_the_backend_path_gives_the_tokenizers_own_ids(minilm, monkeypatch):
+    """`_ids` reads the fast tokenizer's Rust backend (3-4x faster on 150,000 words): the same ids as the
+    tokenizer's own call, mid-sentence and text-initial, for WordPiece (MiniLM) and byte-level BPE
+    (SmolLM2's); a backend that truncates goes through the tokenizer instead, and the ranks
+    are those of the tokenizer's own call."""
+    import wordfreq
+
+    from report_builder.data import frequency
+    from transformers import AutoTokenizer
+
+    from tests.tiny_models import _tokenizer_dir
+
+    words = wordfreq.top_n_list("en", 3000, wordlist="large")
+    texts = [f"the {w}" for w in words] + [w[:1].upper() + w[1:] for w in words] + ["", " x", "naïve café ☃"]
+    for tok in (minilm, AutoTokenizer.from_pretrained(str(_tokenizer_dir("llama")))):
+        assert frequency._ids(tok, texts) == tok(texts, add_special_tokens=False)["input_ids"]
+    backend = minilm.backend_tokenizer
+    backend.enable_truncation(max_length=2)
+    try:
+        assert frequency._ids(minilm, ["the aperture of the lens"]) == [
+            minilm(["the aperture of the lens"], add_special_tokens=False)["input_ids"][0]]
+    finally:
+        backend.no_truncation()
+    slow = frequency.compute_frequency_ranks(minilm, 2000)
+    monkeypatch.setattr(frequency, "_ids", lambda t, texts: t(texts, add_special_tokens=False)["input_ids"])
+    assert frequency.compute_frequency_ranks(minilm, 2000) == slow

@@ -215,15 +215,17 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
 
 @needs_ray
 def test_smoke_build_on_ray_equals_the_local_smoke_build(cluster, smoke, tmp_path):
-    """The acceptance check as users run it: ``build --preset smoke --executor ray --shard-size 1`` (the
+    """The acceptance check as users run it: ``analyze --preset smoke --executor ray --shard-size 1`` (the
     real embedded models; every K21 and K24 aggregate split into one-sequence shards, reduced on the
-    cluster) gives the session's local smoke build (tests/conftest.py) byte for byte: every table, and
-    every figure hash of the rendered site."""
+    cluster) gives the session's local smoke build (tests/conftest.py) byte for byte: every table. (The
+    site is drawn from the tables alone: that a Ray-built cache renders the local figure hashes is
+    `test_sharded_ray_build_equals_local_build_and_resumes`; rendering the smoke site again here would
+    double this test's time.)"""
     where = tmp_path / "run"
     where.mkdir()
-    cmd = [sys.executable, "-m", "report_builder", "build", "--preset", "smoke", "--no-progress",
+    cmd = [sys.executable, "-m", "report_builder", "analyze", "--preset", "smoke", "--no-progress",
            "--executor", "ray", "--address", cluster.address, "--shard-size", "1",
-           "--cache", str(where / "cache"), "--out", str(where / "site")]
+           "--cache", str(where / "cache")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env=_env(), cwd=where)
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-4000:]}\n{cluster.diagnose()}"
     computed = [ln.strip() for ln in _log_lines(r.stderr) if ln.startswith("  computed ")]
@@ -234,8 +236,6 @@ def test_smoke_build_on_ray_equals_the_local_smoke_build(cluster, smoke, tmp_pat
     assert len(ltables) >= 40 and finals.keys() == ltables.keys()
     differ = [k for k in ltables if ltables[k] != finals[k]]
     assert not differ, f"{len(differ)} of {len(ltables)} tables differ: {differ[:5]}"
-    lh, rh = figure_hashes(smoke[0] / "site"), figure_hashes(where / "site")
-    assert sum(h is not None for h in lh.values()) >= 20 and rh == lh
 
 
 def _pid(started: Path) -> int:

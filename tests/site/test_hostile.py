@@ -86,10 +86,12 @@ def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
             if name != "404.html":  # its links are absolute under site_url's path: no charts load here
                 page.wait_for_function("document.documentElement.getAttribute('data-rb-charts') === 'ready'",
                                        timeout=60_000)
-            # hover every chart so tooltips render too
-            for el in page.query_selector_all(".rb-chart svg.marks path, .rb-chart svg.marks rect")[:40]:
+            # hover three marks of every chart so each chart's tooltips render too
+            marks = [el for chart in page.query_selector_all(".rb-chart")
+                     for el in chart.query_selector_all("svg.marks path, svg.marks rect")[:3]]
+            for el in marks:
                 try:
-                    el.hover(timeout=500)
+                    el.hover(timeout=300)
                 except Exception:  # noqa: BLE001 - a mark hidden behind another: not a failure
                     pass
             bad = page.evaluate("""() => ({
