@@ -402,21 +402,15 @@ def _dispatch(args) -> int:
             log.error(f"the reconstruction error {worst:.3e} exceeds the bound {bound:g}")
             return EXIT_CODES["reconstruction"]
         return 0
-    if args.cmd == "bench" and args.k24_pass:
-        from report_builder.bench import format_k24_pass, run_k24_pass
+    if args.cmd == "bench" and (args.k24_pass or getattr(args, "k21_pass", None)):  # one of them (checked above)
+        from report_builder import bench
 
-        res = run_k24_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
-                           n_seqs=args.k24_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
-                           dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
-        _say(json.dumps(res, indent=1, default=str) if args.json else format_k24_pass(res))
-        return 0
-    if args.cmd == "bench" and args.k21_pass:
-        from report_builder.bench import format_k21_pass, run_k21_pass
-
-        res = run_k21_pass(shape=args.shape or (None if args.model else "base"), model=args.model,
-                           n_seqs=args.k21_pass, seq_len=args.seq_len, batch=max(1, args.batch), device=args.device,
-                           dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
-        print(json.dumps(res, indent=1, default=str) if args.json else format_k21_pass(res))
+        run, fmt = ((bench.run_k24_pass, bench.format_k24_pass) if args.k24_pass
+                    else (bench.run_k21_pass, bench.format_k21_pass))
+        res = run(shape=args.shape or (None if args.model else "base"), model=args.model,
+                  n_seqs=args.k24_pass or args.k21_pass, seq_len=args.seq_len, batch=max(1, args.batch),
+                  device=args.device, dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
+        _say(json.dumps(res, indent=1, default=str) if args.json else fmt(res))
         return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,

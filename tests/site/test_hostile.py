@@ -41,6 +41,15 @@ LINES = [
 ]
 
 
+INJECTED = """() => ({
+    js_links: [...document.querySelectorAll('a[href]')].filter(a => a.href.trim().toLowerCase().startsWith('javascript:')).length,
+    injected_img: document.querySelectorAll('img[src="x"], img[src="y"]').length,
+    injected_script: [...document.querySelectorAll('script')].filter(s => s.textContent.includes('alert(')).length,
+    tooltip_img: document.querySelectorAll('#vg-tooltip-element img, #vg-tooltip-element script').length,
+})"""
+"""What a page would show if hostile text had become markup: javascript: links, the payloads' images and
+scripts, markup inside a chart's tooltip (each count must be 0)."""
+
 @pytest.fixture(scope="module")
 def hostile_site(tmp_path_factory):
     from tests.test_pipeline import tiny_bert_dir
@@ -94,12 +103,7 @@ def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
                     el.hover(timeout=300)
                 except Exception:  # noqa: BLE001 - a mark hidden behind another: not a failure
                     pass
-            bad = page.evaluate("""() => ({
-                js_links: [...document.querySelectorAll('a[href]')].filter(a => a.href.trim().toLowerCase().startsWith('javascript:')).length,
-                injected_img: document.querySelectorAll('img[src="x"], img[src="y"]').length,
-                injected_script: [...document.querySelectorAll('script')].filter(s => s.textContent.includes('alert(')).length,
-                tooltip_img: document.querySelectorAll('#vg-tooltip-element img, #vg-tooltip-element script').length,
-            })""")
+            bad = page.evaluate(INJECTED)
             canonical = page.evaluate(
                 "() => [...document.querySelectorAll('link[rel=canonical]')].map(l => l.getAttribute('href'))")
             if canonical != [SITE_URL + name] and not (name == "404.html" and canonical == []):
@@ -206,11 +210,7 @@ def test_hostile_text_is_inert_on_version_pages_and_the_history(hostile_rebuilt,
             dialogs: list[str] = []
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.goto(f"{base}/{name}", wait_until="load")
-            bad = page.evaluate("""() => ({
-                js_links: [...document.querySelectorAll('a[href]')].filter(a => a.href.trim().toLowerCase().startsWith('javascript:')).length,
-                injected_img: document.querySelectorAll('img[src="x"], img[src="y"]').length,
-                injected_script: [...document.querySelectorAll('script')].filter(s => s.textContent.includes('alert(')).length,
-            })""")
+            bad = page.evaluate(INJECTED)
             if dialogs:
                 failures.append(f"{name}: dialog(s) {dialogs}")
             failures += [f"{name}: {k} = {v}" for k, v in bad.items() if v]
