@@ -1,6 +1,6 @@
 # `make report` builds the site from the embedded defaults; `make test` runs the tests.
 # Both create the virtual environment in .venv when it is missing. `make test` runs two pytest-xdist
-# workers, each taking a whole test module (or the modules sharing the smoke build) at a time: tests/conftest.py.
+# workers, each taking a whole test module at a time: tests/conftest.py.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

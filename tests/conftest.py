@@ -50,56 +50,59 @@ def figure_hashes(site_dir) -> dict[str, str | None]:
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory):
     """The smoke build from an empty cache (default threads and batch size), then the same command
-    again: (folder, first log, second log, first seconds, second seconds). Built once per session."""
-    tmp = tmp_path_factory.mktemp("smoke")
-    first, t1 = smoke_build(tmp)
-    second, t2 = smoke_build(tmp)
+    again: (folder, first log, second log, first seconds, second seconds). Built once per test run:
+    under pytest-xdist the first worker to need it builds it in the run's shared temporary folder
+    while another waits on a file lock, then both read it. Tests only read it (or rebuild it as a
+    no-op, which keeps the site and every table as they are)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        tmp = tmp_path_factory.mktemp("smoke")
+        first, t1 = smoke_build(tmp)
+        second, t2 = smoke_build(tmp)
+        return tmp, first, second, t1, t2
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this run
+    tmp, record = shared / "smoke", shared / "smoke.json"
+    with FileLock(str(shared / "smoke.lock")):
+        if not record.is_file():
+            tmp.mkdir(exist_ok=True)
+            first, t1 = smoke_build(tmp)
+            second, t2 = smoke_build(tmp)
+            record.write_text(json.dumps([first, second, t1, t2]))
+    first, second, t1, t2 = json.loads(record.read_text())
     return tmp, first, second, t1, t2
 
 
 
 # ------------------------------------------------------------------ two workers (`make test`: pytest -n 2)
 
-FIRST = ("tests/test_paper_preset.py", "smoke", "tests/executors/test_ray.py", "tests/site/test_hostile.py",
-         "tests/test_wheel.py", "tests/test_citations.py", "tests/site/test_browser.py", "tests/test_safety.py")
-"""The longest work units, started first so that neither worker ends the run alone on one of them."""
-_USES_SMOKE = re.compile(r"^def test\w*\([^)]*\bsmoke\b", re.M)
-
-
-def work_unit(nodeid: str, root: Path) -> str:
-    """The unit of work a test belongs to: its module (a module's fixtures, such as a Ray cluster or a
-    built site, are set up once, on one worker), or ``smoke`` for every module whose tests use the
-    session's smoke build (built once, and never read by another worker while a test rebuilds it)."""
-    module = nodeid.split("::", 1)[0]
-    try:
-        text = (root / module).read_text(encoding="utf-8")
-    except OSError:
-        return module
-    return "smoke" if _USES_SMOKE.search(text) else module
+FIRST = ("tests/test_paper_preset.py", "tests/test_smoke_build.py", "tests/executors/test_ray.py",
+         "tests/test_reproducible_build.py", "tests/site/test_hostile.py", "tests/test_wheel.py",
+         "tests/test_citations.py", "tests/site/test_browser.py", "tests/test_safety.py")
+"""The longest modules, started first so that neither worker ends the run alone on one of them (the
+smoke build's module second: the modules after it read that build)."""
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist: whole work units (`work_unit`) per worker, the `FIRST` ones first."""
+    """Under pytest-xdist: a whole module per worker at a time (its module-scoped fixtures, such as a Ray
+    cluster or a built site, are set up once, on one worker), in the order of the collection below.
+    (xdist's own ``--dist loadgroup`` groups nothing under pytest 9.2, ``--dist loadfile`` reorders.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ByWorkUnit(LoadScopeScheduling):
+    class ByModule(LoadScopeScheduling):
         def __init__(self, config, log=None):
             super().__init__(config, log)
             config.option.loadscopereorder = False  # keep the order of `pytest_collection_modifyitems`
-            self._units: dict[str, str] = {}
 
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid not in self._units:
-                self._units[nodeid] = work_unit(nodeid, Path(str(config.rootpath)))
-            return self._units[nodeid]
+            return nodeid.split("::", 1)[0]
 
-    return ByWorkUnit(config, log)
+    return ByModule(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist, the `FIRST` work units first (every worker collects, and sorts, the same way)."""
+    """Under pytest-xdist, the `FIRST` modules first (every worker collects, and sorts, the same way)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    root = Path(str(config.rootpath))
-    rank = {u: k for k, u in enumerate(FIRST)}
-    items.sort(key=lambda it: rank.get(work_unit(it.nodeid, root), len(FIRST)))
+    rank = {m: k for k, m in enumerate(FIRST)}
+    items.sort(key=lambda it: rank.get(it.nodeid.split("::", 1)[0], len(FIRST)))

@@ -43,7 +43,7 @@ def test_ranks_order_and_cache(minilm, tmp_path):
 
 
 def test_the_backend_path_gives_the_tokenizers_own_ids(minilm, monkeypatch):
-    """`_ids` reads the fast tokenizer's Rust backend (3-4x faster on 150,000 words): the same ids as the
+    """`_ids` reads the fast tokenizer's Rust backend (up to 2.6x faster on 150,000 words): the same ids as the
     tokenizer's own call, mid-sentence and text-initial, for WordPiece (MiniLM) and byte-level BPE
     (SmolLM2's); a backend that truncates goes through the tokenizer instead, and the ranks
     are those of the tokenizer's own call."""
