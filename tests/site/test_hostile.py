@@ -78,36 +78,26 @@ def hostile_site(tmp_path_factory):
     return tmp / "site"
 
 
-def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
+def _visit(browser, site: Path, names: list[str], on_page=None) -> tuple[list[str], dict[str, str]]:
+    """Serve ``site`` on 127.0.0.1 and open each page in a fresh browser context: (what went wrong, each
+    page's body text). Wrong: a dialog opened, a count of `INJECTED` above 0, and what ``on_page(name,
+    page)`` (run first, after the page loaded) returns."""
     from report_builder.site.serve import make_server
 
-    server = make_server(hostile_site, port=0)
+    server = make_server(site, port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     failures, texts = [], {}
     try:
-        for name in sorted(p.name for p in hostile_site.glob("*.html")):
+        for name in names:
             ctx = browser.new_context()
             page = ctx.new_page()
             dialogs: list[str] = []
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.goto(f"{base}/{name}", wait_until="load")
-            if name != "404.html":  # its links are absolute under site_url's path: no charts load here
-                page.wait_for_function("document.documentElement.getAttribute('data-rb-charts') === 'ready'",
-                                       timeout=60_000)
-            # hover three marks of every chart so each chart's tooltips render too
-            marks = [el for chart in page.query_selector_all(".rb-chart")
-                     for el in chart.query_selector_all("svg.marks path, svg.marks rect")[:3]]
-            for el in marks:
-                try:
-                    el.hover(timeout=300)
-                except Exception:  # noqa: BLE001 - a mark hidden behind another: not a failure
-                    pass
+            if on_page is not None:
+                failures += on_page(name, page)
             bad = page.evaluate(INJECTED)
-            canonical = page.evaluate(
-                "() => [...document.querySelectorAll('link[rel=canonical]')].map(l => l.getAttribute('href'))")
-            if canonical != [SITE_URL + name] and not (name == "404.html" and canonical == []):
-                failures.append(f"{name}: canonical links {canonical}")
             if dialogs:
                 failures.append(f"{name}: dialog(s) {dialogs}")
             failures += [f"{name}: {k} = {v}" for k, v in bad.items() if v]
@@ -116,6 +106,30 @@ def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
     finally:
         server.shutdown()
         server.server_close()
+    return failures, texts
+
+
+def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
+    def charts_tooltips_and_canonical(name, page) -> list[str]:
+        if name != "404.html":  # its links are absolute under site_url's path: no charts load here
+            page.wait_for_function("document.documentElement.getAttribute('data-rb-charts') === 'ready'",
+                                   timeout=60_000)
+        # hover three marks of every chart so each chart's tooltips render too
+        marks = [el for chart in page.query_selector_all(".rb-chart")
+                 for el in chart.query_selector_all("svg.marks path, svg.marks rect")[:3]]
+        for el in marks:
+            try:
+                el.hover(timeout=300)
+            except Exception:  # noqa: BLE001 - a mark hidden behind another: not a failure
+                pass
+        canonical = page.evaluate(
+            "() => [...document.querySelectorAll('link[rel=canonical]')].map(l => l.getAttribute('href'))")
+        if canonical != [SITE_URL + name] and not (name == "404.html" and canonical == []):
+            return [f"{name}: canonical links {canonical}"]
+        return []
+
+    names = sorted(p.name for p in hostile_site.glob("*.html"))
+    failures, texts = _visit(browser, hostile_site, names, charts_tooltips_and_canonical)
     assert not failures, "\n".join(failures)
     assert MODEL_NAME in texts["models.html"]  # the model card shows the name literally
     assert MODEL_NAME in texts["index.html"]  # so does the Home page's Models row
@@ -190,8 +204,6 @@ def hostile_rebuilt(hostile_site):
 def test_hostile_text_is_inert_on_version_pages_and_the_history(hostile_rebuilt, browser):
     import json
 
-    from report_builder.site.serve import make_server
-
     site = hostile_rebuilt
     entries = json.loads((site / "history.json").read_text(encoding="utf-8"))["entries"]
     assert len(entries) == 2 and entries[1]["changed"]
@@ -199,26 +211,7 @@ def test_hostile_text_is_inert_on_version_pages_and_the_history(hostile_rebuilt,
     pages = sorted(p.relative_to(site).as_posix() for p in site.glob("figures/*/*/index.html"))
     old = [p for p in pages if "A newer version exists" in (site / p).read_text(encoding="utf-8")]
     assert old and len(pages) > len(old)
-    server = make_server(site, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    failures, texts = [], {}
-    try:
-        for name in ["changes.html", *pages]:
-            ctx = browser.new_context()
-            page = ctx.new_page()
-            dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.goto(f"{base}/{name}", wait_until="load")
-            bad = page.evaluate(INJECTED)
-            if dialogs:
-                failures.append(f"{name}: dialog(s) {dialogs}")
-            failures += [f"{name}: {k} = {v}" for k, v in bad.items() if v]
-            texts[name] = page.inner_text("body")
-            ctx.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    failures, texts = _visit(browser, site, ["changes.html", *pages])
     assert not failures, "\n".join(failures)
     assert MODEL_NAME in texts["changes.html"]  # where the largest change is: the model, shown literally
     # every version's provenance names its model(s), shown literally: the hostile one, or the right-to-left
