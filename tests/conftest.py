@@ -83,6 +83,7 @@ FIRST = ("tests/test_paper_preset.py", "tests/test_smoke_build.py", "tests/execu
 smoke build's module second: the modules after it read that build)."""
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: plain `pytest` (no xdist) runs as well
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist: a whole module per worker at a time (its module-scoped fixtures, such as a Ray
     cluster or a built site, are set up once, on one worker), in the order of the collection below.
