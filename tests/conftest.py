@@ -54,11 +54,13 @@ def smoke(tmp_path_factory):
     under pytest-xdist the first worker to need it builds it in the run's shared temporary folder
     while another waits on a file lock, then both read it. Tests only read it (or rebuild it as a
     no-op, which keeps the site and every table as they are)."""
+    def twice(tmp: Path) -> list:
+        (first, t1), (second, t2) = smoke_build(tmp), smoke_build(tmp)
+        return [first, second, t1, t2]
+
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         tmp = tmp_path_factory.mktemp("smoke")
-        first, t1 = smoke_build(tmp)
-        second, t2 = smoke_build(tmp)
-        return tmp, first, second, t1, t2
+        return (tmp, *twice(tmp))
     from filelock import FileLock
 
     shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this run
@@ -66,11 +68,8 @@ def smoke(tmp_path_factory):
     with FileLock(str(shared / "smoke.lock")):
         if not record.is_file():
             tmp.mkdir(exist_ok=True)
-            first, t1 = smoke_build(tmp)
-            second, t2 = smoke_build(tmp)
-            record.write_text(json.dumps([first, second, t1, t2]))
-    first, second, t1, t2 = json.loads(record.read_text())
-    return tmp, first, second, t1, t2
+            record.write_text(json.dumps(twice(tmp)))
+    return (tmp, *json.loads(record.read_text()))
 
 
 

@@ -294,7 +294,7 @@ def csv_text(frame: pd.DataFrame) -> str:
             safe = col.cat.rename_categories(spreadsheet_cell) if any(
                 spreadsheet_cell(c) is not c for c in col.cat.categories) else col
         elif col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-            safe = _guarded_texts(col)  # numbers, NaN and None untouched
+            safe = _map_texts(col, spreadsheet_cell)  # numbers, NaN and None untouched
         else:
             continue  # numeric, boolean, datetime columns: written as they are
         if safe is not col and not safe.equals(col):  # unchanged columns keep their dtype (and bytes)
@@ -302,19 +302,20 @@ def csv_text(frame: pd.DataFrame) -> str:
     return out.to_csv(index=False)
 
 
-def _guarded_texts(col: pd.Series) -> pd.Series:
-    """``col.map(spreadsheet_cell)``, computed once per distinct text (a token column repeats a few
-    hundred texts over millions of rows); ``col`` itself when no cell changes."""
+def _map_texts(col: pd.Series, fn) -> pd.Series:
+    """``col.map(fn)`` for a function of text cells (other cells kept), computed once per distinct text
+    (a token column repeats a few hundred texts over millions of rows); ``col`` itself when no cell
+    changes. The CSV guard and its inverse (`csv_text`, `read_csv`)."""
     try:
         distinct = pd.unique(col.dropna())
     except TypeError:  # unhashable cells (a list): cell by cell
-        return col.map(spreadsheet_cell)
+        return col.map(lambda v: fn(v) if isinstance(v, str) else v)
     changed = {}
     for v in distinct:
         if isinstance(v, str):
-            safe = spreadsheet_cell(v)
-            if safe != v:
-                changed[v] = safe
+            new = fn(v)
+            if new != v:
+                changed[v] = new
     if not changed:
         return col
     return col.map(lambda v: changed.get(v, v) if isinstance(v, str) else v)
@@ -330,7 +331,7 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     for k in range(frame.shape[1]):
         col = frame.iloc[:, k]
         if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-            back = col.map(unspreadsheet_cell)
+            back = _map_texts(col, unspreadsheet_cell)
             if not back.equals(col):
                 frame.isetitem(k, back)
     return frame
