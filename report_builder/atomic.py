@@ -17,7 +17,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from report_builder.guard import make_tmp_dir, tmp_tag
 
@@ -43,20 +43,32 @@ def atomic_dir(target: Path) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_text(path: Path, text: str, *, encoding: str = "utf-8") -> None:
-    """Replace ``path``'s content with ``text`` atomically: a reader sees the old file or the new one.
+def replace_file(path: Path, fill: Callable[[Path], object]) -> None:
+    """Replace ``path`` atomically with what ``fill(tmp)`` writes at ``tmp``: a reader sees the old file
+    or the new one.
 
-    The text goes to ``.<name>.tmp-<pid>@<host>-<random>`` beside ``path`` (created with its folder when
-    missing), which is renamed over it; on any exception (KeyboardInterrupt included) the temporary file
-    is removed and the exception raised. The one way a JSON record is rewritten (never ``.tmp<pid>``
-    suffixes, which no sweep recognises).
+    ``tmp`` is ``.<name>.tmp-<pid>@<host>-<random>`` beside ``path`` (its folder created when missing),
+    renamed over ``path`` when ``fill`` returns; on any exception (KeyboardInterrupt included) the
+    temporary file is removed and the exception raised. Used by `write_text`, `copy_file` and the
+    permalinks' hard links.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{tmp_tag()}")
     try:
-        tmp.write_text(text, encoding=encoding)
+        fill(tmp)
         os.replace(tmp, path)
     finally:
         if tmp.exists() or tmp.is_symlink():
             tmp.unlink()
+
+
+def copy_file(src: str | os.PathLike, dst: Path) -> None:
+    """Replace ``dst`` atomically with a copy of ``src`` (`replace_file`)."""
+    replace_file(dst, lambda tmp: shutil.copyfile(src, tmp))
+
+
+def write_text(path: Path, text: str, *, encoding: str = "utf-8") -> None:
+    """Replace ``path``'s content with ``text`` atomically (`replace_file`): the one way a JSON record is
+    rewritten (never ``.tmp<pid>`` suffixes, which no sweep recognises)."""
+    replace_file(path, lambda tmp: tmp.write_text(text, encoding=encoding))

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from report_builder import guard
 from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
@@ -125,17 +123,12 @@ def _keep_inputs(cfg: Config, provenance: dict[str, Any]) -> dict[str, dict[str,
 
 def _copy_once(src: str, dst: Path, sha: str) -> None:
     """Copy ``src`` to ``dst`` atomically unless an intact copy is there (content-addressed by ``sha``)."""
+    from report_builder.atomic import copy_file
     from report_builder.filehash import sha256_of_file
 
     if dst.is_file() and sha256_of_file(dst) == sha:
         return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp-{guard.tmp_tag()}")
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+    copy_file(src, dst)
 
 
 def _frame_to_json(df: "pd.DataFrame") -> dict[str, Any]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import guard
-from report_builder.atomic import write_text
+from report_builder.atomic import replace_file, write_text
 from report_builder.site import recipe
 from report_builder.filehash import sha256_of_file
 from report_builder.site.figure_files import version_hash
@@ -263,9 +263,7 @@ def _share(current: Path, version: Path, files: dict[str, str]) -> None:
                 continue
             if sha256_of_file(cur) != digest:
                 continue
-            tmp = cur.with_name(f".{name}.tmp-{guard.tmp_tag()}")
-            os.link(ver, tmp)
-            os.replace(tmp, cur)
+            replace_file(cur, lambda tmp: os.link(ver, tmp))
         except OSError:
             continue  # another filesystem or no links: the copy stays
 
