@@ -3,6 +3,7 @@ without weights, cached tasks at 0, the 1/N-GPU answer, the text and JSON forms.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -132,9 +133,10 @@ def test_absent_gpu_named_gpu_and_n_gpus(tmp_path, no_weights, monkeypatch):
     assert none["device"]["flops_per_s"] is None and none["totals"]["seconds"] is None
     assert [n for n in none["notes"] if "no CUDA device here" in n and "--gpu" in n] == none["notes"]
     assert none["totals"]["flops"] > 0
-    one = costs.estimate(p, None, gpu="H200", gpus=1)
-    four = costs.estimate(p, None, gpu="h200", gpus=4)
+    one = costs.estimate(p, None, gpu="H100", gpus=1)
+    four = costs.estimate(p, None, gpu="h100", gpus=4)
     assert one["device"]["flops_per_s"] == pytest.approx(67e12 * costs.ASSUMED_GPU_MATMUL_EFFICIENCY)
+    assert one["device"]["factors"] == {"source": "estimate"} and one["efficiency"] == costs.EFFICIENCY
     g = four["gpus"]
     assert g["n"] == 4 and g["seconds_n"] <= g["seconds_1"] == pytest.approx(four["totals"]["seconds"])
     assert g["seconds_n"] >= max(g["seconds_1"] / 4, g["largest_task_seconds"])
@@ -420,3 +422,45 @@ def test_sized_set_and_recorded_shapes():
     assert costs.shape_of(AutoConfig.for_model("bert"), adapters.for_config(AutoConfig.for_model("bert"))) == \
         costs.shape_of(*(lambda c: (c, adapters.for_config(c)))(AutoConfig.for_model(
             "bert", **papers.PAPER_SHAPES["bert-base-uncased"].config_kwargs())))
+
+
+def test_a_measured_gpu_prices_the_plan_from_its_gpu_check(tmp_path, no_weights, monkeypatch):
+    """`plan --gpu H200` reads its factors from the newest measured run on an H200 (costs/measured/) and says
+    "measured on <date>"; a GPU without one stays an estimate; a new run's JSON is installed by copying it."""
+    from report_builder.costs import measured
+
+    m = measured.find("H200")
+    assert m is not None and m.date == "2026-12-04" and m.device == "NVIDIA H200"
+    assert m.rates["fp32"] == pytest.approx(39.5422e12) and m.efficiency["fp32"]["full"] == 0.27
+    assert 0 < m.overhead["full"] < 0.01 and 0 < m.overhead["ratios"] < 0.01  # fitted to its K24 / K21 passes
+    assert measured.find("A100") is None and measured.find("NVIDIA H200 SXM 141GB").path == m.path
+    cfg = _cfg(tmp_path, device="cuda")
+    p = planning.plan(cfg)
+    est = costs.estimate(p, None, gpu="H200")
+    assert est["device"]["flops_per_s"] == m.rates["fp32"] and est["device"]["factors"]["date"] == "2026-12-04"
+    assert est["efficiency"]["full"] == 0.27 and est["overhead_s"]["full"] == m.overhead["full"]
+    text = costs.format_plan(est)
+    assert "(measured on 2026-12-04)" in text and "GPU factors measured on 2026-12-04" in text
+    k24 = [t for t in est["tasks"] if t["analysis"] == "k24_scopes"]
+    assert k24 and all(t["host_seconds"] == 0.0 for t in k24)  # its statistics are inside the measured pass
+    assert "(estimate)" in costs.format_plan(costs.estimate(p, None, gpu="A100"))
+    # bfloat16 was measured too; float16 was not: an estimate
+    assert costs.estimate(planning.plan(_cfg(tmp_path, device="cuda", dtype="bfloat16")), None,
+                          gpu="H200")["device"]["factors"]["source"] == "measured"
+    assert costs.estimate(planning.plan(_cfg(tmp_path, device="cuda", dtype="float16")), None,
+                          gpu="H200")["device"]["factors"]["source"] == "estimate"
+    # a newer run, installed by one command (or by copying the file), wins; a broken file is skipped
+    folder = tmp_path / "measured"
+    doc = json.loads(Path(m.path).read_text())
+    doc["table"] = {**doc["table"], "date": "2026-12-24", "matmul_tflops": {"float32": 50.0}}
+    src = tmp_path / "gpu-check.json"
+    src.write_text(json.dumps(doc))
+    assert measured.main([]) == 2 and measured.main([str(tmp_path / "missing.json")]) == 3
+    installed = folder / "h200-2026-12-24.json"
+    assert measured.install(src, folder) == installed
+    (folder / "broken.json").write_text("{not json")
+    (folder / "other.json").write_text(json.dumps({"schema": "something else"}))
+    newest = measured.find("H200", folder)
+    assert newest.date == "2026-12-24" and newest.rates["fp32"] == 50e12 and len(measured.available(folder)) == 1
+    with pytest.raises(ValueError, match="not a GPU check"):
+        measured.load(folder / "other.json")

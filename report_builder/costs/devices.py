@@ -129,13 +129,21 @@ def device_rate(device: str, dtype: str, *, threads: int = 1, gpu: str | None = 
         return {"flops_per_s": float(gpu_flops) * 1e12, "kind": "cuda", "source": "given",
                 "how": f"--gpu-flops {gpu_flops:g} TFLOP/s (a matmul's rate, as given)", "memory_bytes": None}
     if gpu is not None:
+        from report_builder.costs.measured import find
+
         g = _gpu(gpu)
         prec = precision_of(dtype)
         peak = g.tflops[prec]
+        m = find(next(k for k, v in GPUS.items() if v is g))
+        if m is not None and m.rates.get(prec):
+            rate = m.rates[prec]
+            return {"flops_per_s": rate, "kind": "cuda", "source": "measured", "gpu": g.name, "precision": prec,
+                    "peak_tflops": peak, "memory_bytes": g.memory_bytes, "measured": m.path,
+                    "how": f"{g.name}: {prec} matmul {rate / 1e12:.1f} TFLOP/s, {m.label()}"}
         return {"flops_per_s": peak * 1e12 * ASSUMED_GPU_MATMUL_EFFICIENCY, "kind": "cuda", "source": "named",
                 "gpu": g.name, "precision": prec, "peak_tflops": peak, "memory_bytes": g.memory_bytes,
                 "how": f"{g.name}: {prec} dense peak {peak:g} TFLOP/s (datasheet) x assumed matmul efficiency "
-                       f"{ASSUMED_GPU_MATMUL_EFFICIENCY:g}"}
+                       f"{ASSUMED_GPU_MATMUL_EFFICIENCY:g} (estimate)"}
     if kind == "cuda":
         import torch
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from report_builder.costs import flops as F
-from report_builder.costs.devices import device_rate, itemsize_of
+from report_builder.costs.devices import device_rate, itemsize_of, precision_of
 from report_builder.costs.flops import (EFFICIENCY, OVERHEAD_S, Shape, expansion_flops, forward_flops,
                                         ig_points, shape_of, work_flops)
 from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, disk_bytes, layer_fixed_bytes,
@@ -162,7 +162,8 @@ def load_seconds(s: Shape, dtype: str) -> float:
 
 
 def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, rate: float | None, kind: str,
-              workers: int, base_bytes: int, table_lengths: list[int] | None = None) -> TaskCost:
+              workers: int, base_bytes: int, table_lengths: list[int] | None = None,
+              factors: tuple[dict, dict, tuple] | None = None) -> TaskCost:
     """FLOPs, seconds, peak memory and disk of one task (a cached one computes nothing).
 
     ``lengths``: the sequences it decomposes (a shard: its range; a reduce: none); ``table_lengths``:
@@ -170,6 +171,8 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
 
     Seconds = device (FLOPs / (rate x efficiency) + `OVERHEAD_S` per sequence and layer) + host (the
     analysis' statistics, its declared `analyses.base.Work`); the model load is added by `estimate`.
+    ``factors``: (efficiency, overhead per kind, kinds whose overhead includes their host statistics)
+    measured on the GPU (`measured.Measured`) instead of `EFFICIENCY` and `OVERHEAD_S`.
     """
     from report_builder.analyses import registry
 
@@ -212,14 +215,14 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
     if not cached:
         flops, fwd_out = fwd + dec, fwd
         pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
-        host_s = (0.0 if task.shard is not None else work.task_s) + shape.layers * (
-            work.host_s * len(lengths) + work.host_pair_s * pairs)
+        eff, over, included = factors or (EFFICIENCY, OVERHEAD_S[kind], ())
+        host_s = (0.0 if task.shard is not None else work.task_s) + (0.0 if work.kind in included else shape.layers * (
+            work.host_s * len(lengths) + work.host_pair_s * pairs))
         dev_s = None
         if rate:
-            dev_s = (fwd / (rate * EFFICIENCY["forward"]) if fwd else 0.0) + (dec / (rate * EFFICIENCY[work.kind])
-                                                                             if dec else 0.0)
-            over = OVERHEAD_S[kind]
-            dev_s += (over["forward"] + over.get(work.kind, 0.0)) * len(lengths) * shape.layers
+            dev_s = (fwd / (rate * eff["forward"]) if fwd else 0.0) + (dec / (rate * eff.get(work.kind, EFFICIENCY[work.kind]))
+                                                                       if dec else 0.0)
+            dev_s += (over.get("forward", 0.0) + over.get(work.kind, 0.0)) * len(lengths) * shape.layers
     sub = task.subject
     return TaskCost(task.base, sub.model.name, sub.dataset.id if sub.dataset is not None else None,
                     list(task.shard) if task.shard is not None else None, task.shards, task.size,
@@ -272,6 +275,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     dev = device_rate(cfg.device if kind == "cpu" or not (gpu or gpu_flops) else "cuda", cfg.dtype, threads=workers,
                       gpu=gpu, gpu_flops=gpu_flops)
     rate = dev["flops_per_s"]
+    measured, factors = _measured(dev, kind)
     base = _process_base_bytes() if kind == "cpu" else 0
     lengths = _Lengths(plan, sizing)
     shapes: dict[tuple, Shape] = {}
@@ -296,7 +300,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
         elif registry.get(t.base).work.whole_set_rows and t.shard is None and t.size == 0:
             whole = lengths.items(t, 0, t.subject.n_items)
         r = task_cost(t, shapes[key], lengths.of(t), cached=cached, rate=rate, kind=kind, workers=workers,
-                      base_bytes=base, table_lengths=whole)
+                      base_bytes=base, table_lengths=whole, factors=factors)
         if sizing is not None:
             r.estimated = sizing.task_flags(mc, t.subject.dataset.id if t.subject.dataset is not None else None,
                                             reads_tokens=bool(r.tokens) or whole is not None)
@@ -329,10 +333,14 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     notes = []
     if dev.get("note"):
         notes.append(dev["note"])
-    if kind == "cuda" and rate:
-        notes.append("GPU estimate: the efficiency factors were measured on a CPU (bench); short sequences run "
-                     "further below a GPU's matmul rate, so treat it as a lower bound until `bench --device cuda` "
-                     "has measured the GPU's factors")
+    if kind == "cuda" and rate and measured is not None:
+        notes.append(f"GPU factors {measured.label()}: efficiency per kind of work and a fixed time per sequence "
+                     "and layer fitted to its K24 and K21 paper passes (their statistics included); they describe "
+                     "the engine of that commit")
+    elif kind == "cuda" and rate:
+        notes.append("GPU estimate: the efficiency factors were measured on a CPU (bench) and no GPU check has "
+                     "measured this GPU (costs/measured/); short sequences run further below a GPU's matmul rate, "
+                     "so treat it as a lower bound")
     mem = dev.get("memory_bytes")
     if mem and totals["peak_bytes"] > mem:
         notes.append(f"the largest task's peak memory ({fmt_bytes(totals['peak_bytes'])}) exceeds the device's "
@@ -342,10 +350,33 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
         estimates = {**sizing.summary(), "flags": dict(FLAGS)}
         totals["estimated"] = sum(1 for r in rows if r.estimated)
         notes.extend(_estimate_notes(estimates))
+    eff, over = (factors[0], factors[1]) if factors else (EFFICIENCY, OVERHEAD_S[kind])
+    dev = {**dev, "factors": ({"source": "measured", "date": measured.date, "file": measured.path,
+                               "device": measured.device, "commit": measured.commit} if measured is not None else
+                              {"source": "estimate" if kind == "cuda" else "calibrated"})}
     return {"device": {"device": cfg.device, "dtype": cfg.dtype, "kind": kind, "workers": workers, **dev},
-            "efficiency": dict(EFFICIENCY), "overhead_s": dict(OVERHEAD_S[kind]),
+            "efficiency": dict(eff), "overhead_s": dict(over),
             "tasks": [asdict(r) for r in rows], "totals": totals, "gpus": multi, "notes": notes,
             "flop_model": F.__doc__.split("The FLOP model", 1)[1].strip(), "estimates": estimates}
+
+
+def _measured(dev: dict[str, Any], kind: str):
+    """The GPU check behind a CUDA plan's factors (`measured.find`: the named GPU, or the calibrated one),
+    and its (efficiency, overhead, kinds with their host statistics included) for the plan's precision;
+    (None, None) when this GPU or precision was not measured."""
+    if kind != "cuda" or not dev.get("flops_per_s"):
+        return None, None
+    from report_builder.costs.measured import find
+
+    name = dev.get("gpu") or (dev.get("calibration") or {}).get("device")
+    m = find(name)
+    got = m.factors(dev.get("precision") or precision_of((dev.get("calibration") or {}).get("dtype", "float32"),
+                                                          bool((dev.get("calibration") or {}).get("tf32")))) \
+        if m is not None else None
+    if got is None:
+        return None, None
+    eff, over = got
+    return m, ({**EFFICIENCY, **eff}, {"forward": 0.0, **over}, tuple(over))
 
 
 def _estimate_notes(est: dict[str, Any]) -> list[str]:

@@ -76,9 +76,13 @@ def format_plan(est: dict[str, Any]) -> str:
                    f"statistics on the host CPU {fmt_seconds(t['host_seconds'])}, model loads "
                    f"{fmt_seconds(t['load_seconds'])}")
     if d.get("flops_per_s"):
+        f = d.get("factors") or {}
+        factors = (f"measured on {f['date']}" if f.get("source") == "measured" else
+                   "estimate" if f.get("source") == "estimate" else "")
         out.append(f"rate: {d['flops_per_s'] / 1e9:.4g} GFLOP/s matmul ({d['how']}) x efficiency per kind of work "
+                   + (f"({factors}) " if factors else "")
                    + ", ".join(f"{k} {v:g}" for k, v in est["efficiency"].items())
-                   + "; plus per sequence and layer " + ", ".join(f"{k} {v * 1e3:g} ms" for k, v in est["overhead_s"].items()))
+                   + "; plus per sequence and layer " + ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in est["overhead_s"].items()))
     g = est.get("gpus")
     if g:
         out.append(f"on 1 GPU: ~{fmt_seconds(g['seconds_1'])}"
