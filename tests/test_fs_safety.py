@@ -284,7 +284,8 @@ def _site_text(site: Path) -> str:
 
 
 @pytest.mark.slow
-def test_edited_or_foreign_render_entries_are_rebuilt_never_published(results, tmp_path):
+def test_edited_or_foreign_render_entries_are_rebuilt_never_published(results, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPORT_BUILDER_CONFIG", str(tmp_path / "config"))  # a key of its own: it is replaced below
     cache, site = _copy(results, tmp_path / "cache"), tmp_path / "site"
     assert _render(tmp_path, cache, site).returncode == 0
     state = _state(site, cache)
