@@ -21,7 +21,7 @@ PKG = Path(__file__).resolve().parents[1] / "report_builder"
 # A stage is the first component under report_builder/ (a folder or a root module).
 STAGES: list[set[str]] = [
     # vocabulary and file safety; "" is the package's lazy __init__ (only `__version__` at import time)
-    {"schema", "errors", "extras", "papers", "tokens", "atomic", "filehash", "guard", ""},
+    {"schema", "errors", "extras", "papers", "tokens", "atomic", "filehash", "guard", "precision", ""},
     {"config", "overrides", "values", "yamlsafe", "cache"},               # configuration; the results store
     {"stats", "decompose", "data"},                                       # torch-free statistics; maths; eval sets
     {"models"},                                                           # adapters (declare decompose's weights), loading
