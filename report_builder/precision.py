@@ -18,8 +18,9 @@ A rebuild whose figure data equal the current version's within it keeps that ver
 (`site.figure_files`); `reproduce` calls such a rebuild "equal within tolerance".
 
 Every writer of published numbers goes through `round_array` (``data.csv`` and ``paper_vs_ours.csv``:
-`site.figure_files.csv_text`; the chart's spec data: `round_json`; HTML tables: `site.htmltable`), so a
-number reads the same in the CSV, the spec and the page. Pitfall: round in one place and with one
+`citations.version_files.csv_text`; the chart's spec, data and scales: `round_json` in
+`site.spec_data.published_spec`; HTML tables: `site.htmltable`), so a number reads the same in the CSV,
+the spec and the page. Pitfall: round in one place and with one
 implementation: Python's ``round`` and this vectorised rule may differ on a float within a bit of a
 tie, so everything (scalars too) goes through `round_array`.
 """

@@ -18,8 +18,8 @@ versions equal the previous build's (build date masked) and the existing site is
 that build left (digest in the state's ``build.json``), mkdocs is skipped and the site
 kept. A site edited or deleted by the user, or any changed page, is built again.
 
-Figure versions (`site.permalinks`, `site.publish`): each figure's provenance and citation are its
-version's (a version published before keeps its own); the history entry (`site.history`) is made
+Figure versions (`citations.permalinks`, `site.publish`): each figure's provenance and citation are its
+version's (a version published before keeps its own); the history entry (`citations.history`) is made
 before the pages; right before the swap, under the lock, every earlier version (verified) and this
 build's new ones are published into the new site with their pages, ``history.json`` and its charts.
 
@@ -45,13 +45,16 @@ from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
-from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
+from report_builder.citations import cite as prov_mod
+from report_builder.citations import history, permalinks
+from report_builder.citations.version_files import write_csv
+from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
-from report_builder.site import history, permalinks, publish
+from report_builder.site import publish
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
-                                             write_csv, write_figure_files)
+                                             write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
 from report_builder.site.write_pages import PAGES, write_pages  # noqa: F401 - build.PAGES
 
@@ -335,7 +338,7 @@ def shown_table(result: FigureResult) -> pd.DataFrame | None:
 
 def figure_files(spec: FigureSpec, result: FigureResult, tables: Any, figures_dir: Path, inline_limit: int,
                  render_cache: RenderCache | None = None, previous: Path | None = None) -> FigureFiles:
-    """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.reproduce`'s way);
+    """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.citations.reproduce`'s way);
     ``previous``: the figure's current published version, kept when equal within the precision."""
     table = shown_table(result)
     return write_figure_files(spec.id, result.data, result.chart, table if table is not None else result.data,
@@ -350,7 +353,7 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     """One figure's files and page section: reused from ``figure_cache`` when its inputs are unchanged
     (not built, not drawn), else built (its reads recorded) and stored; provenance and BibTeX are those
     of the figure's version (`permalinks`): a version published before keeps its own, a new one gets
-    this build's recipe (`site.recipe`)."""
+    this build's recipe (`citations.recipe`)."""
     fig_dir = figures_dir / spec.id
     hit = figure_cache.get(spec) if figure_cache is not None else None
     if hit is not None and (hit.meta.get("not_configured") is not None or figure_cache.restore(hit, fig_dir)):

@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from report_builder import papers, precision
 from report_builder.site import assets, manifest, pages
-from report_builder.site import provenance as prov_mod
+from report_builder.citations import cite as prov_mod
 from report_builder.site.paths import guide_pages
 
 #: Paper key -> its generated page (from `report_builder.papers`).
@@ -34,7 +34,7 @@ def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.Da
     Args:
         specs, sections: the figures and their `site.build.Section`s. changes: this build vs the
             last build whose figures differed (the Home page's counts and the Changes page's table).
-        history_html: the report history (`site.history.history_html`), newest first.
+        history_html: the report history (`citations.history.history_html`), newest first.
         permalinks: figure id -> the current version's (site-relative permalink, published address).
     """
     env = pages.environment()

@@ -1,20 +1,20 @@
 """A figure version's provenance as a recipe: everything its numbers depend on, written explicitly.
 
-``provenance.json`` of a version (`site.permalinks`) is the record `site.provenance.figure_provenance`
+``provenance.json`` of a version (`citations.permalinks`) is the record `citations.cite.figure_provenance`
 makes (models, datasets, parameters, versions, error bound) plus what `recipe_fields` adds, so that
-`report_builder.reproduce` can rebuild exactly that figure and compare content hashes:
+`report_builder.citations.reproduce` can rebuild exactly that figure and compare content hashes:
 
 - ``figure``: id, title, paper, declaration version, the tables it reads and the analyses (with their
   versions) that make them; ``inputs``: for each of those analyses and each of its tasks on the
   figure's models and datasets (``<model> · <dataset>``), the cache-key parameters it declares but the
   ones naming the subject (`analyses.base.input_params`); ``params``: the figure's own parameters.
   These, with the models, datasets and device, are what the figure's numbers depend on: a figure diff
-  (`site.figure_diff.inputs_diff`) names a parameter from them, never from ``config``; ``roles`` (which
+  (`citations.figure_diff.inputs_diff`) names a parameter from them, never from ``config``; ``roles`` (which
   model and dataset plays which part); ``inline_limit`` (it shapes ``spec.json``, so the hash);
   ``display``: the tokenizer style and causality judged for each model (`figures.display`), which
   shape the token labels;
 - ``config``: the resolved configuration with every value written out (defaults included, so a later
-  release's defaults cannot change the recipe; `report_builder.reproduce` rebuilds from it): models
+  release's defaults cannot change the recipe; `report_builder.citations.reproduce` rebuilds from it): models
   (name, source, role, revision), every field of every dataset entry, ``k21``, ``k24``, ``ig``,
   ``device``, ``dtype``, ``batch_size``, ``max_memory``, ``device_map``, ``data_dir``; local paths in
   their public form (`guard.public_path`);
@@ -112,7 +112,7 @@ def result_config(config: dict[str, Any] | None, fig_id: str) -> dict[str, Any]:
 def recipe_fields(spec: Any, roles: Any, prov: dict[str, Any], judged: tuple[dict, dict] | None,
                   models: list[str], inline_limit: int, datasets: list[str] | None = None,
                   params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a version's provenance adds to `site.provenance.figure_provenance` to be a recipe.
+    """What a version's provenance adds to `citations.cite.figure_provenance` to be a recipe.
 
     Args:
         spec: the figure's `FigureSpec`; roles: its `Roles`; prov: the build provenance.
