@@ -429,11 +429,12 @@ def test_a_measured_gpu_prices_the_plan_from_its_gpu_check(tmp_path, no_weights,
     "measured on <date>"; a GPU without one stays an estimate; a new run's JSON is installed by copying it."""
     from report_builder.costs import measured
 
-    m = measured.find("H200")
+    m = measured.find("H200", known=tuple(costs.GPUS))
     assert m is not None and m.date == "2026-12-04" and m.device == "NVIDIA H200"
     assert m.rates["fp32"] == pytest.approx(39.5422e12) and m.efficiency["fp32"]["full"] == 0.27
     assert 0 < m.overhead["full"] < 0.01 and 0 < m.overhead["ratios"] < 0.01  # fitted to its K24 / K21 passes
-    assert measured.find("A100") is None and measured.find("NVIDIA H200 SXM 141GB").path == m.path
+    assert measured.find("A100") is None
+    assert measured.find("NVIDIA H200 SXM 141GB", known=tuple(costs.GPUS)).path == m.path
     cfg = _cfg(tmp_path, device="cuda")
     p = planning.plan(cfg)
     est = costs.estimate(p, None, gpu="H200")

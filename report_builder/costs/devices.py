@@ -134,7 +134,7 @@ def device_rate(device: str, dtype: str, *, threads: int = 1, gpu: str | None = 
         g = _gpu(gpu)
         prec = precision_of(dtype)
         peak = g.tflops[prec]
-        m = find(next(k for k, v in GPUS.items() if v is g))
+        m = find(next(k for k, v in GPUS.items() if v is g), known=tuple(GPUS))
         if m is not None and m.rates.get(prec):
             rate = m.rates[prec]
             return {"flops_per_s": rate, "kind": "cuda", "source": "measured", "gpu": g.name, "precision": prec,

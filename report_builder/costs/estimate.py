@@ -366,10 +366,11 @@ def _measured(dev: dict[str, Any], kind: str):
     (None, None) when this GPU or precision was not measured."""
     if kind != "cuda" or not dev.get("flops_per_s"):
         return None, None
+    from report_builder.costs.devices import GPUS
     from report_builder.costs.measured import find
 
     name = dev.get("gpu") or (dev.get("calibration") or {}).get("device")
-    m = find(name)
+    m = find(name, known=tuple(GPUS))
     got = m.factors(dev.get("precision") or precision_of((dev.get("calibration") or {}).get("dtype", "float32"),
                                                           bool((dev.get("calibration") or {}).get("tf32")))) \
         if m is not None else None

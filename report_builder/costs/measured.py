@@ -133,14 +133,13 @@ def available(folder: Path = DIR) -> list[Measured]:
     return sorted(out, key=lambda m: (m.date, m.path), reverse=True)
 
 
-def find(gpu: str | None, folder: Path = DIR) -> Measured | None:
-    """The newest run on ``gpu`` (a `devices.GPUS` key such as ``H200``, or a device name such as
-    ``NVIDIA H200``): its device names that GPU."""
+def find(gpu: str | None, folder: Path = DIR, known: tuple[str, ...] = ()) -> Measured | None:
+    """The newest run on ``gpu``: a GPU's short name (``H200``) or a device name (``NVIDIA H200 SXM
+    141GB``), matched by the ``known`` short names it contains (`devices.GPUS`' keys; the caller passes
+    them), else by the name itself, inside the run's device name."""
     if not gpu:
         return None
-    from report_builder.costs.devices import GPUS
-
-    keys = [k for k in GPUS if k.lower() in gpu.lower()] or [gpu]
+    keys = [k for k in known if k.lower() in gpu.lower()] or [gpu]
     for m in available(folder):
         if any(k.lower() in m.device.lower() for k in keys):
             return m
@@ -148,12 +147,14 @@ def find(gpu: str | None, folder: Path = DIR) -> Measured | None:
 
 
 def install(src: str | Path, folder: Path = DIR) -> Path:
-    """Check a GPU check's JSON and copy it into ``folder`` as ``<gpu>-<date>.json``; returns the new path."""
-    m = load(src)
-    from report_builder.costs.devices import GPUS
+    """Check a GPU check's JSON and copy it into ``folder`` as ``<gpu>-<date>.json`` (the GPU: the device
+    name's first word of letters then digits, ``H200`` in ``NVIDIA H200``); returns the new path."""
+    import re
 
-    gpu = next((k for k in GPUS if k.lower() in m.device.lower()), m.device.split()[-1])
-    name = "".join(c if c.isalnum() or c in "-." else "-" for c in f"{gpu}-{m.date[:10]}".lower())
+    m = load(src)
+    model = next((w for w in re.split(r"[^A-Za-z0-9]+", m.device) if re.fullmatch(r"[A-Za-z]+[0-9]+[A-Za-z]*", w)),
+                 "gpu")
+    name = re.sub(r"[^a-z0-9.-]", "-", f"{model}-{m.date[:10]}".lower())
     dst = folder / f"{name}.json"
     folder.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp")
