@@ -40,7 +40,9 @@ test: venv
 bench: venv
 	$(PY) -m report_builder bench --shape base
 
-# the GPU checks (check on cuda, bench n = 128/512, a paper-size K24 pass); one line and exit 2 without a GPU
+# the GPU check of issue #29 (check, bench, kernels, K24/K21 paper passes, device map) in <= 5 min: one JSON
+# (gpu-check.json, or $(OUT)/gpu-check.json) and its log; one line and exit 2 without a GPU. On a bare GPU
+# machine (no .venv): PYTHONPATH=. tests/tools/gpu_check.sh
 gpu-check: venv
 	PY=$(PY) tests/tools/gpu_check.sh
 
