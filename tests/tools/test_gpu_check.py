@@ -94,3 +94,16 @@ for line in sys.stdin:
     assert recs["env"]["ok"] and recs["stand_ins"]["ok"]
     assert not recs["sleep"]["ok"] and recs["sleep"]["error"].startswith("timeout: stopped after 2 s")
     assert seen == ["env", "sleep", "stand_ins"]
+
+
+def test_a_worker_that_cannot_start_fails_its_step_and_the_run_goes_on(tmp_path, monkeypatch):
+    import tests.tools.gpu_steps as gs
+
+    monkeypatch.setattr(gs, "STEPS", {"env": (gs.env, 1, 5), "stand_ins": (None, 1, 5)})
+    fake = tmp_path / "py"
+    fake.write_text("#!/bin/sh\nexit 7\n")
+    fake.chmod(0o755)
+    recs = gpu_check.run_steps(["env", "stand_ins"], {"dry": True, "device": "cpu", "tmp": str(tmp_path)},
+                               open(tmp_path / "log", "w"), 30, str(fake), lambda n, r: None)
+    assert [r["ok"] for r in recs.values()] == [False, False]
+    assert all("exited with code 7" in r["error"] for r in recs.values())
