@@ -102,8 +102,8 @@ def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
 
     On CUDA the engine's batched path runs batches sized from the device's free memory (at most ``batch``
     sequences when given), only the ratios reaching the host; on CPU the deterministic path runs
-    ``threads`` worker threads (`engine.set_cpu_workers`). ``on_batch(sequences done, seconds)``: progress. Returns seconds, sequences/s,
-    tokens/s, the tables' share of the pass, and (``host_seqs`` > 0) the host statistics timed apart
+    ``threads`` worker threads (`engine.set_cpu_workers`). ``on_batch(sequences done, seconds)``: progress.
+    Returns seconds, sequences/s, tokens/s, the tables' share of the pass, and (``host_seqs`` > 0) the host statistics timed apart
     on random ratios of up to ``host_seqs`` of the sequences (default 64, a task's fixed costs then
     weigh as in a shard; a paper set is ~1000) and every layer (`time_k21_host`).
     """
@@ -146,7 +146,8 @@ def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
         host["k21_host_pass_s"] = host["k21_host_s"] * n_seqs * lm.n_layers
     cuda = device.startswith("cuda")
     return {"shape": shape, "model": model, **dims, "n_seqs": n_seqs, "seq_len": seq_len,
-            "batch": max(sizes, default=0) if cuda else batch, "batch_cap": batch, "batches": len(sizes) if cuda else None,
+            "batch": max(sizes, default=0) if cuda else batch, "batch_cap": batch,
+            "batches": len(sizes) if cuda else None,
             "device": device, "dtype": dtype, "tf32": tf32 or tf32_on(device), "budget_bytes": budget,
             "workers": workers, "seconds": secs, "ratios_seconds": t1 - t0, "freq_seconds": t2 - t1,
             "seqs_per_s": n_seqs / secs, "tokens_per_s": n_seqs * seq_len / secs,

@@ -147,7 +147,8 @@ def decompose_sequences(
     if batched:
         parts = tuple(p for p in PARTS if p in set(returns))
         if set(returns) - set(PARTS):
-            raise ValueError(f"returns: parts of a LayerResult ({', '.join(PARTS)}), not {sorted(set(returns) - set(PARTS))}")
+            raise ValueError(f"returns: parts of a LayerResult ({', '.join(PARTS)}), "
+                             f"not {sorted(set(returns) - set(PARTS))}")
         reduce, unpack = keep_parts(parts)
         longest = max((len(s.input_ids) for s in seqs), default=0)
         held = held_bytes(lm, longest, parts, len(kw["maps"]), ratios, extras)

@@ -354,7 +354,8 @@ def targets(t: dict) -> list[dict]:
 def _commit() -> str | None:
     """The checkout's commit, read from .git without git (absent on a bare machine)."""
     try:
-        head = (ROOT / ".git").read_text().strip() if (ROOT / ".git").is_file() else (ROOT / ".git" / "HEAD").read_text().strip()
+        dot = ROOT / ".git"
+        head = (dot if dot.is_file() else dot / "HEAD").read_text().strip()
         if head.startswith("gitdir:"):  # a worktree
             gd = Path(head.split(":", 1)[1].strip())
             head = (gd / "HEAD").read_text().strip()
@@ -437,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             doc["targets"] = targets(doc["table"])
             doc["wall_s"] = round(time.monotonic() - t0, 1)
             _write(out, doc)
-            say(f"{_mark(rec.get('ok'))} {name}: {rec.get('seconds', 0):.1f} s" + (f" ({rec['error']})" if rec.get("error") else ""))
+            say(f"{_mark(rec.get('ok'))} {name}: {rec.get('seconds', 0):.1f} s"
+                + (f" ({rec['error']})" if rec.get("error") else ""))
 
         say(f"{meta['mode']} check, budget {budget:.0f} s, {len(names)} steps -> {out}")
         run_steps(names, ctx, log, budget, sys.executable, on_step)
