@@ -220,8 +220,8 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
             work.host_s * len(lengths) + work.host_pair_s * pairs))
         dev_s = None
         if rate:
-            e_kind = eff.get(work.kind, EFFICIENCY[work.kind])
-            dev_s = (fwd / (rate * eff["forward"]) if fwd else 0.0) + (dec / (rate * e_kind) if dec else 0.0)
+            dev_s = (fwd / (rate * eff["forward"]) if fwd else 0.0) + (
+                dec / (rate * eff.get(work.kind, EFFICIENCY.get(work.kind))) if dec else 0.0)
             dev_s += (over.get("forward", 0.0) + over.get(work.kind, 0.0)) * len(lengths) * shape.layers
     sub = task.subject
     return TaskCost(task.base, sub.model.name, sub.dataset.id if sub.dataset is not None else None,
