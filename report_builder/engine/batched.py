@@ -205,7 +205,7 @@ def decompose_batches(lm: LoadedModel, seqs: list[Tokens], idxs: list[int], kw: 
             room, batch_size_cap))
     else:
         groups = plan_batches(lengths, lambda n: max(1, batch_size_cap or CPU_BATCH))
-    causal = bool(lm.causal)  # the model's own: an encoder's probabilities are never causal, no need to look
+    causal = None if lm.causal else False  # an encoder's probabilities are never causal: no check needed
     current: list[Batch] = []
 
     def step(pos: int, c: LayerCapture):
