@@ -148,7 +148,7 @@ def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     return {"shape": shape, "model": model, **dims, "n_seqs": n_seqs, "seq_len": seq_len,
             "batch": max(sizes, default=0) if cuda else batch, "batch_cap": batch,
             "batches": len(sizes) if cuda else None,
-            "device": device, "dtype": dtype, "tf32": tf32 or tf32_on(device), "budget_bytes": budget,
+            "device": device, "dtype": dtype, "tf32": tf32 or tf32_on(device), "budget_bytes": budget, "causal": lm.causal,
             "workers": workers, "seconds": secs, "ratios_seconds": t1 - t0, "freq_seconds": t2 - t1,
             "seqs_per_s": n_seqs / secs, "tokens_per_s": n_seqs * seq_len / secs,
             "max_rel_error": float(out["recon_errors"]["max_rel_error"].max()), "torch": torch.__version__,

@@ -98,7 +98,7 @@ def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     return {"shape": shape, "model": model, **dims, "n_seqs": n_seqs, "seq_len": seq_len,
             "batch": max(sizes, default=0) if cuda else batch, "batch_cap": batch,
             "batches": len(sizes) if cuda else None,
-            "device": device, "dtype": dtype, "tf32": tf32 or tf32_on(device), "budget_bytes": budget,
+            "device": device, "dtype": dtype, "tf32": tf32 or tf32_on(device), "budget_bytes": budget, "causal": lm.causal,
             "workers": workers, "stats": "device" if cuda else "host",
             "seconds": secs, "seqs_per_s": n_seqs / secs, "tokens_per_s": n_seqs * seq_len / secs,
             "ff_gflops": flops / secs / 1e9, "ff_flops": flops,
