@@ -1,8 +1,10 @@
-"""Per-figure files under ``figures/<id>/``: spec.json, data.csv, chart.svg, chart.png, data-<hash>.json.
+"""Per-figure files under ``figures/<id>/``: spec.json, data.csv, chart.svg, chart.png, data-<hash>.json(.js).
 
 ``spec.json`` is the self-contained Vega-Lite spec (data inline). The spec placed on the page keeps
 small datasets inline and points large ones (over ``inline_limit`` bytes of JSON) at content-hashed
-``data-<hash>.json`` files by relative URL, so pages stay light when served over HTTP.
+``data-<hash>.json`` files by relative URL, so pages stay light; each has a script twin
+``data-<hash>.json.js`` (`data_script`) that the page's charts.js loads instead, so a site opened from
+disk (file://, where a page may not fetch a file) shows every interactive chart too.
 Pitfall: Altair numbers its parameters/views per process (``param_7``); names are renumbered in
 order of appearance so the content hash is stable across builds.
 """
@@ -186,6 +188,16 @@ def _url_format(fmt_: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+DATA_SCRIPT = "window.rbData = window.rbData || {};\nwindow.rbData[{url}] = {value};\n"
+"""``<data file>.js``: the data file's content for charts.js under its URL, as a JSON string literal (ASCII
+only: no character can end the script early) parsed by charts.js for JSON data, kept as text for CSV."""
+
+
+def data_script(url: str, text: str) -> str:
+    """The script twin of a data file (`DATA_SCRIPT`)."""
+    return DATA_SCRIPT.replace("{url}", json.dumps(url)).replace("{value}", json.dumps(text))
+
+
 def _externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit: int,
                  files: dict[str, str]) -> dict[str, Any]:
     """Copy of ``spec`` with datasets above ``inline_limit`` moved to content-hashed JSON files."""
@@ -197,9 +209,14 @@ def _externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit
         text = values if isinstance(values, str) else json.dumps(values, separators=(",", ":"))
         ext = (fmt_ or {}).get("type", "json") if isinstance(values, str) else "json"
         name = f"data-{sha(text)}.{ext}"
+        url = f"{rel_dir}/{name}"
         (fig_dir / name).write_text(text, encoding="utf-8")
-        files[name] = f"{rel_dir}/{name}"
-        return f"{rel_dir}/{name}"
+        files[name] = url
+        # the same data as a script (`DATA_SCRIPT`): charts.js loads it with a <script> element, which a
+        # page opened from disk (file://) may do where it may not fetch a file
+        (fig_dir / f"{name}.js").write_text(data_script(url, text), encoding="utf-8")
+        files[f"{name}.js"] = f"{url}.js"
+        return url
 
     formats = _dataset_formats(page)
     for name, values in list(page.get("datasets", {}).items()):
