@@ -225,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, metavar="SOURCE", help="bench a real model instead of a shape "
                                                                     "(not with --shape)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
-    p.add_argument("--batch", type=int, default=1, help="sequences per batch (default 1)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="sequences per batch (default 1; --k24-pass/--k21-pass on CUDA: at most this many, default "
+                        "as many as the GPU's free memory holds)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
@@ -423,13 +425,14 @@ def _dispatch(args) -> int:
         run, fmt = ((bench.run_k24_pass, bench.format_k24_pass) if args.k24_pass
                     else (bench.run_k21_pass, bench.format_k21_pass))
         res = run(shape=args.shape or (None if args.model else "base"), model=args.model,
-                  n_seqs=args.k24_pass or args.k21_pass, seq_len=args.seq_len, batch=max(1, args.batch),
+                  n_seqs=args.k24_pass or args.k21_pass, seq_len=args.seq_len,
+                  batch=None if args.batch is None else max(1, args.batch),
                   device=args.device, dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
         _say(json.dumps(res, indent=1, default=str) if args.json else fmt(res))
         return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
-                        batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
+                        batch=1 if args.batch is None else args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
                         repeats=3 if args.repeats is None else args.repeats, threads=args.threads, layers=args.layers,
                         naive=False if args.skip_naive else None)
         _say(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
