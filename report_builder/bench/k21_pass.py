@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from report_builder.bench.memory import GIB, MIB, parse_bytes
-from report_builder.bench.shapes import SHAPES, build, layer_dims, parse_dtype
+from report_builder.bench.shapes import SHAPES, build_for_pass, layer_dims, parse_dtype
 from report_builder.bench.timing import pass_heading, sync, tf32_on
 from report_builder.schema import K21_METHODS
 
@@ -111,7 +111,7 @@ def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     from report_builder.engine import set_cpu_workers
 
     tf32 = parse_dtype(dtype)[1]
-    lm = build(None if model else shape, model, device, dtype)
+    lm = build_for_pass(None if model else shape, model, device, dtype)
     dims = layer_dims(lm)
     from report_builder.bench.k24_pass import synthetic_encoded
 

@@ -15,7 +15,7 @@ import torch
 
 from report_builder.bench.host_stats import format_host, time_host_stats
 from report_builder.bench.memory import GIB, MIB, parse_bytes
-from report_builder.bench.shapes import SHAPES, build, layer_dims, parse_dtype
+from report_builder.bench.shapes import SHAPES, build_for_pass, layer_dims, parse_dtype
 from report_builder.bench.timing import pass_heading, sync, tf32_on
 from report_builder.costs import ff_flops
 from report_builder.decompose.chunks import pair_count
@@ -67,7 +67,7 @@ def run_k24_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     from report_builder.analyses import k24_compute
 
     tf32 = parse_dtype(dtype)[1]
-    lm = build(None if model else shape, model, device, dtype)
+    lm = build_for_pass(None if model else shape, model, device, dtype)
     dims = layer_dims(lm)
     enc = synthetic_encoded(lm, n_seqs, seq_len)
     limit = parse_bytes(max_memory)

@@ -77,6 +77,21 @@ def build(shape: str | None, model: str | None, device: str, dtype: str):
     return from_model(m, None, name=shape)
 
 
+def build_for_pass(shape: str | None, model: str | None, device: str, dtype: str):
+    """A timed pass's model (`k24_pass`, `k21_pass`): where the engine has precision modes
+    (`models.loading.LoadedModel.precision`), the weights stay float32 and ``dtype`` is the pair GEMMs'
+    mode, with its own error bound; otherwise the model runs in ``dtype`` (``tf32``: TF32 matmuls)."""
+    import dataclasses
+
+    from report_builder.models.loading import LoadedModel
+
+    if dtype != "float32" and "precision" in {f.name for f in dataclasses.fields(LoadedModel)}:
+        lm = build(shape, model, device, "float32")
+        lm.precision = dtype
+        return lm
+    return build(shape, model, device, dtype)
+
+
 def random_model(family: str, over: dict, seed: int = 0):
     """A base model of ``family`` (bert, gpt2, llama) with config values ``over``, eager attention and
     seeded random weights, on the CPU in float32."""
