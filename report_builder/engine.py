@@ -41,7 +41,7 @@ from report_builder.decompose.layouts import decompose_batch, decompose_layer
 from report_builder.models.capture import Capturer, LayerCapture, capture_hooks
 from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
-from report_builder.schema import ERROR_BOUND, FIRST_LAYER
+from report_builder.schema import FIRST_LAYER, precision as precision_mode
 
 _CPU_WORKERS = 1
 
@@ -107,13 +107,16 @@ def _inputs(lm: LoadedModel, seqs: list[Tokens], group: list[int]) -> dict[str, 
     return inputs
 
 
-def _enforce(lm: LoadedModel, layer: int, r: LayerResult, points: bool | frozenset = True) -> None:
-    """The one error-bound check: every check point (``points`` True) or only those named."""
+def _enforce(lm: LoadedModel, layer: int, r: LayerResult, points: bool | frozenset = True,
+             mode: str = "float32") -> None:
+    """The one error-bound check: every check point (``points`` True) or only those named, against the
+    precision mode's bound (`schema.PRECISIONS`)."""
+    bound = precision_mode(mode).bound
     for scope, err in r.errors.items():
-        if (points is True or scope in points) and not err <= ERROR_BOUND:
+        if (points is True or scope in points) and not err <= bound:
             raise ReconstructionError(
                 f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction error "
-                f"{err:.3g} exceeds {ERROR_BOUND:g}")
+                f"{err:.3g} exceeds {bound:g}" + ("" if mode == "float32" else f" (the {mode} bound)"))
 
 
 def decompose_sequences(
@@ -134,6 +137,8 @@ def decompose_sequences(
     workers: int | None = None,
     maps_dtype: torch.dtype | None = None,
     stream: bool | None = None,
+    chunk_rule: str | None = None,
+    precision: str | None = None,
 ) -> Iterator[tuple[int, int, LayerResult]]:
     """Yield ``(seq_index, layer, LayerResult)`` for every sequence and layer: in input order on the
     deterministic path, batch by batch (sequences grouped by length, ties in input order) on the
@@ -143,9 +148,10 @@ def decompose_sequences(
         lm: a loaded model. seqs: the sequences (unpadded).
         layers: layer indices (default: all). maps, ratios, extras, ig: see `decompose_layer`.
         check: compare with the HF tensors (``LayerResult.errors``).
-        enforce: raise `ReconstructionError` above `schema.ERROR_BOUND` (``float32`` only; for half
-            precision errors are reported, not enforced): True at every check point, or only at the
-            check points named (e.g. `Layout.pre_ff_checks` under a numerical IG, which is not complete).
+        enforce: raise `ReconstructionError` above the precision mode's bound (`schema.PRECISIONS`;
+            a model stored in half precision has its errors reported, not enforced): True at every check
+            point, or only at the check points named (e.g. `Layout.pre_ff_checks` under a numerical IG,
+            which is not complete).
         batch_size: sequences per padded batch on the batched path (the deterministic path runs
             each sequence alone, so the batch size cannot change its results).
         budget_bytes: memory budget of the FF chunk loop, shared by the concurrent sequences/batch.
@@ -160,6 +166,10 @@ def decompose_sequences(
             decomposed (the forward pass in a helper thread; results identical), holding one layer's
             maps at a time instead of a whole sequence's. Default: for sequences whose maps for all
             layers would exceed `chunks.STREAM_BYTES` (`chunks.streams`).
+        chunk_rule: the FF step's device class, ``auto``/``cpu``/``gpu`` (`decompose.chunks`; default:
+            the model's, ``lm.chunk_rule``). precision: the pair-GEMM mode (`schema.PRECISIONS`; default
+            ``lm.precision``). Causality is the model's (``lm.causal``), checked once per layer with
+            the errors.
     """
     seqs = list(seqs)
     for s in seqs:
@@ -173,7 +183,9 @@ def decompose_sequences(
     if not isinstance(enforce, bool):  # only these check points; carried down as the set itself
         enforce = frozenset(enforce)
     enforce = check and lm.dtype == torch.float32 and enforce
-    kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
+    mode = precision or getattr(lm, "precision", "float32")
+    kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig, causal=lm.causal, precision=mode,
+              chunk_rule=chunk_rule or getattr(lm, "chunk_rule", "auto"))
     if maps_dtype is not None and maps_dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError(f"maps_dtype: float32, float16 or bfloat16, not {maps_dtype}")
     kw["maps_dtype"] = None if maps_dtype == torch.float32 else maps_dtype
@@ -309,7 +321,7 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
         refs = {name: t[0] for name, t in c.refs.items()} if check else None
         r = decompose_layer(lw, c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
         if enforce:
-            _enforce(lm, layer, r, enforce)
+            _enforce(lm, layer, r, enforce, kw["precision"])
         return [(layer, _half_maps(r, maps_dtype))]
 
     st = _Stream() if stream else None
@@ -358,7 +370,7 @@ def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_ba
                              budget_bytes=budget_bytes, **kw)
         if enforce:
             for r in rs:
-                _enforce(lm, layer, r, enforce)
+                _enforce(lm, layer, r, enforce, kw["precision"])
         return [(layer, _half_maps(r, maps_dtype)) for r in rs]
 
     with capture_hooks(lm.model, lm.adapter, idxs, on_layer=_layer_step(lm, idxs, decompose)) as cap:
@@ -375,15 +387,17 @@ def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_ba
 
 
 def check_model(source: str, texts: list[str] | None = None, *, device: str = "cpu",
-                dtype: str = "float32") -> list[dict]:
+                dtype: str = "float32", chunk_rule: str = "auto") -> list[dict]:
     """Decompose a few sentences with the model at ``source`` and return the max relative
     reconstruction error per layer and check point (``report-builder check``; nothing enforced).
 
+    ``dtype``: a precision mode (`schema.PRECISIONS`: the model in float32, the pair GEMMs in the mode).
     Rows are ``{model, layer, scope, max_rel_error}`` with ``layer`` counted from 1 (SPEC §8), as a
     user reads layers everywhere else."""
     from report_builder.models import loading
 
-    lm = loading.load(source, device=device, dtype=dtype)
+    lm = loading.load(source, device=device, dtype="float32")
+    lm.precision, lm.chunk_rule = precision_mode(dtype).id, chunk_rule
     texts = texts or ["The man went to the store. He bought a gallon of milk.",
                       "Residual connections and layer normalisation shrink the mixing of tokens."]
     tok = lm.tokenizer
