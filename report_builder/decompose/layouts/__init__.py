@@ -82,14 +82,13 @@ def _record_errors(res: LayerResult, refs: dict[str, Tensor] | None) -> None:
 
 
 def _setup(lw: LayerWeights, x: Tensor, alpha: Tensor, causal: bool | None, chunk_rule: str, precision: str,
-           budget_bytes: int | None) -> tuple[str, int | None, Tensor | None]:
-    """The device class, the budget (the CPU rule's default filled in) and the GPU rule's deferred
-    causality flag (when ``causal=True`` is given)."""
+           budget_bytes: int | None) -> tuple[str, int | None, bool]:
+    """The device class, the budget (the CPU rule's default filled in) and whether the GPU rule checks
+    ``causal=True`` with the errors (deferred: no host read mid-layer; a batch's after its pads are masked)."""
     rule = rule_class(chunk_rule, x.device.type, precision)
     if rule == "cpu" and budget_bytes is None:
         budget_bytes = DEFAULT_BUDGET
-    flag = causal_violation(alpha) if rule == "gpu" and causal is True else None
-    return rule, budget_bytes, flag
+    return rule, budget_bytes, rule == "gpu" and causal is True
 
 
 def decompose_layer(
@@ -134,7 +133,8 @@ def decompose_layer(
         A `LayerResult`.
     """
     maths = _maths(lw)
-    rule, budget_bytes, flag = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
+    rule, budget_bytes, check = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
+    flag = causal_violation(alpha) if check else None
     res = maths.one(lw, x, alpha, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig, chunk_rows=chunk_rows,
                     budget_bytes=budget_bytes, causal=resolve_causal(alpha, causal, rule), rule=rule,
                     precision=precision)
@@ -187,10 +187,10 @@ def decompose_batch(
                                 chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal,
                                 chunk_rule=chunk_rule, precision=precision)
                 for b, n in enumerate(lengths)]
-    rule, budget_bytes, flag = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
+    rule, budget_bytes, check = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
     out = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
                       chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal, rule=rule, precision=precision,
-                      refs=refs if rule == "gpu" else None, flag=flag)
+                      refs=refs if rule == "gpu" else None, check_causal=check)
     if rule == "cpu":
         for b, (r, n) in enumerate(zip(out, lengths)):
             _record_errors(r, None if refs is None else {k: t[b, :n] for k, t in refs.items()})

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from report_builder.decompose.attention import (
-    attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
+    attn_self, attn_terms_src, attn_total, causal_violation, gram_norms, output_bias, value_vectors,
 )
 from report_builder.decompose.chunks import ff_tiles, gpu_plan
 from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, gated_integrals
@@ -56,12 +56,14 @@ def mask_pads(x: Tensor, alpha: Tensor, lengths: list[int]) -> tuple[Tensor, Ten
 def decompose_batch(lw: LayerWeights, x: Tensor, alpha: Tensor, lengths: list[int], want: set[str], *, ratios: bool,
                     extras: bool, ig: IGOptions, chunk_rows: int | None, budget_bytes: int | None,
                     causal: bool | None, rule: str = "cpu", precision: str = "float32",
-                    refs: dict[str, Tensor] | None = None, flag: Tensor | None = None) -> list[LayerResult]:
+                    refs: dict[str, Tensor] | None = None, check_causal: bool = False) -> list[LayerResult]:
     """A right-padded batch, x (B, n_max, d), alpha (B, H, n_max, n_max): one result per sequence over
     its real tokens. Pads are masked exactly (their inputs and probabilities, as queries and as keys,
     are zeroed), so every term a real token receives from a pad is an exact zero. ``refs`` (B, n_max, d)
-    and the deferred causality ``flag`` (GPU rule): the errors of the whole batch, read at once."""
+    and ``check_causal`` (GPU rule, ``causal=True``: whether the masked probabilities are causal): the
+    errors of the whole batch and the check, read at once."""
     x, alpha = mask_pads(x, alpha, lengths)
+    flag = causal_violation(alpha) if check_causal else None
     full = _decompose(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes,
                       resolve_causal(alpha, causal, rule), rule, precision, lengths)
     out = [_take(full, b, n) for b, n in enumerate(lengths)]
