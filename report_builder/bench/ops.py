@@ -18,11 +18,13 @@ NO_KERNEL = frozenset({
     "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::as_strided", "aten::transpose", "aten::t",
     "aten::permute", "aten::expand", "aten::expand_as", "aten::slice", "aten::select", "aten::narrow",
     "aten::unsqueeze", "aten::squeeze", "aten::diagonal", "aten::alias", "aten::detach", "aten::detach_",
-    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::resize_", "aten::split", "aten::unbind",
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided",
+    "aten::resize_", "aten::split", "aten::unbind",
     "aten::chunk", "aten::movedim", "aten::view_as", "aten::unflatten", "aten::flatten", "aten::lift_fresh",
     "aten::resolve_conj", "aten::resolve_neg", "aten::_reshape_alias", "aten::split_with_sizes",
     "aten::set_", "aten::is_nonzero", "aten::result_type", "aten::item", "aten::_local_scalar_dense",
-    "aten::contiguous", "aten::to", "aten::_to_copy", "aten::broadcast_tensors", "aten::_has_compatible_shallow_copy_type",
+    "aten::contiguous", "aten::to", "aten::_to_copy", "aten::broadcast_tensors",
+    "aten::_has_compatible_shallow_copy_type",
 })
 """Aten ops that launch no kernel themselves (their children, if any, are counted instead)."""
 

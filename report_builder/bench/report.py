@@ -43,7 +43,8 @@ def _ops_lines(result: dict) -> list[str]:
                        f"ops), GPU busy {o['gpu_busy_ms_per_layer']:.2f} ms per layer (profiler)")
         else:
             top = ", ".join(f"{k.replace('aten::', '')} {v}" for k, v in list(o["by_name"].items())[:4])
-            out.append(f"{what}: {o['ops_per_layer']:.0f} torch ops per layer (profiler; a kernel each on a GPU: {top}, ...)")
+            out.append(f"{what}: {o['ops_per_layer']:.0f} torch ops per layer (profiler; a kernel each on a GPU: "
+                       f"{top}, ...)")
     return out
 
 

@@ -2,13 +2,12 @@
 layer's maps held at a time), or keeps its maps in float16 (rounding within the stated bound)."""
 from __future__ import annotations
 
-import dataclasses
 import threading
 
 import pytest
 import torch
 
-from report_builder import engine, schema
+from report_builder import engine
 from report_builder.decompose import chunks
 from report_builder.decompose.layer import LayerResult
 from report_builder.engine import Tokens, decompose_sequences
@@ -55,7 +54,7 @@ def test_a_reader_that_stops_early_stops_the_stream():
 
 def test_an_error_in_the_stream_arrives_as_itself(monkeypatch):
     lm = tiny("llama")
-    monkeypatch.setitem(schema.PRECISIONS, "float32", dataclasses.replace(schema.PRECISIONS["float32"], bound=0.0))
+    monkeypatch.setattr(engine, "ERROR_BOUND", 0.0)
     with pytest.raises(ReconstructionError, match="exceeds"):
         list(decompose_sequences(lm, SEQS, maps=("ATB",), stream=True))
     assert not [t for t in threading.enumerate() if t.name == "decompose-stream"]
