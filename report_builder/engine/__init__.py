@@ -147,8 +147,8 @@ def decompose_sequences(
             deterministic path computes on the host and returns every part.
         chunk_rule: the FF step's device class, ``auto``/``cpu``/``gpu`` (`decompose.chunks`; default the
             model's, ``lm.chunk_rule``). precision: the pair-GEMM mode (`schema.PRECISIONS`; default
-            ``lm.precision``). Causality is the model's own (``lm.causal``; the reconstruction check at
-            ATTN would catch probabilities that are not).
+            ``lm.precision``). Causality is the model's own (``lm.causal``; the reconstruction check would
+            catch probabilities that are not: the FF sums would miss the pairs above the diagonal).
     """
     seqs, idxs, enforce = _prepare(lm, seqs, layers, check, enforce)
     if lm.placement is not None and any(lm.placement.offloaded):

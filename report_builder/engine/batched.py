@@ -205,7 +205,7 @@ def decompose_batches(lm: LoadedModel, seqs: list[Tokens], idxs: list[int], kw: 
             room, batch_size_cap))
     else:
         groups = plan_batches(lengths, lambda n: max(1, batch_size_cap or CPU_BATCH))
-    causal = lm.causal  # the model's own (an encoder's are never causal; a causal one's are checked by ATTN's error)
+    causal = lm.causal  # the model's own (never causal for an encoder; a causal one's checked by the errors)
     current: list[Batch] = []
 
     def step(pos: int, c: LayerCapture):

@@ -162,11 +162,18 @@ def test_gpu_rule_reads_nothing_on_the_host_mid_layer(monkeypatch):
 
 
 def test_gpu_rule_refuses_a_non_causal_alpha_given_as_causal():
+    """``causal=True`` on bidirectional probabilities: refused when the errors are read (refs given); a
+    caller that checks its own errors (the engine's batched path) sees the FF sums miss the pairs above the
+    diagonal (and ATTN's past one attention block)."""
     lm = tiny("bert")
     cap = _captures(lm, [10, 10])[0]
     lw = lm.layer_weights(0)
     with pytest.raises(ValueError, match="not causal"):
-        decompose_batch(lw, cap.x, cap.alpha, [10, 10], maps=lw.scopes, chunk_rule="gpu", causal=True)
+        decompose_batch(lw, cap.x, cap.alpha, [10, 10], maps=lw.scopes, chunk_rule="gpu", causal=True, refs=cap.refs)
+    with pytest.raises(ValueError, match="not causal"):  # one sequence: checked at the end of its layer
+        decompose_layer(lw, cap.x[0], cap.alpha[0], maps=lw.scopes, chunk_rule="gpu", causal=True)
+    r = decompose_batch(lw, cap.x, cap.alpha, [10, 10], maps=lw.scopes, chunk_rule="gpu", causal=True)[0]
+    assert float((r.sums["ATBFF"] - cap.refs["ATBFF"][0]).norm() / cap.refs["ATBFF"][0].norm()) > 1e-2
 
 
 @pytest.mark.parametrize("act", ["silu", "gelu", "gelu_new", "relu"])

@@ -188,7 +188,7 @@ def decompose_batch(
                                 chunk_rule=chunk_rule, precision=precision)
                 for b, n in enumerate(lengths)]
     rule, budget_bytes, check = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
-    check = check and refs is not None  # read with the errors; without them the caller's own check at ATTN
+    check = check and refs is not None  # read with the errors; without them, by the caller's own check
     out = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
                       chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal, rule=rule, precision=precision,
                       refs=refs if rule == "gpu" else None, check_causal=check)
