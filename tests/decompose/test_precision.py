@@ -91,3 +91,33 @@ def test_a_mode_that_cannot_pay_on_a_cpu_is_refused():
         config.replace(cfg, dtype="tf32", device="cuda", chunk_rule="cpu")
     with pytest.raises(ConfigError, match="chunk_rule: 'fast' is not one of auto, cpu, gpu"):
         config.replace(cfg, chunk_rule="fast")
+
+
+def test_check_takes_a_mode_and_a_rule_and_uses_the_modes_bound(tmp_path, capsys):
+    """`check --dtype bfloat16 --chunk-rule gpu` on a CPU: a correctness check (the bfloat16 bound, exit 0),
+    where a float32 bound would have failed."""
+    import json
+
+    from report_builder import cli
+    from tests.tiny_models import save_tiny
+
+    path = save_tiny("llama", tmp_path / "m")
+    assert cli.main(["check", "--model", str(path), "--dtype", "bfloat16", "--chunk-rule", "gpu", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bound"] == schema.precision("bfloat16").bound and out["ok"] is True
+    assert schema.ERROR_BOUND < out["max_rel_error"] <= out["bound"]
+
+
+def test_cache_key_names_a_rule_or_mode_only_off_the_default():
+    from report_builder.analyses.base import Subject
+
+    cfg = config.load_config(preset="smoke")
+    m = cfg.models[0]
+    key = lambda c: Subject(c, m, "f", False).base_params()  # noqa: E731
+    assert key(cfg) == key(config.replace(cfg, chunk_rule="cpu")) == {"model": m.name, "fingerprint": "f",
+                                                                       "dtype": "float32"}
+    assert key(config.replace(cfg, chunk_rule="gpu"))["chunk_rule"] == "gpu"
+    gpu = config.replace(cfg, device="cuda")
+    assert "chunk_rule" not in key(gpu) and "chunk_rule" not in key(config.replace(gpu, chunk_rule="gpu"))
+    assert key(config.replace(gpu, chunk_rule="cpu"))["chunk_rule"] == "cpu"
+    assert key(config.replace(gpu, dtype="tf32"))["precision_bound"] == schema.precision("tf32").bound

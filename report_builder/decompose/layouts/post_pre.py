@@ -116,11 +116,14 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
     nrm = lw.ln1 if post else lw.ln2
     s = norm_scale(nrm, xres)  # (B, n, 1)
     beta = nrm.bias if nrm.bias is not None else torch.zeros_like(b_o)
-    mw = norm_linear(nrm, w)
-    mx = norm_linear(nrm, x)
+    ln_scope = lay.ff_input
+    # FF is decomposed only when an FF scope map or the K24 extras are asked for: the ratios and the
+    # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
+    ff_wanted = bool(want & set(lay.ff_scopes)) or extras
+    mw = norm_linear(nrm, w) if ff_wanted or want & {"ATTNRESLN-N", ln_scope} else None  # only where read
+    mx = norm_linear(nrm, x) if ff_wanted else None
     n_bias = norm_linear(nrm, b_o.expand(B, n, d)) / s + beta  # (B, n, d) bias term after the norm
     xin = norm_linear(nrm, xres) / s + beta  # FF input (post: ATB, pre: ATBLN)
-    ln_scope = lay.ff_input
     res.sums[ln_scope] = xin
     res.bias[ln_scope] = n_bias
 
@@ -165,10 +168,6 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
         res.ratios["ATTNRES-N"] = ratio(ctx, self_res)
         res.ratios["ATTNRESLN-N"] = ratio(norm_linear(nrm, ctx), norm_linear(nrm, self_res))
 
-    ff_scopes = set(lay.ff_scopes)
-    # FF is decomposed only when an FF scope map or the K24 extras are asked for: the ratios and the
-    # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
-    ff_wanted = bool(want & ff_scopes) or extras
     if ff_wanted and rule == "gpu":
         plan = gpu_plan(n, d, lw.ff.d_ff, budget_bytes=gpu_budget(x, budget_bytes), batch=B, causal=causal,
                         gated=lw.ff.gated, itemsize=x.element_size(), reduced=precision in HALF, rows=chunk_rows,
