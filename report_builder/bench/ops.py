@@ -12,6 +12,9 @@ timed repeats).
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from typing import Callable
 
 NO_KERNEL = frozenset({
@@ -44,10 +47,16 @@ def count_ops(fn: Callable[[], object], device: str = "cpu") -> dict:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     if cuda:
         torch.cuda.synchronize()
-    with profile(activities=acts) as prof:
+    prof = profile(activities=acts)
+    with _quiet_stderr():  # some torch builds log a line to stderr as the profiler starts and stops
+        prof.start()
+    try:
         fn()
         if cuda:
             torch.cuda.synchronize()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
     events = prof.events()
     by_name: dict[str, int] = {}
     kernels = 0
@@ -72,3 +81,22 @@ def count_ops(fn: Callable[[], object], device: str = "cpu") -> dict:
 def _has_work(ev) -> bool:
     """Whether an op in `NO_KERNEL` (``aten::contiguous``, ``aten::to``) did work below it (a copy)."""
     return any(c.name.startswith("aten::") and (c.name not in NO_KERNEL or _has_work(c)) for c in ev.cpu_children)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 to /dev/null for the block (the profiler's start/stop lines come from C++)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # pragma: no cover - no real stderr
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -233,7 +233,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
     if short or (short is None and not long and naive):  # the engine against the naive formulas
         from report_builder.bench.short import run_short
 
-        short_res = run_short(lm, timed_layers, device=device, repeats=repeats, naive=naive, precision=mode,
+        short_res = run_short(lm, timed_layers[:1], device=device, repeats=repeats, naive=naive, precision=mode,
                               chunk_rule=rule)
     mm_raw = raw.pop("matmul")
     mm_s = statistics.median(mm_raw)

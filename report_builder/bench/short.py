@@ -9,7 +9,8 @@ random sequences (lengths seeded, 8-20 tokens) for the timed layers, side by sid
 - ``fast_*_batched``: the engine on the padded batch of 16 (`decompose_batch`, the batched path's call).
 
 Ratios are naive / engine (> 1: the engine is faster). Pitfall: the sequences come from one padded
-forward pass; a real token's inputs there equal its unpadded forward's to float rounding.
+forward pass; a real token's inputs there equal its unpadded forward's to float rounding. `bench.run`
+times it on the first timed layer only, without a warm-up (medians over the repeats).
 """
 from __future__ import annotations
 
@@ -74,8 +75,6 @@ def run_short(lm, layers: list[int], *, device: str, repeats: int, naive: bool =
                 "naive_k21_maps": lambda: [naive_k21(lw, x, al, maps=True) for lw, x, al, _ in one],
                 "naive_full": lambda: [reference_maps(reference_layer(lw, x, al, ig="closed")) for lw, x, al, _ in one],
             })
-        for fn in methods.values():  # warm-up
-            fn()
         raw: dict[str, list[float]] = {k: [] for k in methods}
         for _ in range(max(1, repeats)):
             for k, fn in methods.items():
