@@ -64,7 +64,7 @@ def count_ops(fn: Callable[[], object], device: str = "cpu") -> dict:
     for ev in events:
         if cuda and getattr(ev, "device_type", None) is not None and ev.device_type.name == "CUDA":
             kernels += 1
-            busy_us += float(getattr(ev, "device_time", 0.0) or getattr(ev, "cuda_time", 0.0) or 0.0)
+            busy_us += float(ev.time_range.elapsed_us())  # a kernel's (or copy's) own duration on the device
             continue
         name = ev.name
         if not name.startswith("aten::") or name in NO_KERNEL:

@@ -16,8 +16,9 @@ from report_builder.decompose.chunks import pair_count
 MATMUL_FLOPS_CAP = 1e12
 """The roofline matmul makes as many calls as the FF step makes GEMMs, up to this many FLOPs (a long
 sequence's FF step would otherwise double the bench's time)."""
-MATMUL_ROWS = {"cpu": 16384, "cuda": 1 << 20}
-"""At most this many rows in one roofline call (CPU: the rate is flat beyond; a GPU: one large buffer's GEMM)."""
+MATMUL_ROWS = {"cpu": 16384, "cuda": 1 << 18}
+"""At most this many rows in one roofline call: the rate is flat beyond (a GPU's GEMM is saturated long before
+262144 rows), and the operands are drawn on the device."""
 
 
 def gemm_shape(rule: str, plan, batch: int, n: int, causal: bool, chunk: int, tile: int, device: str,

@@ -202,9 +202,9 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
 
         mm_rows, mm_calls = gemm_shape(rule, plan, batch, n, causal, chunk, tile, device, len(lws))
         mm_calls = min(mm_calls, max(1, int(MATMUL_FLOPS_CAP // (2 * mm_rows * dff * d))))  # long sequences
-        gen = torch.Generator().manual_seed(1)
-        mm_a = torch.randn(mm_rows, dff, generator=gen).to(device=device, dtype=input_dtype(mode))
-        mm_b = torch.randn(dff, d, generator=gen).to(device=device, dtype=input_dtype(mode))
+        gen = torch.Generator(device=device).manual_seed(1)  # drawn where they are used (a GPU's: GBs)
+        mm_a = torch.randn(mm_rows, dff, generator=gen, device=device).to(input_dtype(mode))
+        mm_b = torch.randn(dff, d, generator=gen, device=device).to(input_dtype(mode))
         methods["matmul"] = lambda: [pair_mm(mm_a, mm_b, mode) for _ in range(mm_calls)]
         for k in ("forward", "fast_ratios", "fast_k21_maps", "fast_full", "fast_ff", "matmul"):  # warm-up
             if k in methods and not long:
