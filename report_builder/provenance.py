@@ -107,7 +107,7 @@ def build_provenance(cfg: Config, models: dict, datasets: dict, inputs: dict | N
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
         "tf32": bool(cuda and torch.backends.cuda.matmul.allow_tf32),
         "chunk_rule": chunk_class(cfg.chunk_rule, str(cfg.device).split(":")[0], cfg.dtype),
-        "precision": {"mode": cfg.dtype, "bound": precision(cfg.dtype).bound},
+        "error_bound": precision(cfg.dtype).bound,  # the precision mode's (``dtype``) reconstruction bound
         "device_map": {m: p["layers"] for m, p in placements(cfg, strict=False).items()},
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
         "config": guard.public_config(cfg.to_dict()),

@@ -117,7 +117,7 @@ def figure_provenance(prov: dict[str, Any], tables: dict[str, pd.DataFrame], mod
         "transformers_version": prov.get("transformers_version"),
         "device": prov.get("device"),
         "dtype": prov.get("dtype"),
-        **({"precision": prov["precision"], "chunk_rule": prov.get("chunk_rule")} if prov.get("precision") else {}),
+        **({"error_bound": prov["error_bound"], "chunk_rule": prov.get("chunk_rule")} if "error_bound" in prov else {}),
         "max_reconstruction_error": max_recon_error(tables, tuple(used_m), tuple(used_d)),
         "date": prov.get("date"),
         "preset": prov.get("preset"),
@@ -160,9 +160,9 @@ def provenance_html(rec: dict[str, Any]) -> str:
     if rec["params"]:
         rows.append(("Parameters", "; ".join(f"{html.escape(str(k))} = {_code(v)}" for k, v in rec["params"].items())))
     err = rec["max_reconstruction_error"]
-    mode = rec.get("precision") or {"mode": "float32", "bound": 1e-4}  # a record before precision modes: float32
+    bound = rec.get("error_bound", 1e-4)  # a record from before the precision modes: float32's
     rows.append(("Max reconstruction error", "not recorded" if err is None else
-                 f"{err:.2e} (relative, bound {float(mode['bound']):.1e} of {html.escape(str(mode['mode']))})"))
+                 f"{err:.2e} (relative, bound {float(bound):.1e} of {html.escape(str(rec.get('dtype')))})"))
     rows.append(("report_builder", f"{html.escape(str(rec['report_builder_version']))}, commit {_code(rec['git_commit'])}"))
     rows.append(("torch / transformers", f"{html.escape(str(rec['torch_version']))} / {html.escape(str(rec['transformers_version']))}"))
     rows.append(("Device, dtype", f"{html.escape(str(rec['device']))}, {html.escape(str(rec['dtype']))}"
