@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", help="float32, tf32, bfloat16 or float16: the pair GEMMs' "
                                                       "precision mode (default float32)")
-    p.add_argument("--chunk-rule", dest="chunk_rule", default="auto", choices=CHUNK_RULES,
+    p.add_argument("--chunk-rule", dest="chunk_rule", default=None, choices=CHUNK_RULES,
                    help="how the feed-forward step is cut: auto (default: the device's), cpu or gpu")
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
     p.add_argument("--repeats", type=int, help="timed repeats per method (default 3; not with --k24-pass or --k21-pass)")
@@ -276,6 +276,8 @@ def _inapplicable(args) -> str | None:
         return "--shape and --model exclude each other: bench a synthetic shape or a real model"
     if args.cmd == "bench" and (args.k24_pass or getattr(args, "k21_pass", None)) and given("repeats"):
         return "--repeats applies to the side-by-side benchmark, not to --k24-pass or --k21-pass"
+    if args.cmd == "bench" and (args.k24_pass or getattr(args, "k21_pass", None)) and given("chunk_rule"):
+        return "--chunk-rule applies to the side-by-side benchmark (a pass uses the device's rule)"
     if args.cmd == "bench" and args.k24_pass and getattr(args, "k21_pass", None):
         return "--k24-pass and --k21-pass exclude each other: time one pass at a time"
     if args.cmd == "list" and args.what != "datasets" and given("data_dir"):
@@ -443,7 +445,7 @@ def _dispatch(args) -> int:
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
                         batch=1 if args.batch is None else args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
                         repeats=3 if args.repeats is None else args.repeats, threads=args.threads, layers=args.layers,
-                        naive=False if args.skip_naive else None, chunk_rule=args.chunk_rule)
+                        naive=False if args.skip_naive else None, chunk_rule=args.chunk_rule or "auto")
         _say(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
         return 0
     if args.cmd == "serve":
