@@ -220,14 +220,12 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
     return rep, site
 
 
-def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", dtype: str = "float32",
-          chunk_rule: str = "auto") -> list[dict]:
-    """Decompose a few sentences and return the max relative error per layer (from 1) and check point
-    (``dtype``: a precision mode, `schema.PRECISIONS`; ``chunk_rule``: auto, cpu or gpu)."""
+def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", **kw) -> list[dict]:
+    """Decompose a few sentences: the max relative error per layer (from 1) and check point (`check_model`)."""
     require("torch", "transformers", purpose="`check`")
     from report_builder.engine import check_model
 
-    return check_model(source, texts, device=device, dtype=dtype, chunk_rule=chunk_rule)
+    return check_model(source, texts, device=device, **kw)
 
 
 def bench(**kwargs) -> dict:
