@@ -11,6 +11,7 @@ device and dtype (`LayerWeights.to`); the layouts never move or cast them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 from torch import Tensor
@@ -97,6 +98,14 @@ def relative_error(ours: Tensor, ref: Tensor) -> float:
 
 
 
+@lru_cache(maxsize=16)
+def real_rows(lengths: tuple[int, ...], n_max: int, device: str) -> Tensor:
+    """(B, n_max) bool: which rows of a right-padded batch are real tokens. Cached per batch shape and built
+    on the device by its own ops (no host-to-device copy, which could wait for the device mid-layer)."""
+    pos = torch.arange(n_max, device=device)
+    return torch.stack([pos < n for n in lengths])
+
+
 def batch_errors(sums: dict[str, Tensor], refs: dict[str, Tensor], lengths: list[int],
                  flag: Tensor | None = None) -> tuple[list[dict[str, float]], bool]:
     """`relative_error` of every check point of a padded batch at once, read on the host in one step.
@@ -117,7 +126,7 @@ def batch_errors(sums: dict[str, Tensor], refs: dict[str, Tensor], lengths: list
     for k in keys:
         o, r = sums[k].float(), refs[k].float()
         if pad is None and any(n < o.shape[1] for n in lengths):
-            pad = torch.arange(o.shape[1], device=o.device)[None, :] < torch.tensor(lengths, device=o.device)[:, None]
+            pad = real_rows(tuple(lengths), o.shape[1], str(o.device))
         e = (o - r).norm(dim=-1) / r.norm(dim=-1).clamp_min(1e-12)
         rows.append((e if pad is None else torch.where(pad, e, 0.0)).amax(-1))
     if flag is not None:

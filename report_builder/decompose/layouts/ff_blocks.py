@@ -67,7 +67,7 @@ def _map_index(blocks: tuple, B: int, n: int, device: str) -> Tensor:
     parts = []
     for seq, start, stop, src in blocks:
         j = torch.arange(src, device=device).view(-1, 1, 1)
-        bb = (torch.arange(B, device=device) if seq < 0 else torch.tensor([seq], device=device)).view(1, -1, 1)
+        bb = (torch.arange(B, device=device) if seq < 0 else torch.arange(seq, seq + 1, device=device)).view(1, -1, 1)
         i = torch.arange(start, stop, device=device).view(1, 1, -1)
         parts.append((bb * (n * n) + i * n + j).reshape(-1))
     return torch.cat(parts)

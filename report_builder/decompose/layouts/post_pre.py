@@ -23,7 +23,7 @@ from report_builder.decompose.attention import (
 )
 from report_builder.decompose.chunks import ff_tiles, gpu_plan
 from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, gated_integrals
-from report_builder.decompose.layer import LayerResult, LayerWeights
+from report_builder.decompose.layer import LayerResult, LayerWeights, real_rows
 from report_builder.decompose.layouts import ff_blocks
 from report_builder.decompose.layouts.common import add_diag, gpu_budget, gpu_errors, norm32, ratio, resolve_causal
 from report_builder.decompose.precision import HALF
@@ -46,8 +46,7 @@ def mask_pads(x: Tensor, alpha: Tensor, lengths: list[int]) -> tuple[Tensor, Ten
     B, n_max, _ = x.shape
     if all(n == n_max for n in lengths):
         return x, alpha
-    real = torch.arange(n_max, device=x.device)[None, :] < torch.tensor(lengths, device=x.device)[:, None]
-    keep = real.to(x.dtype)
+    keep = real_rows(tuple(lengths), n_max, str(x.device)).to(x.dtype)
     x = x * keep[..., None]
     alpha = alpha * (keep[:, None, :, None] * keep[:, None, None, :]).to(alpha.dtype)
     return x, alpha
