@@ -18,6 +18,8 @@ makes (models, datasets, parameters, versions, error bound) plus what `recipe_fi
   (name, source, role, revision), every field of every dataset entry, ``k21``, ``k24``, ``ig``,
   ``device``, ``dtype``, ``batch_size``, ``max_memory``, ``device_map``, ``data_dir``; local paths in
   their public form (`guard.public_path`);
+- ``precision``: the published-precision rule its numbers were rounded by (`report_builder.precision`)
+  and the tolerance a rebuild is "equal within";
 - ``libraries`` (the rendering process) and ``analysis_libraries`` (the process that computed the
   tables): the versions of every library the numbers and the drawing go through, and ``python``;
 - ``recipe_sha256``: SHA-256 of the canonical JSON of everything else (`seal`): a recipe edited after
@@ -34,6 +36,8 @@ import hashlib
 import json
 import platform
 from typing import Any
+
+from report_builder import precision
 
 FORMAT = "report_builder figure recipe 1"
 """The ``recipe`` field of a version's provenance.json: which reader understands it."""
@@ -142,6 +146,7 @@ def recipe_fields(spec: Any, roles: Any, prov: dict[str, Any], judged: tuple[dic
         "tf32": prov.get("tf32"),
         "device_map": prov.get("device_map") or {},
         "python_version": prov.get("python_version"),
+        "precision": precision.describe(),
         "libraries": render_libraries(),
         "analysis_libraries": prov.get("libraries") or {},
     }

@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from report_builder import precision
+
 FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib")
 """Every version's files (all required)."""
 OPTIONAL = ("paper_vs_ours.csv",)
@@ -79,18 +81,23 @@ def unspreadsheet_cell(value: Any) -> Any:
 
 def csv_text(frame: pd.DataFrame) -> str:
     """``frame`` as the text of a CSV file of the site (no index), safe to open in a spreadsheet:
-    every text cell and column name through `spreadsheet_cell`. The one CSV writer of the site
-    (``data.csv``, ``paper_vs_ours.csv``)."""
+    every text cell and column name through `spreadsheet_cell`, every float rounded by the published-
+    precision rule (`precision.round_array`; float32 columns as the float64 of their rounded decimal).
+    The one CSV writer of the site (``data.csv``, ``paper_vs_ours.csv``)."""
     out = frame.rename(columns=spreadsheet_cell)
     for k in range(out.shape[1]):
         col = out.iloc[:, k]
         if isinstance(col.dtype, pd.CategoricalDtype):
             safe = col.cat.rename_categories(spreadsheet_cell) if any(
                 spreadsheet_cell(c) is not c for c in col.cat.categories) else col
+        elif pd.api.types.is_float_dtype(col.dtype):  # published precision (`precision`)
+            safe = pd.Series(precision.round_array(col.to_numpy(dtype=float)), index=col.index, name=col.name)
         elif col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
             safe = _map_texts(col, spreadsheet_cell)  # numbers, NaN and None untouched
+            if col.dtype == object and any(isinstance(v, float) for v in safe):
+                safe = safe.map(lambda v: precision.round_value(v) if isinstance(v, float) else v)
         else:
-            continue  # numeric, boolean, datetime columns: written as they are
+            continue  # integer, boolean, datetime columns: written as they are
         if safe is not col and not safe.equals(col):  # unchanged columns keep their dtype (and bytes)
             out.isetitem(k, safe)
     return out.to_csv(index=False)

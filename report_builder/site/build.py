@@ -355,12 +355,13 @@ def shown_table(result: FigureResult) -> pd.DataFrame | None:
 
 
 def figure_files(spec: FigureSpec, result: FigureResult, tables: Any, figures_dir: Path, inline_limit: int,
-                 render_cache: RenderCache | None = None) -> FigureFiles:
-    """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.citations.reproduce`'s way)."""
+                 render_cache: RenderCache | None = None, previous: Path | None = None) -> FigureFiles:
+    """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.citations.reproduce`'s way);
+    ``previous``: the figure's current published version, kept when equal within the precision."""
     table = shown_table(result)
     return write_figure_files(spec.id, result.data, result.chart, table if table is not None else result.data,
                               figures_dir, inline_limit, title=figure_title(spec, result, tables), svg=result.svg,
-                              render_cache=render_cache, units=spec.units)
+                              render_cache=render_cache, units=spec.units, previous=previous)
 
 
 def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, reported: dict[str, Any],
@@ -385,7 +386,8 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     else:
         tracker = ReadTracker(display)
         ctx = FigureContext(tables=tracker, roles=roles, reported=reported)
-        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache)
+        previous = versions.old_folder(spec.id, versions.previous_current.get(spec.id, "")) if versions else None
+        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous)
         if figure_cache is not None and meta is not None:
             figure_cache.put(spec, tracker.reads(), fig_dir if sec.not_configured is None else None, meta)
         if sec.not_configured is not None:
@@ -416,7 +418,7 @@ def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) ->
 
 
 def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
-                   log: Callable[[str], Any], render_cache: RenderCache | None
+                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Path | None = None
                    ) -> tuple[Section, dict[str, Any] | None]:
     """Build one figure and write its files; the section and what `figure_cache` stores of it (None
     when its parameters would not come back from JSON as they are)."""
@@ -433,17 +435,20 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     drawn = result.svg is not None
     table = shown_table(result)
     try:
-        ff = figure_files(spec, result, ctx.tables, fig_dir.parent, inline_limit, render_cache)
+        ff = figure_files(spec, result, ctx.tables, fig_dir.parent, inline_limit, render_cache, previous)
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     files = dict(ff.files)
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None, units=spec.units)
     if cmp is not None:
         write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
+        if ff.kept and (previous / "paper_vs_ours.csv").is_file():  # the kept version's own (same precision)
+            shutil.copyfile(previous / "paper_vs_ours.csv", fig_dir / "paper_vs_ours.csv", follow_symlinks=False)
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
-    log(f"site: {spec.id} {'reused' if ff.reused else 'built'} ({ff.content_hash})")
+    log(f"site: {spec.id} " + (f"kept ({ff.content_hash}: equal within the published precision)" if ff.kept else
+                               f"{'reused' if ff.reused else 'built'} ({ff.content_hash})"))
     sec = Section(
         result=result, files=files, content_hash=ff.content_hash, page_spec=ff.page_spec,
         spec_attr=pages.spec_attr(ff.page_spec) if ff.page_spec is not None else "",
