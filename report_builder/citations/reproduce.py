@@ -283,6 +283,8 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
 
     cache = Cache(cfg.cache_dir)
     guard.check_writable(cache.base, "the cache directory", "--cache")
+    with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
+        pass  # reproduced/ is a real folder of the cache, not a link: refused before any work
     plan = planning.plan(cfg, cache)
     plan = dataclasses.replace(plan, tasks=_needed(rec, plan))
     executor = LocalExecutor(cache, log=log, progress=progress)
@@ -304,8 +306,6 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
         return "not-configured"
     # the id is a registered one and the hash of its form (`readback.read_recipe`): the name stays in reproduced/
     target = cache.reproduced / f"{spec.id}-{out.recorded}"
-    with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
-        pass  # reproduced/ is a real folder of the cache, not a link
     tmp = guard.make_tmp_dir(target)
     with guard.removing(tmp):
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))

@@ -51,7 +51,7 @@ from report_builder.citations import earlier_site, history, permalinks
 from report_builder.citations.version_files import write_csv
 from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
-from report_builder.site import publish
+from report_builder.site import publish, svgsafe
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
@@ -165,7 +165,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     cache_manifest, build_record = state.manifest, state.record
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
-    versions = permalinks.Versions(out_dir, site_url, log)  # earlier versions, carried into the new site
+    versions = permalinks.Versions(out_dir, site_url, log, svgsafe.is_safe)  # earlier versions, carried (verified)
     past = history.read(out_dir, log)  # validated; a damaged one kept as it was (`citations.earlier_site`)
     try:
         tmp_docs.mkdir(parents=True)
@@ -386,8 +386,10 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     else:
         tracker = ReadTracker(display)
         ctx = FigureContext(tables=tracker, roles=roles, reported=reported)
-        previous = versions.old_folder(spec.id, versions.previous_current.get(spec.id, "")) if versions else None
-        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous)
+        old = versions.previous_current.get(spec.id, "") if versions else ""
+        previous = versions.old_folder(spec.id, old) if versions else None
+        carry = functools.partial(versions.carry_file, spec.id, old) if previous is not None else None
+        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous, carry)
         if figure_cache is not None and meta is not None:
             figure_cache.put(spec, tracker.reads(), fig_dir if sec.not_configured is None else None, meta)
         if sec.not_configured is not None:
@@ -418,7 +420,8 @@ def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) ->
 
 
 def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
-                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Path | None = None
+                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Path | None = None,
+                   carry: Callable[[str, Path], bool] | None = None
                    ) -> tuple[Section, dict[str, Any] | None]:
     """Build one figure and write its files; the section and what `figure_cache` stores of it (None
     when its parameters would not come back from JSON as they are)."""
@@ -442,8 +445,8 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None, units=spec.units)
     if cmp is not None:
         write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
-        if ff.kept and (previous / "paper_vs_ours.csv").is_file():  # the kept version's own (same precision)
-            shutil.copyfile(previous / "paper_vs_ours.csv", fig_dir / "paper_vs_ours.csv", follow_symlinks=False)
+        if ff.kept and carry is not None:  # the kept version's own (same precision), as its record lists it
+            carry("paper_vs_ours.csv", fig_dir)
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
