@@ -32,7 +32,8 @@ def version(site: Path, fig: str, n: int, created: str) -> tuple[str, dict]:
            "device": "cpu", "dtype": "float32", "preset": "custom", "date": created,
            "permalink": f"https://example.org/r/{permalink(fig, h)}",
            "config": {"models": [{"name": "tiny", "source": "tiny-a"}], "datasets": [{"id": "wiki", "n": 3}]},
-           "roles": {"primary_encoder": "tiny", "encoders": ["tiny"], "datasets": ["wiki"]}, "display": {},
+           "roles": {"primary_encoder": "tiny", "primary_causal": None, "encoders": ["tiny"], "variants": ["tiny"],
+                     "seed_group": [], "datasets": ["wiki"], "preset": "custom"}, "display": {},
            "inline_limit": 200000}
     files = {"chart.svg": SVG, "chart.png": b"\x89PNG fake", "data.csv": csv, "spec.json": spec,
              "provenance.json": json.dumps(rec, indent=1), "cite.bib": f"@misc{{x{n},\n  url = {{{permalink(fig, h)}}}\n}}\n"}

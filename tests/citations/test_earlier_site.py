@@ -51,6 +51,7 @@ def _hostile(tmp_path) -> tuple[dict, object]:
     os.symlink(s / "page.svg", site / "history" / syn.FIG / "linked.svg")
     (site / "history" / "planted.svg").write_text(syn.EVIL_SVG)
     (site / "figures" / "versions.json").write_text(json.dumps(index))
+    os.link(site / "figures" / "versions.json", s / "versions-hard.json")  # the index itself a hard link out
     info["evil"] = h
     return info, s
 
@@ -94,6 +95,7 @@ def test_clean_over_a_hostile_site_follows_no_link_and_names_each_version_remove
     around = syn.snapshot(tmp_path, skip=(site,))
     code, out, err = _clean(capsys, site, tmp_path)
     assert code == 0 and "kept its 4 published figure versions" in out, out + err  # the forged one too: no flag
+    assert syn.snapshot(tmp_path, skip=(site,)) == around  # the index rewritten by rename, not through its link
     assert not (site / "index.html").exists() and not (site / "figures" / "k21-tab2").is_symlink()
     assert not (site / "figures" / syn.FIG / "aaaaaaaaaaaa").is_symlink()  # a link is no version: removed as a link
     assert (site / permalink(syn.FIG, info["old"]) / "spec.json").is_file()

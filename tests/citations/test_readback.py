@@ -115,7 +115,8 @@ def test_a_record_the_site_shows_is_validated(tmp_path, edit, why):
 
 
 @pytest.mark.parametrize("variant", ["traversal id", "traversal hash", "upper-case hash", "unknown roles key",
-                                     "deep", "200 MB", "fifo", "link", "folder link", "not a dict"])
+                                     "missing role", "display types", "deep", "200 MB", "fifo", "link", "folder link",
+                                     "not a dict"])
 def test_reproduce_refuses_a_hostile_recipe_in_one_line(tmp_path, capsys, variant):
     info, folder, rec = _record(tmp_path)
     case = tmp_path / "case"
@@ -123,7 +124,9 @@ def test_reproduce_refuses_a_hostile_recipe_in_one_line(tmp_path, capsys, varian
     prov = case / "provenance.json"
     edits = {"traversal id": ("figure", {"id": "../../../sentinel"}), "traversal hash": ("content_hash", "../../../x"),
              "upper-case hash": ("content_hash", rec["content_hash"].upper()),
-             "unknown roles key": ("roles", {**rec["roles"], "evil": "x"})}
+             "unknown roles key": ("roles", {**rec["roles"], "evil": "x"}),
+             "missing role": ("roles", {k: v for k, v in rec["roles"].items() if k != "variants"}),
+             "display types": ("display", {"tiny": {"style": ["x"], "causal": "yes"}})}
     if variant in edits:
         k, v = edits[variant]
         prov.write_text(json.dumps({**rec, k: v}))
@@ -144,11 +147,22 @@ def test_reproduce_refuses_a_hostile_recipe_in_one_line(tmp_path, capsys, varian
     else:
         prov.write_text("[1, 2]")
     why = {"traversal id": "figure.id", "traversal hash": "content_hash", "upper-case hash": "content_hash",
-           "unknown roles key": "roles has keys other than", "deep": "nested deeper", "200 MB": "larger than",
+           "unknown roles key": "roles has keys other than", "missing role": "roles lacks variants",
+           "display types": "display is not", "deep": "nested deeper", "200 MB": "larger than",
            "fifo": "not a regular file", "link": "symbolic link", "folder link": "symbolic link",
            "not a dict": "not a JSON object"}[variant]
     _one_error(capsys, ["reproduce", str(case), "--cache", str(tmp_path / "rc"), "--no-progress"], 2, why)
     assert not (tmp_path / "rc").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("key", ["bogus", "k21", "models"])
+def test_an_unknown_key_of_the_recipes_configuration_is_one_line_exit_3(tmp_path, capsys, key):
+    info, folder, rec = _record(tmp_path)
+    conf = {"bogus": {**rec["config"], "bogus": 1}, "k21": {**rec["config"], "k21": {"bogus": 1}},
+            "models": {**rec["config"], "models": [{"name": "tiny", "source": "tiny-a", "bogus": 2}]}}[key]
+    (folder / "provenance.json").write_text(json.dumps({**rec, "config": conf}))
+    _one_error(capsys, ["reproduce", str(folder), "--cache", str(tmp_path / "rc"), "--no-progress"], 3,
+               "the recipe's configuration is not valid here", "bogus: unknown key")
 
 
 def test_diff_reads_bounded_and_follows_no_link(tmp_path, capsys):
