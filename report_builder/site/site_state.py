@@ -85,8 +85,12 @@ class SiteState:
         from report_builder import atomic
 
         cache = self.root.parent.parent
-        with atomic.opened_dir(cache, (self.root.parent.name, self.root.name), create=True):
-            return self.root
+        try:
+            with atomic.opened_dir(cache, (self.root.parent.name, self.root.name), create=True):
+                return self.root
+        except (guard.UnsafeOutput, FileExistsError, NotADirectoryError) as e:
+            raise guard.UnsafeOutput(f"the output's state folder in the cache {self.root} cannot be used: {e}; remove "
+                                     f"what is in its way (the renders are made again)") from None
 
     def working(self, new_site: Path) -> Path:
         """The folder this build reads and writes its renders in: ``root`` itself with a results cache;
