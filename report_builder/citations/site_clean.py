@@ -97,6 +97,8 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
         figures = []
     for name, is_dir in figures:
         if name == Path(INDEX).name:
+            if is_dir:  # a folder where the index goes: not the tool's; the index is written in its place
+                atomic.remove_inside(out, out / INDEX)
             continue
         if readback.figure_id(name) is None or not is_dir:
             atomic.remove_inside(out, out / "figures" / name)
