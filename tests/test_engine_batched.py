@@ -108,13 +108,15 @@ def test_half_maps_on_the_batched_path():
             torch.testing.assert_close(t.float(), full[k, layer].maps[m], rtol=5e-4, atol=3e-8)
 
 
-def test_k21_tables_from_the_batched_path_equal_the_cpu_build_within_float_rounding():
+@pytest.mark.parametrize("rule", ["auto", "gpu"])
+def test_k21_tables_from_the_batched_path_equal_the_cpu_build_within_float_rounding(rule):
     from report_builder.analyses import k21_compute
     from tests.analyses.test_k24 import _seqs
 
     lm = tiny("bert")
     enc = _seqs(lm)
     a = k21_compute.mixing_ratios(lm, enc, model="m", dataset="d")
+    lm.chunk_rule = rule  # "gpu": a GPU build's rule, on CPU tensors
     b = k21_compute.mixing_ratios(lm, enc, model="m", dataset="d", batched=True, batch_size=2)
     for name in a:
         x, y = a[name], b[name]

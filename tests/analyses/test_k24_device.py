@@ -76,12 +76,14 @@ def test_device_statistics_of_the_same_maps_equal_the_host_ones(family, include_
         np.testing.assert_allclose(dt[c], ht[c], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("family", ["bert", "llama"])
-def test_scope_analyses_with_device_statistics_agree_with_the_host_tables(family):
-    """End to end on the batched path (padded batches of 3): the k24 tables within 1e-6 of the CPU build's."""
+@pytest.mark.parametrize("family, rule", [("bert", "auto"), ("llama", "auto"), ("bert", "gpu"), ("llama", "gpu")])
+def test_scope_analyses_with_device_statistics_agree_with_the_host_tables(family, rule):
+    """End to end on the batched path (padded batches of 3), with the CPU's chunk rule and with a GPU
+    build's (the GPU rule forced on CPU tensors): the k24 tables within 1e-6 of the CPU build's."""
     lm = tiny(family)
     enc = _seqs(lm)
     a = k24_compute.scope_analyses(lm, enc, model="m", dataset="d", top_k=5)
+    lm.chunk_rule = rule  # what a GPU build runs (`loading.load_for`), here on CPU tensors
     b = k24_compute.scope_analyses(lm, enc, model="m", dataset="d", top_k=5, device_stats=True, batch_size=3)
     assert a.keys() == b.keys()
     for name in a:
