@@ -12,6 +12,7 @@
 #   tests/tools/gpu_check.sh [--out FILE] [--budget SECONDS]   one JSON (default $OUT/gpu-check.json, else
 #                                                              ./gpu-check.json) and the log beside it (.log)
 #   tests/tools/gpu_check.sh --dry-run                         the same on the CPU, tiny sizes (in the suite)
+# GPU_CHECK_COMMIT=<hash> records the commit where the tree has no .git (a copied working tree).
 # Without a CUDA device (and without --dry-run) it prints one line and exits 2, running nothing.
 set -uo pipefail
 PY="${PY:-python3}"
