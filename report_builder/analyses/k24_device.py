@@ -20,7 +20,9 @@ the host, once per sequence), `DeviceStats.tables` into `k24_compute.scope_parti
 code runs on CPU tensors, which is how it is tested against the host statistics: the ranks and hence ρ
 are exact in float64 (sums of half-integer products), the rest agrees to float rounding.
 
-Pitfall: the batch tensors hold padding; every statistic masks it (`engine.Batch.real`).
+Pitfall: the batch tensors hold padding; every statistic masks it (`engine.Batch.real`). This module
+imports torch at its top: only `k24_compute.scope_partials` imports it, inside the function, so a
+cached build never does.
 """
 from __future__ import annotations
 
