@@ -16,11 +16,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from report_builder import last_build
+from report_builder import caches, last_build
 from report_builder.cache import Cache
+from report_builder.cache_lock import using
 from report_builder.config import Config, as_config, choose_threads  # noqa: F401 - api.choose_threads
 from report_builder.extras import require
-from report_builder.housekeeping import check_ids, clean, preflight
+from report_builder.housekeeping import check_ids, checks, clean, preflight
 from report_builder.last_build import tables_from_cache
 from report_builder.listing import list_datasets, list_figures, list_models  # noqa: F401 - `list` answers
 from report_builder.provenance import placements  # noqa: F401 - api.placements
@@ -50,8 +51,9 @@ class AnalyzeReport:
 def configure(path: str | None = None, *, preset: str | None = None, models=(), **changes) -> Config:
     """The build configuration: a YAML file or a preset (``default``), with ``changes`` applied.
 
-    ``models`` (CLI ``--model``) replaces the configured models; each becomes the primary encoder or
-    primary causal model by its adapter's causality (later ones of the same kind are variants).
+    ``models`` (CLI ``--model``): ``NAME=SOURCE`` items swap a configured model's source and keep its name,
+    role and figures; bare ``SOURCE`` items replace the configured models (a report of only those, each the
+    primary encoder or primary causal model by its adapter's causality; later ones variants).
     """
     from report_builder import config as C
 
@@ -61,7 +63,9 @@ def configure(path: str | None = None, *, preset: str | None = None, models=(), 
     if models:
         from report_builder.models.loading import adapter_of
 
-        cfg = C.with_models(cfg, list(models), [adapter_of(src).causal for src in models])
+        from report_builder.overrides import with_model_items
+
+        cfg = with_model_items(cfg, list(models), lambda src: adapter_of(src).causal)
     return check_ids(cfg)
 
 
@@ -96,27 +100,33 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     Returns:
         The concatenated result tables, the build provenance and what was computed or reused.
     """
-    cache = preflight(cfg, site=False)
     from report_builder.analyses import assemble, planning
     from report_builder.executors.local import LocalExecutor
+    from report_builder.executors.progress import overall
     from report_builder.provenance import build_provenance
 
     t_start = time.perf_counter()
-    executor = executor or LocalExecutor(cache, log=log, progress=progress)
-    if isinstance(executor, LocalExecutor):  # (a distributed executor sets up its workers' CPU engine itself)
-        executor.prepare(cfg)
-    plan = planning.plan(cfg, cache)
-    results = list(executor.execute(plan))
-    final = planning.final_results(results)  # shards' partial tables are not tables of the build
-    rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in final), cfg, plan.sets),
-                        provenance=build_provenance(cfg, *assemble.provenance(plan, final)),
-                        reused=[r.task.label for r in results if r.reused],
-                        computed=[r.task.label for r in results if not r.reused],
-                        entries=[(r.task.analysis, r.entry.meta["key"]) for r in final],
-                        seconds=time.perf_counter() - t_start)
-    for line in cache.log:
-        log(line)
-    rep.table_hashes = last_build.save(cfg, rep.entries, rep.provenance, rep.tables)
+    checks(cfg, site=False)
+    with using(cfg.cache_dir, "analyze"):  # shared with other builds; `clean` waits (or they do)
+        cache = preflight(cfg, site=False)
+        caches.warn_legacy(cfg.cache_dir)  # an earlier version's ./.cache/report_builder is not read: said once
+        executor = executor or LocalExecutor(cache, log=log, progress=progress)
+        if isinstance(executor, LocalExecutor):  # (a distributed executor sets up its workers' CPU engine itself)
+            executor.prepare(cfg)
+        plan = planning.plan(cfg, cache)
+        with overall(plan, cache, enabled=progress, log=log) as line:  # one line: tasks, elapsed, ETA
+            results = list(line.track(executor.execute(plan)))
+        final = planning.final_results(results)  # shards' partial tables are not tables of the build
+        rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in final), cfg, plan.sets),
+                            provenance=build_provenance(cfg, *assemble.provenance(plan, final)),
+                            reused=[r.task.label for r in results if r.reused],
+                            computed=[r.task.label for r in results if not r.reused],
+                            entries=[(r.task.analysis, r.entry.meta["key"]) for r in final],
+                            seconds=time.perf_counter() - t_start)
+        for line in cache.log:
+            log(line)
+        rep.table_hashes = last_build.save(cfg, rep.entries, rep.provenance, rep.tables)
+        caches.remember(cfg.cache_dir)  # so that `render` elsewhere can name it
     return rep
 
 
@@ -164,10 +174,11 @@ def render(config: Any = None, tables: dict[str, pd.DataFrame] | None = None, pr
     """
     log, cfg = log or (lambda *_: None), (as_config(config or "default", **overrides) if tables is not None
                                           else last_build.render_config(config, **overrides))
-    preflight(cfg, cache=False)
-    if tables is None:
-        tables, provenance = tables_from_cache(cfg)
-    return render_configured(cfg, tables, provenance, log=log)
+    with using(cfg.cache_dir, "render", create=False):  # it writes the output's state into the cache
+        preflight(cfg, cache=False)
+        if tables is None:
+            tables, provenance = tables_from_cache(cfg)
+        return render_configured(cfg, tables, provenance, log=log)
 
 
 def executor(name: str | None = None, *, log: Callable[[str], Any] = print, progress: bool = True, **options: Any):
@@ -197,12 +208,14 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
     cfg, log = as_config(config, **overrides), log or (lambda *_: None)
     out = out or log
     t0 = time.perf_counter()
-    preflight(cfg)  # output and cache checked before any analysis runs
-    rep = analyze(cfg, log=log, progress=progress, executor=executor)
-    out(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
-    for line in summary_memo(cfg, rep.tables, rep.table_hashes):
-        out(line)
-    site = render(cfg, rep.tables, rep.provenance, log=log)
+    checks(cfg)
+    with using(cfg.cache_dir, "build"):  # held from the checks to the site swap
+        preflight(cfg)  # output and cache checked before any analysis runs
+        rep = analyze(cfg, log=log, progress=progress, executor=executor)
+        out(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")
+        for line in summary_memo(cfg, rep.tables, rep.table_hashes):
+            out(line)
+        site = render(cfg, rep.tables, rep.provenance, log=log)
     log(f"build finished in {time.perf_counter() - t0:.1f}s -> {cfg.out_dir}/")
     return rep, site
 

@@ -14,6 +14,9 @@ folder without it is used only when missing or empty (nothing is adopted), and `
 `clean` removes only what it can prove it wrote: entry folders holding exactly ``meta.json`` and the
 tables it lists, their lock files and dead processes' temporary folders; anything else is left and named.
 
+The whole cache has a lock too (`cache_lock.using`): ``build``, ``analyze``, ``render`` and ``reproduce``
+share it, ``clean`` takes it alone.
+
 Pitfall: parameters must be JSON-serialisable and canonical (sorted keys) or keys will drift.
 """
 from __future__ import annotations
@@ -76,7 +79,8 @@ class Cache:
         root = Path(root)
         if guard.is_cache(root):
             return cls(root, create=False)
-        if not root.exists() or (root.is_dir() and not root.is_symlink() and not any(root.iterdir())):
+        if not root.exists() or (root.is_dir() and not root.is_symlink() and not any(
+                c.name != guard.CACHE_LOCK for c in root.iterdir())):  # a `clean` killed at its very end
             return None
         guard.mark_cache(root)  # raises: the folder is not ours
         raise AssertionError("unreachable")  # pragma: no cover
@@ -273,3 +277,4 @@ def _rmdir_if_empty(d: Path) -> None:
         d.rmdir()
     except OSError:
         pass
+

@@ -45,6 +45,8 @@ from report_builder.errors import UnsafeOutput
 
 SITE_MARKER = ".report_builder-site"
 CACHE_MARKER = ".report_builder-cache"
+CACHE_LOCK = ".report_builder-cache.lock"
+"""The lock file of a results cache (`cache.using`): a folder holding only it counts as empty."""
 MODEL_MARKER = ".report_builder-model.json"
 LOCK_TIMEOUT_S = 6 * 3600  # a lock is held while one entry is computed: wait, do not fail
 _TMP_PID = re.compile(r"\.(?:tmp|old)-(\d+)(?:@([0-9a-f]{8}))?-[^/]*$")
@@ -112,7 +114,7 @@ def mark_cache(root: Path) -> None:
     if why is None and root.exists():
         if not root.is_dir():
             why = "it is a file, not a directory"
-        elif not (root / CACHE_MARKER).is_file() and any(root.iterdir()):
+        elif not (root / CACHE_MARKER).is_file() and any(c.name != CACHE_LOCK for c in root.iterdir()):
             names = sorted(c.name for c in root.iterdir())
             why = (f"it is not empty ({', '.join(names[:3])}{', …' if len(names) > 3 else ''}) and has no "
                    f"{CACHE_MARKER} marker (report_builder did not create it)")

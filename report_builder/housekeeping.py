@@ -17,6 +17,7 @@ from pathlib import Path
 
 from report_builder import guard
 from report_builder.cache import Cache
+from report_builder.cache_lock import remove_if_empty, using
 from report_builder.config import Config
 from report_builder.errors import ConfigError, UsageError, shown
 
@@ -44,6 +45,17 @@ def check_ids(cfg: Config) -> Config:
     return cfg
 
 
+def checks(cfg: Config, *, site: bool = True) -> None:
+    """The checks `preflight` runs before it creates or writes anything: the configured ids, the
+    output (``site``) and that the cache and the output do not nest. The front runs them before it
+    takes the cache's lock (`cache_lock.using`, which creates the cache), then `preflight` under it."""
+    check_ids(cfg)
+    out = Path(cfg.out_dir)
+    if site:
+        guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+    guard.check_not_nested(out, Path(cfg.cache_dir))  # before the cache is created
+
+
 def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | None:
     """Check, before any work, the configured ids (`check_ids`), that the cache and the output do not
     nest, and that both can be written without touching foreign files — the cache (created with its
@@ -52,11 +64,8 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
     `guard.UnsafeOutput` (exit 3) with advice."""
     from report_builder.site.site_state import site_state
 
-    check_ids(cfg)
+    checks(cfg, site=site)
     out = Path(cfg.out_dir)
-    if site:
-        guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
-    guard.check_not_nested(out, Path(cfg.cache_dir))  # before the cache is created
     c = None
     if not cache:
         Cache.existing(cfg.cache_dir)  # read from (render), not created: refused when it is not the tool's
@@ -133,7 +142,8 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     if cache is None:
         done.append(f"nothing from the cache (no cache at {cache_dir})")
     else:
-        _clean_cache(cache, done, left)
+        with using(cache_dir, "clean", exclusive=True, create=False):  # no build of it runs meanwhile
+            _clean_cache(cache, done, left)
     if out.exists():
         with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
             guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
@@ -169,7 +179,8 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
         done.append(f"{setcache.clean()} cached evaluation sets")
         d = guard.user_cache_dir() / REPRODUCE_CACHE
         if repro is not None:
-            _clean_cache(repro, sub := [], left)
+            with using(repro.base, "clean", exclusive=True, create=False):
+                _clean_cache(repro, sub := [], left)
             done.append(f"from reproduce's cache {d}: " + ", ".join(sub))
         elif d.exists() and os.path.abspath(d) != os.path.abspath(cache_dir):
             left.append(d)  # not the tool's cache (no marker): named, never touched
@@ -212,9 +223,7 @@ def _clean_cache(cache: Cache, done: list[str], left: list[Path]) -> None:
         if f.is_file() and not f.is_symlink():
             f.unlink()
             done.append(str(f))
-    if [c.name for c in cache_dir.iterdir()] == [guard.CACHE_MARKER]:  # nothing else: the cache goes too
-        (cache_dir / guard.CACHE_MARKER).unlink()
-        cache_dir.rmdir()
+    if remove_if_empty(cache_dir):  # nothing else: the cache goes too, its marker last
         done.append(f"the empty cache {cache_dir}/")
     else:
         left += [c for c in sorted(cache_dir.iterdir()) if c.name != guard.CACHE_MARKER and c not in

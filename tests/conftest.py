@@ -47,6 +47,22 @@ def figure_hashes(site_dir) -> dict[str, str | None]:
     return {fid: rec.get("hash") for fid, rec in man["figures"].items()}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def render_key_folder(tmp_path_factory):
+    """The tests' configuration folder (the render key, `site_state.key_file`), never the user's own: one
+    per run, shared by the pytest-xdist workers (and the commands they start), like the smoke build."""
+    if os.environ.get("REPORT_BUILDER_CONFIG"):
+        yield Path(os.environ["REPORT_BUILDER_CONFIG"])
+        return
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "config"
+    os.environ["REPORT_BUILDER_CONFIG"] = str(folder)
+    try:
+        yield folder
+    finally:
+        os.environ.pop("REPORT_BUILDER_CONFIG", None)
+
+
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory):
     """The smoke build from an empty cache (default threads and batch size), then the same command

@@ -284,7 +284,8 @@ def _site_text(site: Path) -> str:
 
 
 @pytest.mark.slow
-def test_edited_or_foreign_render_entries_are_rebuilt_never_published(results, tmp_path):
+def test_edited_or_foreign_render_entries_are_rebuilt_never_published(results, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPORT_BUILDER_CONFIG", str(tmp_path / "config"))  # a key of its own: it is replaced below
     cache, site = _copy(results, tmp_path / "cache"), tmp_path / "site"
     assert _render(tmp_path, cache, site).returncode == 0
     state = _state(site, cache)
@@ -385,7 +386,8 @@ def test_serve_stays_inside_the_site(tmp_path):
     (site / ".env").write_text("TOKEN=1")
     (site / "leak.txt").symlink_to(outside / "secret.txt")
     (site / "leakdir").symlink_to(outside, target_is_directory=True)
-    (site / "home.html").symlink_to(site / "index.html")  # a link inside the site is fine
+    (site / "home.html").symlink_to(site / "index.html")  # a link, even inside the site, is never served
+    (site / "env.txt").symlink_to(site / ".env")  # variant: a link to a dotfile of the site
     p = subprocess.Popen([sys.executable, "-m", "report_builder", "serve", "--dir", str(site), "--port", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -403,9 +405,9 @@ def test_serve_stays_inside_the_site(tmp_path):
             except urllib.error.HTTPError as e:
                 return e.code
 
-        assert status("") == 200 and status("home.html") == 200 and status("figures/k21-fig1/data.csv") == 200
+        assert status("") == 200 and status("index.html") == 200 and status("figures/k21-fig1/data.csv") == 200
         for path in ("leak.txt", "leakdir/secret.txt", "leakdir/", "figures/", "figures/k21-fig1/", ".env",
-                     guard.SITE_MARKER, "figures/../.env", "%2eenv"):
+                     guard.SITE_MARKER, "figures/../.env", "%2eenv", "home.html", "env.txt"):
             assert status(path) == 404, path
     finally:
         p.terminate()

@@ -272,7 +272,10 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
             out.reasons.append(EDITED)
         out.seconds = time.perf_counter() - t0
         return out
-    out.reproduced = _rebuild(rec, spec, cfg, out, log, progress)
+    from report_builder.cache_lock import using
+
+    with using(cfg.cache_dir, "reproduce"):  # shared with builds; `clean` of that cache waits (or this does)
+        out.reproduced = _rebuild(rec, spec, cfg, out, log, progress)
     if out.reproduced == out.recorded:
         out.status = "identical"
     else:

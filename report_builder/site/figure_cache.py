@@ -23,8 +23,8 @@ HMAC with the state's secret (`site_state.secret`): an entry that does not verif
   data files (the papers' reported numbers) and the versions of Altair, vl-convert, pandas and
   NumPy. Not the templates: they shape pages, and pages are generated again on every build.
 
-A hit copies the stored files (hard links where possible; each verified against its SHA-256 first)
-into the new docs folder; a miss builds the figure and stores it. Only the entries a build used are
+A hit copies the stored files (hard links where possible; each verified against its SHA-256 first,
+and a drawing against `svgsafe`'s allow-list, whatever the HMAC says) into the new docs folder; a miss builds the figure and stores it. Only the entries a build used are
 kept (`prune`); each output has its own folder, so two outputs never prune each other's.
 
 Pitfall: the key of a lookup is computed from the tables the figure read *last time*. It can only
@@ -48,7 +48,7 @@ import pandas as pd
 
 from report_builder import guard
 from report_builder.figures.spec import FigureSpec
-from report_builder.site import site_state
+from report_builder.site import site_state, svgsafe
 from report_builder.site.render_code import files_digest
 from report_builder.filehash import sha256_of_file
 
@@ -233,6 +233,8 @@ class FigureCache:
             if ("/" in name or name in NOT_STORED or name.startswith(".") or p.is_symlink() or not p.is_file()
                     or sha256_of_file(p) != digest):
                 return False
+            if name.endswith(".svg") and not svgsafe.is_safe(p.read_bytes()):
+                return False  # a drawing holding more than charts draw (script, links): built again
         fig_dir.mkdir(parents=True, exist_ok=True)
         try:
             for name in files:

@@ -29,6 +29,7 @@ import vl_convert as vlc
 
 from report_builder import guard, precision, schema
 from report_builder.citations.version_files import read_csv, version_hash, write_csv
+from report_builder.site import svgsafe
 from report_builder.site.figure_cache import RENDER_ENTRY
 from report_builder.site.htmltable import table_spec
 from report_builder.site.spec_data import comparable_spec, externalise, published_spec, sha  # noqa: F401 - sha
@@ -220,8 +221,9 @@ class RenderCache:
 
     The content hash covers the whole spec and data, so a hit gives the same bytes a new drawing would.
     Each entry records the SHA-256 of its two files under an HMAC with the state's secret; an entry that
-    does not verify (edited, truncated, planted, another key) is ignored and drawn again, and without a
-    secret nothing is reused or stored. `prune` keeps only the entries the latest build used.
+    does not verify (edited, truncated, planted, another key) or whose drawing holds more than charts
+    draw (`svgsafe.is_safe`: a script, a link; whatever the HMAC says) is ignored and drawn again, and
+    without a secret nothing is reused or stored. `prune` keeps only the entries the latest build used.
     """
 
     def __init__(self, root: Path, secret: bytes | None = None) -> None:
@@ -246,7 +248,7 @@ class RenderCache:
             return None
         s, p = hashlib.sha256(svg).hexdigest(), hashlib.sha256(png).hexdigest()
         if not isinstance(meta, dict) or meta.get("svg") != s or meta.get("png") != p or not verify(
-                self.secret, meta.get("mac"), d.name, s, p):
+                self.secret, meta.get("mac"), d.name, s, p) or not svgsafe.is_safe(svg):
             return None
         self.used.add(d.name)
         self.hits += 1

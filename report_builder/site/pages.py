@@ -17,7 +17,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from report_builder.stats import headlines
-from report_builder.site import htmltable, mathml
+from report_builder.site import htmltable, mathml, svgsafe
 from report_builder.site.paths import HANDWRITTEN_DOCS, TEMPLATES_DIR
 
 def environment() -> jinja2.Environment:
@@ -175,8 +175,9 @@ def dataset_cards(tables: dict[str, pd.DataFrame], prov: dict[str, Any]) -> str:
 
 def inline_svg(svg: str) -> str:
     """A figure's SVG drawing as one raw-HTML block for the Markdown page (no XML prolog, no blank
-    lines, which would end the HTML block)."""
-    body = re.sub(r"^\s*<\?xml[^>]*\?>", "", svg).strip()
+    lines, which would end the HTML block), through `svgsafe.sanitise`: whatever it came from (a
+    builder, a cache entry), nothing scripted reaches the page; a genuine drawing is kept as it is."""
+    body = re.sub(r"^\s*<\?xml[^>]*\?>", "", svgsafe.sanitise(svg)).strip()
     body = "\n".join(line for line in body.splitlines() if line.strip())
     return f'<div class="rb-diagram">{body}</div>'
 

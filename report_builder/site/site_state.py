@@ -11,11 +11,15 @@ record (``build.json``: may mkdocs be skipped?) and a copy of its manifest (``ma
   folder written into the new site before it is swapped in (the swap carries it over; `serve` never
   serves it, and it is excluded from the site's digest).
 
-Trust (docs/guide/safety.md): every render entry carries an HMAC-SHA-256 under a secret of 32 random bytes,
-``<cache>/site/key`` (without a cache: ``<user cache>/site-key``), created with mode 0600. An entry
-whose HMAC does not verify (edited, planted, restored from elsewhere, signed with another key) is
-never used: its figure is built and drawn again. A key that is not a private regular file (group or
-others may read it, a link, the wrong size) is replaced by a new one, which invalidates every entry.
+Trust (docs/guide/safety.md): every render entry carries an HMAC-SHA-256 under the user's render key,
+32 random bytes in the user's configuration folder (`key_file`: ``$XDG_CONFIG_HOME/report_builder/render-key``,
+``~/.config/...`` by default), never in the results cache: a cache copied from someone else, or
+restored from CI, carries entries signed with another key, and those are never used (their figures
+are built and drawn again). A key that is not a private regular file of this user (group or others
+may read it, a link, another owner, the wrong size) is replaced by a new one, which invalidates every
+entry. Older versions kept the key in ``<cache>/site/key``: it is no longer read (`clean` removes it),
+so their entries are simply built again. Whatever an entry's signature says, its drawing is checked
+again before it is published (`svgsafe`).
 
 Pitfall: the in-output folder of the fallback is read from the old site and written into the new
 one (hard links), so an interrupted build leaves the old site's folder as it was.
@@ -28,13 +32,14 @@ import os
 import re
 import shutil
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from report_builder import guard
 
 SITE_DIR = "site"
-"""The folder of a results cache holding each output's state and the key."""
+"""The folder of a results cache holding each output's state."""
 IN_OUT = ".report_builder"
 """The hidden folder inside ``--out`` holding the state when no results cache is given."""
 KEY_BYTES = 32
@@ -105,24 +110,53 @@ class SiteState:
 
 def site_state(out_dir: Path, cache_dir: Path | None = None) -> SiteState:
     """The state folder of a build of ``out_dir``: in the results cache ``cache_dir`` when it is one
-    (carries the marker), else inside the output."""
+    (carries the marker), else inside the output; the key is the user's (`key_file`) either way."""
     out = Path(os.path.expanduser(out_dir)).resolve()
     if cache_dir is not None and guard.is_cache(Path(cache_dir)):
         base = Path(os.path.abspath(cache_dir)) / SITE_DIR
         root = base / output_id(out)
-        return SiteState(root, base / "key", root / "lock", in_out=False)
+        return SiteState(root, key_file(), root / "lock", in_out=False)
     user = guard.user_cache_dir()
-    return SiteState(out / IN_OUT, user / "site-key", user / "site-locks" / f"{output_id(out)}.lock", in_out=True)
+    return SiteState(out / IN_OUT, key_file(), user / "site-locks" / f"{output_id(out)}.lock", in_out=True)
+
+
+KEY_NAME = "render-key"
+LEGACY_KEY = "key"
+"""The name of the key older versions kept in ``<cache>/site/`` (no longer read; `clean` removes it)."""
+
+
+def config_dir() -> Path:
+    """The user's configuration folder of report_builder: ``REPORT_BUILDER_CONFIG`` when set, else
+    ``$XDG_CONFIG_HOME/report_builder`` when ``XDG_CONFIG_HOME`` is set, else ``~/.config/report_builder``
+    (``~/Library/Application Support/report_builder`` on macOS, ``%APPDATA%\\report_builder`` on Windows)."""
+    own = os.environ.get("REPORT_BUILDER_CONFIG")
+    if own:
+        return Path(os.path.abspath(os.path.expanduser(own)))
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "report_builder"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "report_builder"
+    if os.name == "nt" and os.environ.get("APPDATA"):
+        return Path(os.environ["APPDATA"]) / "report_builder"
+    return Path.home() / ".config" / "report_builder"
+
+
+def key_file() -> Path:
+    """The user's render key: ``<config_dir>/render-key``, outside every results cache and site."""
+    return config_dir() / KEY_NAME
 
 
 def secret(path: Path) -> bytes | None:
-    """The 32-byte secret in ``path``, created (mode 0600) when missing, and replaced when it is not a
-    private regular file of the right size; None when it can be neither read nor written (renders are
-    then neither reused nor stored)."""
+    """The 32-byte secret in ``path``, created (mode 0600, its folder 0700) when missing, and replaced
+    when it is not a private regular file of this user of the right size (written to a temporary file
+    first, then linked or renamed into place: never seen half-written); None when it can be neither
+    read nor written (renders are then neither reused nor stored)."""
     path = Path(path)
     try:
         st = os.lstat(path)
-        if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o077 and st.st_size == KEY_BYTES:
+        mine = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+        if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o077 and st.st_size == KEY_BYTES and mine:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
             with os.fdopen(fd, "rb") as f:
                 data = f.read(KEY_BYTES + 1)
@@ -134,7 +168,8 @@ def secret(path: Path) -> bytes | None:
     except OSError:
         return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        guard.sweep([path.parent], (f".{path.name}.tmp-",), legacy_age_s=None)  # a killed writer's
         tmp = path.with_name(f".{path.name}.tmp-{guard.tmp_tag()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
@@ -157,7 +192,9 @@ def secret(path: Path) -> bytes | None:
 
 def _read(path: Path) -> bytes | None:
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(KEY_BYTES + 1)
     except OSError:
         return None
     return data if len(data) == KEY_BYTES else None
@@ -175,7 +212,8 @@ def verify(key: bytes | None, digest: object, *parts: str) -> bool:
 
 def clean(cache_dir: Path) -> tuple[list[Path], list[Path]]:
     """Remove the state of every output from the results cache ``cache_dir`` (only folders named like
-    an output's state, the key and its temporary files); returns (removed, left: not the tool's)."""
+    an output's state, and the key older versions kept there with its temporary files); returns
+    (removed, left: not the tool's). The user's key (`key_file`) stays."""
     base = Path(cache_dir) / SITE_DIR
     guard.check_no_symlink(base, "the site state folder")
     removed, left = [], []
@@ -185,7 +223,7 @@ def clean(cache_dir: Path) -> tuple[list[Path], list[Path]]:
         if c.is_dir() and not c.is_symlink() and _OUTPUT_ID.fullmatch(c.name):
             shutil.rmtree(c)
             removed.append(c)
-        elif c.name == "key" and c.is_file() and not c.is_symlink():
+        elif c.name == LEGACY_KEY and c.is_file() and not c.is_symlink():
             c.unlink()
         elif c.name.startswith(".key.tmp-") and not c.is_symlink():
             c.unlink()

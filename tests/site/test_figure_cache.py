@@ -147,7 +147,8 @@ def test_clean_removes_the_render_state_and_build_record_only(tmp_path):
     assert not site.exists()
 
 
-def test_entries_store_data_not_html_and_prove_their_origin(tmp_path):
+def test_entries_store_data_not_html_and_prove_their_origin(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPORT_BUILDER_CONFIG", str(tmp_path / "config"))  # a key of its own: it is replaced below
     r1, _ = _render(tmp_path)
     renders = _renders(tmp_path)
     (tab,) = renders.glob("fig-k21-dummy-tab-*")
