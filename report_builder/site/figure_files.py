@@ -27,12 +27,13 @@ from typing import Any, Mapping
 import pandas as pd
 import vl_convert as vlc
 
-from report_builder import guard, precision, schema
-from report_builder.citations.version_files import read_csv, version_hash, write_csv
+from report_builder import guard, schema
+from report_builder.citations.version_files import version_hash, write_csv
 from report_builder.site import svgsafe
 from report_builder.site.figure_cache import RENDER_ENTRY
 from report_builder.site.htmltable import table_spec
-from report_builder.site.spec_data import comparable_spec, externalise, published_spec, sha  # noqa: F401 - sha
+from report_builder.citations import same_version
+from report_builder.site.spec_data import externalise, published_spec, sha  # noqa: F401 - sha
 
 DEFAULT_INLINE_LIMIT = 200_000  # bytes of JSON data kept inline in a page
 
@@ -160,7 +161,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     files["json"] = f"{rel}/spec.json"
 
     content_hash = version_hash(spec_text, csv, svg)
-    kept = previous is not None and previous.name != content_hash and same_figure(previous, spec, fig_dir / "data.csv", svg)
+    kept = previous is not None and previous.name != content_hash and same_figure(previous, spec_text, csv, svg)
     if kept:
         for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
             shutil.copyfile(previous / name, fig_dir / name, follow_symlinks=False)
@@ -194,25 +195,27 @@ def previous_renders(fig_dir: Path) -> tuple[bytes, bytes]:
     return (fig_dir / "chart.svg").read_bytes(), (fig_dir / "chart.png").read_bytes()
 
 
-def same_figure(previous: Path, spec: dict[str, Any], csv_path: Path, svg: str | None) -> bool:
-    """Whether this build's figure (its spec, the ``data.csv`` at ``csv_path``, its drawn ``svg``) equals
-    the published version in ``previous`` within the published precision: the same spec and the same
-    table but for numbers within `precision.TOLERANCE_STEPS` steps of the rule, element by element
-    (`precision.json_within`, `precision.frames_within`), and the same drawing where the figure is a
-    diagram. Anything unreadable counts as different (a new version is made)."""
+def same_figure(previous: Path, spec_text: str, csv: str, svg: str | None) -> bool:
+    """Whether this build's figure (its ``spec.json`` and ``data.csv`` texts, its drawn ``svg``) equals the
+    published version in ``previous`` within the published precision (`citations.same_version`). The
+    version's files are read bounded (no link followed, `readback`); anything unreadable counts as
+    different (a new version is made)."""
+    old: dict[str, str] = {}
     try:
-        for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
-            p = previous / name
-            if p.is_symlink() or not p.is_file():
-                return False
-        if svg is not None and (previous / "chart.svg").read_text(encoding="utf-8") != svg:
-            return False
-        old_spec = json.loads((previous / "spec.json").read_text(encoding="utf-8"))
-        if not precision.json_within(comparable_spec(old_spec), comparable_spec(spec)):
-            return False
-        return precision.frames_within(read_csv(previous / "data.csv"), read_csv(csv_path))
-    except (OSError, ValueError, pd.errors.ParserError):
+        for name in ("spec.json", "data.csv") + (("chart.svg",) if svg is not None else ()):
+            old[name] = read_version_text(previous, name)
+    except (OSError, ValueError):
         return False
+    return same_version.same_content(old, {"spec.json": spec_text, "data.csv": csv,
+                                           **({"chart.svg": svg} if svg is not None else {})})
+
+
+def read_version_text(folder: Path, name: str) -> str:
+    """A text file of a published version folder (a regular file, not a link)."""
+    p = folder / name
+    if p.is_symlink() or not p.is_file():
+        raise ValueError(f"{p} is not a regular file")
+    return p.read_text(encoding="utf-8")
 
 
 class RenderCache:
