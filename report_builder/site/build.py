@@ -32,6 +32,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,7 @@ from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec,
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
 from report_builder.citations import cite as prov_mod
-from report_builder.citations import history, permalinks
+from report_builder.citations import earlier_site, history, permalinks
 from report_builder.citations.version_files import write_csv
 from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
@@ -165,7 +166,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
     versions = permalinks.Versions(out_dir, site_url, log)  # earlier versions, carried into the new site
-    past = history.read(out_dir)
+    past = history.read(out_dir, log)  # validated; a damaged one kept as it was (`citations.earlier_site`)
     try:
         tmp_docs.mkdir(parents=True)
         tmp_site.mkdir()  # before anything is written: its files inherit the output's group and default ACL
@@ -173,7 +174,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             guard.copy_dir_attrs(out_dir, tmp_site, keep_writable=True)
         secret = state.key()
         render_cache = RenderCache(state.working(tmp_site) / "figure-renders", secret)
-        previous = manifest.read_manifest(out_dir / "figures" / "manifest.json", cache_manifest)
+        previous = earlier_site.read_manifest(out_dir, cache_manifest)
         assets.write_assets(tmp_docs)
         reported = reported if reported is not None else provenance.get("reported", {}) or {}
         display = DisplayTables(tables)  # tokens in display form, each table converted when first read
@@ -195,10 +196,10 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         current["base"] = base
         (tmp_docs / "figures").mkdir(parents=True, exist_ok=True)
         (tmp_docs / "figures" / "manifest.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
-        entry, charts = publish.history_entry(versions, past, provenance, tmp_docs / "figures")
-        entries = past + ([entry] if entry else [])
+        entry, charts = publish.history_entry(versions, past.entries, provenance, tmp_docs / "figures")
+        entries = publish.page_entries(past, entry)
         write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
-                    inline_limit, history.history_html(entries, publish.present(versions)),
+                    inline_limit, history.history_html(entries, publish.present(versions, past, charts)),
                     {i: (permalinks.permalink(i, h), permalinks.permalink_url(site_url, i, h))
                      for i, h in versions.current.items()})
         n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
@@ -253,7 +254,7 @@ def _tree_digest(root: Path, date: str | tuple[str, ...] = "", known: dict[str, 
     if not root.is_dir():
         return None
     return _files_digest({p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-                          if p.is_file() and p.name != guard.SITE_MARKER
+                          if (p.is_symlink() or p.is_file()) and p.name != guard.SITE_MARKER
                           and p.relative_to(root).parts[0] != IN_OUT}, date, known)
 
 
@@ -265,6 +266,8 @@ def _files_digest(files: dict[str, Path], date: str | tuple[str, ...] = "",
     for rel, p in files.items():
         if rel in known:
             digest = bytes.fromhex(known[rel])
+        elif p.is_symlink() or not p.is_file() or p.stat().st_size > _DIGEST_IN_MEMORY:
+            digest = _stream_digest(p)  # a link (never followed: the tool makes none) or a large file
         else:
             data = p.read_bytes()
             for d in (date,) if isinstance(date, str) else date:
@@ -273,6 +276,21 @@ def _files_digest(files: dict[str, Path], date: str | tuple[str, ...] = "",
             digest = hashlib.sha256(data).digest()
         h.update(rel.encode("utf-8") + b"\0" + digest)
     return h.hexdigest()
+
+
+_DIGEST_IN_MEMORY = 64 << 20
+"""Files of a site up to this size are digested with their build dates masked (pages); larger ones streamed."""
+
+
+def _stream_digest(p: Path) -> bytes:
+    """SHA-256 of a link's target text (never followed) or of a regular file read in chunks."""
+    if p.is_symlink():
+        return hashlib.sha256(b"link\0" + os.fsencode(os.readlink(p))).digest()
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
 
 
 def _inputs_digest(docs: Path, date: str | tuple[str, ...], extra_files: dict[str, str], site_url: str | None,
