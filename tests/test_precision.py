@@ -8,6 +8,7 @@ figure hashes and the same bytes.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -20,7 +21,7 @@ import pandas as pd
 from report_builder import precision
 from report_builder.citations.version_files import csv_text
 from report_builder.site import htmltable
-from report_builder.site.figure_files import export_spec, write_figure_files
+from report_builder.site.figure_files import Previous, export_spec, write_figure_files
 
 
 def test_the_rule_rounds_to_six_significant_digits_with_a_floor_and_keeps_integers():
@@ -67,30 +68,33 @@ def _write(root: Path, df: pd.DataFrame, previous: Path | None = None):
     return write_figure_files("fig", df, _chart(df), None, root, previous=previous)
 
 
-def _publish(ff, root: Path, dest: Path) -> Path:
-    folder = dest / ff.content_hash
-    shutil.copytree(root / "fig", folder)
-    return folder
+def _publish(ff, root: Path, site: Path) -> Previous:
+    """The figure written under ``root`` as a published version of ``site`` (files and their SHA-256)."""
+    rel = f"figures/fig/{ff.content_hash}/"
+    shutil.copytree(root / "fig", site / rel)
+    return Previous(site, rel, {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (site / rel).iterdir()})
 
 
 def test_a_rebuild_within_the_tolerance_keeps_the_version_and_one_beyond_it_does_not(tmp_path):
     base = _frame()
     base.loc[0, "value (%)"] = 12.3456500001  # on a rounding boundary: any noise moves its published digit
     first = _write(tmp_path / "a", base)
-    old = _publish(first, tmp_path / "a", tmp_path / "published")
+    old = _publish(first, tmp_path / "a", tmp_path / "site")
     noisy = base.copy()
     noisy.loc[0, "value (%)"] = 12.3456499999
     assert csv_text(noisy) != csv_text(base)  # rounding alone does not make it stable ...
     again = _write(tmp_path / "b", noisy, previous=old)
     assert again.kept and again.content_hash == first.content_hash  # ... the version is kept
     for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
-        assert (tmp_path / "b" / "fig" / name).read_bytes() == (old / name).read_bytes()
+        assert (tmp_path / "b" / "fig" / name).read_bytes() == (old.site / old.permalink / name).read_bytes()
     moved = base.copy()
     moved.loc[0, "value (%)"] = 12.3460  # 35 steps: a real change
     assert not _write(tmp_path / "c", moved, previous=old).kept
     relabelled = noisy.copy()
     relabelled.loc[0, "token"] = "other"  # the same numbers, another label: a new version
     assert not _write(tmp_path / "d", relabelled, previous=old).kept
+    (old.site / old.permalink / "data.csv").write_text("planted", encoding="utf-8")  # not the recorded bytes
+    assert not _write(tmp_path / "e", noisy, previous=old).kept
 
 
 # ---------------------------------------------------------------- through a build

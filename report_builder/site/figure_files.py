@@ -32,7 +32,7 @@ from report_builder.citations.version_files import version_hash, write_csv
 from report_builder.site import svgsafe
 from report_builder.site.figure_cache import RENDER_ENTRY
 from report_builder.site.htmltable import table_spec
-from report_builder.citations import same_version
+from report_builder.citations import readback, same_version
 from report_builder.site.spec_data import externalise, published_spec, sha  # noqa: F401 - sha
 
 DEFAULT_INLINE_LIMIT = 200_000  # bytes of JSON data kept inline in a page
@@ -123,7 +123,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
                        figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT,
                        title: dict[str, Any] | None = None, svg: str | None = None,
                        render_cache: "RenderCache | None" = None,
-                       units: Mapping[str, str] | None = None, previous: Path | None = None) -> FigureFiles:
+                       units: Mapping[str, str] | None = None, previous: "Previous | None" = None) -> FigureFiles:
     """Write every file of one figure and return its content hash and the spec for the page.
 
     Args:
@@ -139,7 +139,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
         render_cache: where ``chart.svg``/``chart.png`` of an unchanged content hash are reused from
             instead of drawing them again (`FigureFiles.reused` says which happened).
         units: column -> unit of ``data`` (`FigureSpec.units`): named in ``data.csv``'s header (`csv_frame`).
-        previous: the folder of the figure's current published version (verified intact by the caller):
+        previous: the figure's current published version (`Previous`, verified intact by the caller):
             when this build's files equal it within the published precision (`same_figure`), its
             ``data.csv``, ``spec.json``, ``chart.svg`` and ``chart.png`` are written instead and its
             content hash kept (`FigureFiles.kept`): float noise makes no new version.
@@ -161,10 +161,9 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     files["json"] = f"{rel}/spec.json"
 
     content_hash = version_hash(spec_text, csv, svg)
-    kept = previous is not None and previous.name != content_hash and same_figure(previous, spec_text, csv, svg)
+    kept = previous is not None and previous.hash != content_hash and same_figure(previous, spec_text, csv, svg) \
+        and previous.carry_into(fig_dir)
     if kept:
-        for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
-            shutil.copyfile(previous / name, fig_dir / name, follow_symlinks=False)
         spec_text = (fig_dir / "spec.json").read_text(encoding="utf-8")
         spec = json.loads(spec_text)
         content_hash = version_hash(spec_text, (fig_dir / "data.csv").read_text(encoding="utf-8"), svg)
@@ -195,27 +194,49 @@ def previous_renders(fig_dir: Path) -> tuple[bytes, bytes]:
     return (fig_dir / "chart.svg").read_bytes(), (fig_dir / "chart.png").read_bytes()
 
 
-def same_figure(previous: Path, spec_text: str, csv: str, svg: str | None) -> bool:
+@dataclass(frozen=True)
+class Previous:
+    """A figure's current version in the earlier site, as the build found it intact: the site, the
+    version's permalink and the SHA-256 of its files (`citations.earlier_site.Version`)."""
+
+    site: Path
+    permalink: str
+    files: dict[str, str]
+
+    @property
+    def hash(self) -> str:
+        return Path(self.permalink).name
+
+    def text(self, name: str) -> str:
+        """A file of the version, read bounded with no link followed (`readback`), checked against its
+        recorded SHA-256."""
+        data = readback.read_bytes(self.site, self.permalink + name, readback.CAPS["file"])
+        if hashlib.sha256(data).hexdigest() != self.files.get(name):
+            raise ValueError(f"{self.permalink}{name} is not the file its index records")
+        return data.decode("utf-8")
+
+    def carry_into(self, fig_dir: Path) -> bool:
+        """The version's data.csv, spec.json and charts into ``fig_dir`` (each carried only with its
+        recorded SHA-256: `earlier_site.carry`); False (nothing kept) when one cannot be."""
+        from report_builder.citations import earlier_site
+
+        return all(earlier_site.carry(self.site, self.permalink + name, fig_dir, name, self.files.get(name))
+                   is not None for name in ("data.csv", "spec.json", "chart.svg", "chart.png"))
+
+
+def same_figure(previous: Previous, spec_text: str, csv: str, svg: str | None) -> bool:
     """Whether this build's figure (its ``spec.json`` and ``data.csv`` texts, its drawn ``svg``) equals the
-    published version in ``previous`` within the published precision (`citations.same_version`). The
-    version's files are read bounded (no link followed, `readback`); anything unreadable counts as
-    different (a new version is made)."""
+    published version ``previous`` within the published precision (`citations.same_version`). The
+    version's files are read bounded (`Previous.text`); anything unreadable counts as different (a new
+    version is made)."""
     old: dict[str, str] = {}
     try:
         for name in ("spec.json", "data.csv") + (("chart.svg",) if svg is not None else ()):
-            old[name] = read_version_text(previous, name)
-    except (OSError, ValueError):
+            old[name] = previous.text(name)
+    except (OSError, ValueError, readback.BadRecord):
         return False
     return same_version.same_content(old, {"spec.json": spec_text, "data.csv": csv,
                                            **({"chart.svg": svg} if svg is not None else {})})
-
-
-def read_version_text(folder: Path, name: str) -> str:
-    """A text file of a published version folder (a regular file, not a link)."""
-    p = folder / name
-    if p.is_symlink() or not p.is_file():
-        raise ValueError(f"{p} is not a regular file")
-    return p.read_text(encoding="utf-8")
 
 
 class RenderCache:
