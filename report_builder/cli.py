@@ -275,12 +275,16 @@ def _inapplicable(args) -> str | None:
 
 
 def _add_citation_commands(sub, common) -> None:
-    """``reproduce`` and ``diff``: check a cited figure version, compare two versions or sites."""
-    p = _sub(sub, "reproduce", "rebuild a figure version from its provenance and compare content hashes",
+    """``reproduce``, ``diff`` and ``cite``: check a cited figure version, compare two versions or sites, print
+    a version's BibTeX."""
+    p = _sub(sub, "reproduce", "verify a figure version folder, rebuild it from its provenance and compare",
              "PATH is a version folder (figures/<id>/<hash>/) or its provenance.json, from a site or downloaded. "
-             "The models (checked by weights fingerprint) and datasets (checked by hash) are those the recipe "
-             "names; only the analyses the figure needs run. Exit 0 identical, 6 differs (with the reason), "
-             "4 a model is missing or has other weights, 3 a dataset is missing or differs.", common)
+             "The folder's own files are checked first against the recipe that names them; then the models "
+             "(checked by weights fingerprint) and datasets (checked by hash) the recipe names are used and only "
+             "the analyses the figure needs run. Exit 0 identical or equal within the published precision's "
+             "tolerance (what differs is named), 6 differs (what and where), 7 the folder or its recipe was "
+             "altered (it is not the figure its recipe names), 4 a model is missing or has other weights, 3 a "
+             "dataset is missing or differs.", common)
     p.add_argument("path", metavar="PATH", help="a figure version folder or its provenance.json")
     p.add_argument("--cache", dest="cache_dir", metavar="DIR",
                    help="results cache to compute into (default: <user cache>/reproduce)")
@@ -298,21 +302,33 @@ def _add_citation_commands(sub, common) -> None:
     p.add_argument("old", metavar="OLD", help="a version folder, a provenance.json or a built site")
     p.add_argument("new", metavar="NEW", help="the same kind of path as OLD")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p = _sub(sub, "cite", "print the BibTeX of a figure version",
+             "From a built site (--dir): the figure's current version, or the version HASH; its url is the "
+             "version's absolute address whenever the site has a site_url. Exit 2 for an unknown id (with the "
+             "closest ids) or a version the site does not hold.", common)
+    p.add_argument("id", metavar="ID", help="a figure id (`report-builder list figures`)")
+    p.add_argument("hash", metavar="HASH", nargs="?", help="a version's content hash (default: the current version)")
+    p.add_argument("--dir", default="site", help="the built site folder (default site)")
+    p.add_argument("--json", action="store_true", help="one JSON object (figure, hash, current, url, bibtex)")
 
 
 def _dispatch_citation(args) -> int | None:
-    """Run ``reproduce`` or ``diff``; None for any other command."""
+    """Run ``reproduce``, ``diff`` or ``cite``; None for any other command."""
     if args.cmd == "reproduce":
         quiet = getattr(args, "quiet", False)
         res = api.reproduce(args.path, cache_dir=args.cache_dir, models=args.model, data=args.data,
                             device=args.device, log=log.info, progress=not (args.no_progress or quiet))
         if args.json:
             print(json.dumps(res.to_dict(), indent=1, default=str))
-        elif res.status in ("identical", "different"):
+        elif res.status in ("identical", "within", "different"):
             _say(res.line())
-        if res.status not in ("identical", "different"):
+        if res.status not in ("identical", "within", "different"):
             log.error(res.line())
         return res.exit_code
+    if args.cmd == "cite":
+        c = api.cite(args.id, args.hash, site_dir=args.dir)
+        _say(json.dumps(c.to_dict(), indent=1) if args.json else c.bibtex.rstrip("\n"))
+        return 0
     if args.cmd == "diff":
         res = api.diff(args.old, args.new)
         _say(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))

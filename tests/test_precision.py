@@ -1,10 +1,9 @@
 """Published precision (SPEC §8, issue #31): one rounding rule for every published number, and a figure
 whose numbers moved less than the rule's tolerance keeps its version.
 
-Unit tests of the rule and of the writers (CSV, spec data, HTML tables), of the "keep the version"
-comparison, and one build through the API followed by a rebuild on the batched path with another
-batch size (and the other device class's chunk rule, where the configuration has one): the same
-figure hashes and the same bytes.
+Unit tests of the rule and of the writers (CSV, spec data, HTML tables) and of the "keep the version"
+comparison; the builds (a rebuild on the batched path and the other chunk rule publishes the same
+bytes) are in tests/test_citations_verify.py.
 """
 from __future__ import annotations
 
@@ -95,54 +94,3 @@ def test_a_rebuild_within_the_tolerance_keeps_the_version_and_one_beyond_it_does
     assert not _write(tmp_path / "d", relabelled, previous=old).kept
     (old.site / old.permalink / "data.csv").write_text("planted", encoding="utf-8")  # not the recorded bytes
     assert not _write(tmp_path / "e", noisy, previous=old).kept
-
-
-# ---------------------------------------------------------------- through a build
-
-FIGS = ["k21-fig3", "k21-tab2", "k24-ctx-ff"]
-
-
-def _versions(site: Path) -> dict:
-    return json.loads((site / "figures" / "versions.json").read_text())
-
-
-def _version_bytes(site: Path) -> dict[str, bytes]:
-    idx = _versions(site)
-    return {f"{fid}/{h}/{p.name}": p.read_bytes() for fid, h in idx["current"].items()
-            for p in sorted((site / "figures" / fid / h).iterdir()) if p.name != "index.html"}
-
-
-def test_a_rebuild_in_other_batches_and_chunks_publishes_the_same_bytes(tmp_path, monkeypatch):
-    """The batched (padded) path with another batch size — and the GPU class's chunk rule where the
-    configuration offers one — moves the results by ~1e-7: the published figures are byte for byte
-    the first build's."""
-    from report_builder import api, engine
-    from report_builder.config import Config
-    from tests.test_pipeline import tiny_bert_dir
-
-    model = tiny_bert_dir(tmp_path / "tiny", 0)
-    cfg = {"models": [{"name": "tiny", "source": str(model), "role": "primary_encoder"}],
-           "datasets": [{"id": "wiki", "n": 6, "k24_n": 3, "max_length": 128}],  # lengths differ: padding
-           "k24": {"top_k": 5, "examples": 1}, "figures": FIGS, "out_dir": str(tmp_path / "site"),
-           "cache_dir": str(tmp_path / "c1"), "threads": 1}
-    rep1, _ = api.build(dict(cfg), log=None, progress=False)
-    first = _version_bytes(tmp_path / "site")
-
-    calls = []
-    plain = engine.decompose_sequences
-
-    def batched(*a, **k):
-        calls.append(k.get("batch_size"))
-        return plain(*a, **{**k, "batched": True})
-
-    monkeypatch.setattr(engine, "decompose_sequences", batched)
-    again = {**cfg, "cache_dir": str(tmp_path / "c2"), "batch_size": 3}
-    if "chunk_rule" in getattr(Config, "__dataclass_fields__", {}):
-        again["chunk_rule"] = "gpu"
-    rep2, _ = api.build(again, log=None, progress=False)
-    assert calls, "the batched path did not run"
-    moved = [n for n in rep1.tables if isinstance(rep1.tables[n], pd.DataFrame) and n in rep2.tables
-             and not rep1.tables[n].equals(rep2.tables[n])]
-    assert moved, "the batched path changed no result: nothing was tested"
-    assert _version_bytes(tmp_path / "site") == first
-    assert all(len(vs) == 1 for vs in _versions(tmp_path / "site")["figures"].values())
