@@ -275,8 +275,7 @@ def _inapplicable(args) -> str | None:
 
 
 def _add_citation_commands(sub, common) -> None:
-    """``reproduce``, ``diff`` and ``cite``: check a cited figure version, compare two versions or sites, print
-    a version's BibTeX."""
+    """``reproduce``, ``diff``, ``cite``: verify a figure version, compare versions or sites, print a BibTeX."""
     p = _sub(sub, "reproduce", "verify a figure version folder, rebuild it from its provenance and compare",
              "PATH is a version folder (figures/<id>/<hash>/) or its provenance.json, from a site or downloaded. "
              "The folder's own files are checked first against the recipe that names them; then the models "
@@ -302,10 +301,8 @@ def _add_citation_commands(sub, common) -> None:
     p.add_argument("old", metavar="OLD", help="a version folder, a provenance.json or a built site")
     p.add_argument("new", metavar="NEW", help="the same kind of path as OLD")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
-    p = _sub(sub, "cite", "print the BibTeX of a figure version",
-             "From a built site (--dir): the figure's current version, or the version HASH; its url is the "
-             "version's absolute address whenever the site has a site_url. Exit 2 for an unknown id (with the "
-             "closest ids) or a version the site does not hold.", common)
+    p = _sub(sub, "cite", "print the BibTeX of a figure version", "From a built site (--dir): the current version or "
+             "HASH; its url is absolute whenever the site has a site_url. Exit 2: unknown id or version.", common)
     p.add_argument("id", metavar="ID", help="a figure id (`report-builder list figures`)")
     p.add_argument("hash", metavar="HASH", nargs="?", help="a version's content hash (default: the current version)")
     p.add_argument("--dir", default="site", help="the built site folder (default site)")
