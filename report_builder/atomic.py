@@ -206,12 +206,11 @@ def replace_inside(root: str | os.PathLike, path: str | os.PathLike, data: bytes
                     else:
                         f.write(data.encode("utf-8") if isinstance(data, str) else (data or b""))
             os.replace(tmp, parts[-1], src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
+        finally:  # also after a rename between two links to one inode, which leaves both names
             try:
                 os.unlink(tmp, dir_fd=fd)
             except OSError:
                 pass
-            raise
 
 
 def _link_fd(src_fd: int, dir_fd: int, name: str) -> bool:

@@ -78,6 +78,7 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
         guard.check_writable(Path(os.path.abspath(out)).parent, "the output's parent directory", "--out")
         state = site_state(out, Path(cfg.cache_dir))
         if not state.in_out:
+            state.ensure()  # no link on the way from the cache (refused, never written through)
             guard.check_writable(state.root, "the output's state folder in the cache", "--cache")
         guard.check_site_lock(out, state.lock_file)
         # the temporary files of its records (manifest, build record, the render key)

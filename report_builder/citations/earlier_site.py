@@ -152,10 +152,11 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def check_version(site: Path, v: Version) -> str | None:
+def check_version(site: Path, v: Version, svg_ok: Callable[[bytes], bool] | None = None) -> str | None:
     """Why the version ``v`` of ``site`` cannot be carried, or None: every recorded file a regular file
     with its recorded SHA-256, the content hash
-    recomputed from ``spec.json``, ``data.csv`` (and ``chart.svg``) its name, and its record naming it."""
+    recomputed from ``spec.json``, ``data.csv`` (and ``chart.svg``) its name, its record naming it, and its
+    drawing accepted by ``svg_ok`` (`site.svgsafe.is_safe`: the site serves it)."""
     from report_builder.citations.version_files import version_hash
 
     folder = Path(site) / v.permalink
@@ -180,6 +181,8 @@ def check_version(site: Path, v: Version) -> str | None:
         return "spec.json, data.csv or chart.svg cannot be read"
     if v.hash not in {version_hash(spec, csv), *([version_hash(spec, csv, svg)] if svg is not None else [])}:
         return "spec.json and data.csv no longer give its content hash"
+    if svg_ok is not None and not svg_ok(texts.get("chart.svg", b"")):
+        return "chart.svg holds more than a chart draws (a script, an event handler or a link)"
     try:
         rec = record_from(texts["provenance.json"], folder / "provenance.json")
     except BadRecord as e:
@@ -189,7 +192,7 @@ def check_version(site: Path, v: Version) -> str | None:
     return None
 
 
-def recover_version(site: Path, fig_id: str, h: str) -> Version | str:
+def recover_version(site: Path, fig_id: str, h: str, svg_ok: Callable[[bytes], bool] | None = None) -> Version | str:
     """A version folder the index does not list, taken from the folder itself when it verifies
     (`check_version`: content hash, record): its files' SHA-256 computed now, its date, title and paper
     from its record; else why not."""
@@ -210,7 +213,7 @@ def recover_version(site: Path, fig_id: str, h: str) -> Version | str:
     fig = rec.data["figure"]
     date = rec.data.get("date")
     v = Version(fig_id, h, date if isinstance(date, str) else None, fig.get("title", ""), fig.get("paper", ""), files)
-    why = check_version(site, v)
+    why = check_version(site, v, svg_ok)
     return why if why is not None else v
 
 
@@ -361,7 +364,8 @@ def read_manifest(site: Path, copy: Path | None = None) -> dict[str, Any] | None
     return None
 
 
-def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not republished") -> Index:
+def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not republished",
+                  svg_ok: Callable[[bytes], bool] | None = None) -> Index:
     """The versions of ``site`` as a build or ``clean`` uses them: the index (`read_index`) plus every
     version folder on disk it does not list that verifies (`recover_version`); ``Index.unverified``: the
     folders that do not. When the index is damaged, its ``current`` comes from the manifest. Says in one
@@ -370,7 +374,7 @@ def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not 
     folders = version_folders(site)
     unlisted = [(f, h) for f, h in folders if index.get(f, h) is None]
     for f, h in unlisted:
-        v = recover_version(site, f, h)
+        v = recover_version(site, f, h, svg_ok)
         if isinstance(v, Version):
             index.versions.setdefault(f, {})[h] = v
         else:
@@ -382,9 +386,11 @@ def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not 
         f"{permalink(f, h)} ({why})" for f, h, why in index.unverified) if index.unverified else "")
     n_ok = len(unlisted) - len(index.unverified)
     if index.damaged is not None:
-        log(f"warning: {Path(site) / INDEX} cannot be used ({index.damaged}): every version folder is kept and the "
-            f"index rebuilt from the {n_ok} that verify{lost}")
+        log(f"warning: {Path(site) / INDEX} cannot be used ({index.damaged}): every version folder found "
+            f"({len(folders)}) is kept and the index rebuilt from the {n_ok} that verify{lost}")
     elif unlisted or index.dropped:
-        log(f"warning: {Path(site) / INDEX} " + (f"ignores {index.dropped} malformed entries and " if index.dropped else "")
-            + f"does not list {len(unlisted)} version folders: {n_ok} verified and kept{lost}")
+        said = [f"{index.dropped} malformed entries ignored"] if index.dropped else []
+        if unlisted:
+            said.append(f"{len(unlisted)} version folders it does not list: {n_ok} verified and kept{lost}")
+        log(f"warning: {Path(site) / INDEX}: " + "; ".join(said))
     return index

@@ -61,6 +61,7 @@ class Versions:
     out_dir: Path
     site_url: str | None = None
     log: Callable[[str], Any] = print
+    svg_ok: Callable[[bytes], bool] | None = None  # what a carried chart.svg must pass (`site.svgsafe.is_safe`)
     index: earlier_site.Index = field(default_factory=earlier_site.Index)
     checked: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (id, hash) -> why damaged
     new: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> {"hash", "created", "title", "paper"}
@@ -72,7 +73,7 @@ class Versions:
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
         self._read = earlier_site.read_index(self.out_dir)
-        self.index = earlier_site.load_versions(self.out_dir, self.log)
+        self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)
 
     @property
     def previous_current(self) -> dict[str, str]:
@@ -89,7 +90,8 @@ class Versions:
         key = (fig_id, content_hash)
         if key not in self.checked:
             v = self.published(fig_id, content_hash)
-            self.checked[key] = "it is not in the index" if v is None else earlier_site.check_version(self.out_dir, v)
+            self.checked[key] = "it is not in the index" if v is None else earlier_site.check_version(
+                self.out_dir, v, self.svg_ok)
             if v is not None and self.checked[key] is not None:
                 self._damaged(fig_id, content_hash)
         return self.checked[key] is None
@@ -97,6 +99,20 @@ class Versions:
     def _damaged(self, fig_id: str, content_hash: str) -> None:
         self.log(f"warning: {permalink(fig_id, content_hash)} of {self.out_dir} is damaged "
                  f"({self.checked[(fig_id, content_hash)]}): not republished")
+
+    def old_folder(self, fig_id: str, content_hash: str) -> Path | None:
+        """The previous site's folder of an intact version (validated id and hash, its files checked), or None."""
+        if self.published(fig_id, content_hash) is None or not self.intact(fig_id, content_hash):
+            return None
+        return self.out_dir / permalink(fig_id, content_hash)
+
+    def carry_file(self, fig_id: str, content_hash: str, name: str, dst_dir: Path) -> bool:
+        """Copy the file ``name`` of an intact earlier version into ``dst_dir`` (replacing what is there) when
+        its record lists it and the bytes carried have its recorded SHA-256 (`earlier_site.carry`)."""
+        v = self.published(fig_id, content_hash)
+        if v is None or name not in v.files or not self.intact(fig_id, content_hash):
+            return False
+        return earlier_site.carry(self.out_dir, v.permalink + name, Path(dst_dir), name, v.files[name]) is not None
 
     def old_record(self, fig_id: str, content_hash: str) -> readback.Record | None:
         """The record (provenance.json) of an intact earlier version, read once; None when there is none."""
@@ -153,7 +169,7 @@ class Versions:
         if earlier_site.read_index(self.out_dir) != self._read:
             self.log("site: another build published into the output meanwhile; its versions are kept")
             self._read = earlier_site.read_index(self.out_dir)
-            self.index = earlier_site.load_versions(self.out_dir, self.log)
+            self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)
             self.checked.clear()
             self.old.clear()
         index: dict[str, Any] = {"format": INDEX_FORMAT, "site_url": self.site_url,

@@ -251,13 +251,18 @@ def check_recipe(rec: Record) -> str | None:
             isinstance(x, dict) and isinstance(x.get("id"), str) for x in conf.get("datasets", [])):
         return "a dataset of config.datasets has no id"
     roles, fields = d.get("roles", {}), {f.name for f in dataclasses.fields(Roles)}
+    needed = {f.name for f in dataclasses.fields(Roles) if f.default is dataclasses.MISSING}
     if not isinstance(roles, dict) or set(roles) - fields:
         return f"roles has keys other than {', '.join(sorted(fields))}"
+    if needed - set(roles):
+        return f"roles lacks {', '.join(sorted(needed - set(roles)))}"
     if not all(v is None or isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
                for v in roles.values()):
         return "a role is not a name or a list of names"
-    if not _dict_of_dicts(d.get("display", {})):
-        return "display is not an object of objects"
+    display = d.get("display", {})
+    if not _dict_of_dicts(display) or not all(isinstance(x.get("style"), (str, type(None)))
+                                              and isinstance(x.get("causal"), (bool, type(None))) for x in display.values()):
+        return "display is not an object of {style: text, causal: true/false} objects"
     limit = d.get("inline_limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit < 2 ** 31):
         return "inline_limit is not a positive whole number"

@@ -310,6 +310,8 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
 
     cache = Cache(cfg.cache_dir)
     guard.check_writable(cache.base, "the cache directory", "--cache")
+    with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
+        pass  # reproduced/ is a real folder of the cache, not a link: refused before any work
     plan = planning.plan(cfg, cache)
     plan = dataclasses.replace(plan, tasks=_needed(rec, plan))
     executor = LocalExecutor(cache, log=log, progress=progress)
@@ -329,8 +331,6 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     except NotConfigured as e:
         out.reasons.append(f"the figure is not configured from this recipe ({_first_line(e)})")
         return "not-configured", {}
-    with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
-        pass  # reproduced/ is a real folder of the cache, not a link
     tmp = guard.make_tmp_dir(cache.reproduced / spec.id)
     with guard.removing(tmp):
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))

@@ -68,7 +68,8 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
     if not out.exists():
         return 0, []
     index = earlier_site.load_versions(out, log, keeping="kept as they are")
-    keep = {(v.figure, v.hash): v for v in index.all()}
+    on_disk = set(earlier_site.version_folders(out))  # real folders: a listed link or a missing one is no version
+    keep = {(v.figure, v.hash): v for v in index.all() if (v.figure, v.hash) in on_disk}
     unverified = {(f, h) for f, h, _ in index.unverified}
     removed: list[str] = []
     if older_than is not None:
@@ -100,11 +101,11 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
         if readback.figure_id(name) is None or not is_dir:
             atomic.remove_inside(out, out / "figures" / name)
             continue
-        inner = [q for q, _ in atomic.entries(out, out / "figures" / name)]
-        for q in inner:
-            if (name, q) not in folders:
+        inner = atomic.entries(out, out / "figures" / name)
+        for q, real in inner:
+            if (name, q) not in folders or not real:
                 atomic.remove_inside(out, out / "figures" / name / q)
-        if not any((name, q) in folders for q in inner):
+        if not any((name, q) in folders and real for q, real in inner):
             atomic.remove_inside(out, out / "figures" / name)
     entries_out = {"format": INDEX_FORMAT, "current": {f: h for f, h in sorted(index.current.items()) if (f, h) in keep},
                    "figures": {}}

@@ -51,7 +51,7 @@ from report_builder.citations import earlier_site, history, permalinks
 from report_builder.citations.version_files import write_csv
 from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
-from report_builder.site import publish
+from report_builder.site import publish, svgsafe
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, Previous, RenderCache, export_title,
@@ -165,7 +165,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     cache_manifest, build_record = state.manifest, state.record
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
-    versions = permalinks.Versions(out_dir, site_url, log)  # earlier versions, carried into the new site
+    versions = permalinks.Versions(out_dir, site_url, log, svgsafe.is_safe)  # earlier versions, carried (verified)
     past = history.read(out_dir, log)  # validated; a damaged one kept as it was (`citations.earlier_site`)
     try:
         tmp_docs.mkdir(parents=True)

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from report_builder import atomic
 from report_builder.citations import earlier_site, figure_diff, history, permalinks, readback, recipe, version_page
 from report_builder.citations import cite as prov_mod
+from report_builder.site import svgsafe
 from report_builder.site.write_pages import PAGES, page_html
 
 
@@ -122,8 +123,18 @@ def present(versions: permalinks.Versions, past: Any = None, charts: dict[str, s
     out = {permalinks.permalink(fid, h) for fid, vs in versions.all_versions().items() for h in vs
            if (fid, h) in new or versions.intact(fid, h)}
     kept = _kept_charts(past.entries) if past is not None else {}
-    out |= {rel for rel, digest in kept.items() if earlier_site.file_sha256(versions.out_dir, rel) == digest}
+    out |= {rel for rel, digest in kept.items() if _chart_ok(versions.out_dir, rel, digest)}
     return out | set(charts or {})
+
+
+def _chart_ok(site: Path, rel: str, digest: str) -> bool:
+    """Whether the earlier difference chart ``rel`` is a regular file with its recorded SHA-256 holding only
+    what a chart draws (`svgsafe.is_safe`: the site serves it)."""
+    try:
+        data = readback.read_bytes(site, rel, readback.CAPS["file"])
+    except (OSError, readback.BadRecord):
+        return False
+    return hashlib.sha256(data).hexdigest() == digest and svgsafe.is_safe(data)
 
 
 def page_entries(past: earlier_site.History, entry: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -155,7 +166,8 @@ def publish(versions: permalinks.Versions, tmp_site: Path, past: earlier_site.Hi
         log("warning: the output's history.json is not the one this build started from; the output's is kept")
     base = latest if len(latest.raw) >= len(past.raw) else past
     for rel, digest in _kept_charts(base.entries).items():
-        earlier_site.carry(versions.out_dir, rel, tmp_site, sha256=digest)
+        if _chart_ok(versions.out_dir, rel, digest):
+            earlier_site.carry(versions.out_dir, rel, tmp_site, sha256=digest)
     for rel, svg in charts.items():
         if not (tmp_site / rel).exists():
             atomic.replace_inside(tmp_site, tmp_site / rel, svg)
