@@ -334,9 +334,8 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     tmp = guard.make_tmp_dir(cache.reproduced / spec.id)
     with guard.removing(tmp):
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))
-        texts = {name: (tmp / spec.id / name).read_text(encoding="utf-8") for name in ("spec.json", "data.csv")}
-        if result.svg is not None:  # a diagram: its drawing is in its hash
-            texts["chart.svg"] = (tmp / spec.id / "chart.svg").read_text(encoding="utf-8")
+        names = ("spec.json", "data.csv") + (("chart.svg",) if result.svg is not None else ())  # a diagram's drawing
+        texts = {n: readback.read_text(tmp / spec.id, n, readback.CAPS["file"]) for n in names}  # is in its hash
         atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(rec))
         # a name made here: the registry's id and the hash just computed (nothing read from the recipe)
         target = cache.reproduced / f"{spec.id}-{ff.content_hash}"

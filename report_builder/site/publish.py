@@ -58,13 +58,9 @@ def figure_record(spec: Any, result: Any, content_hash: str, display: Any, roles
 
 
 def _digests(fig_dir: Path) -> dict[str, str]:
-    """SHA-256 of each of `recipe.RECORDED_FILES` this build wrote for the figure (its own files)."""
-    out = {}
-    for name in recipe.RECORDED_FILES:
-        p = fig_dir / name
-        if p.is_file() and not p.is_symlink():
-            out[name] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
+    """SHA-256 of each of `recipe.RECORDED_FILES` this build wrote for the figure (read bounded, no link)."""
+    found = {name: earlier_site.file_sha256(fig_dir, name) for name in recipe.RECORDED_FILES}
+    return {name: digest for name, digest in found.items() if digest is not None}
 
 
 def _titles(versions: permalinks.Versions) -> dict[str, dict[str, str]]:
