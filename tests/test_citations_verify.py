@@ -3,10 +3,10 @@ the bytes it is given (issues #30, #31), through the API and the CLI as a user m
 
 One tiny BERT, three figures, three builds of one site: (1) the plain CPU build; (2) a rebuild into
 another results cache on the batched (padded) path with another batch size, and the GPU class's chunk
-rule where the configuration has one: the same bytes; (3) a rebuild that sets ``site_url``: every
-citation absolute, the hashed files unchanged. Then ``cite``, ``reproduce`` (identical; equal within
-tolerance when the numbers move below the precision; a forged folder refused with exit 7) and ``diff``
-(data compared, not recorded hashes).
+rule where the configuration has one: the same bytes; (3) a rebuild that sets ``site_url`` from results
+moved across rounding boundaries: every citation absolute, every version kept, the hashed files
+unchanged. Then ``cite``, ``reproduce`` (identical; equal within tolerance when the numbers move below
+the precision; a forged folder refused with exit 7) and ``diff`` (data compared, not recorded hashes).
 """
 from __future__ import annotations
 
@@ -52,6 +52,15 @@ def _batched(plain):
     return run
 
 
+def _noisy(plain, rel: float):
+    """The engine with every ratio and map moved by ``rel`` (another device class's last bits)."""
+    def run(*a, **k):
+        for s, layer, r in plain(*a, **k):
+            yield s, layer, dataclasses.replace(r, ratios={m: v * (1 + rel) for m, v in r.ratios.items()},
+                                                maps={m: v * (1 + rel) for m, v in r.maps.items()})
+    return run
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     from tests.test_pipeline import tiny_bert_dir
@@ -70,8 +79,10 @@ def built(tmp_path_factory):
         mp.setattr(engine, "decompose_sequences", _batched(engine.decompose_sequences))
         rep2, _ = api.build(again, log=None, progress=False)
     second = _hashed_bytes(site)
-    logs: list[str] = []
-    api.build({**again, "site_url": SITE_URL}, log=logs.append, progress=False)
+    logs: list[str] = []  # (3): site_url set, and results moved across rounding boundaries (a new cache)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine, "decompose_sequences", _noisy(engine.decompose_sequences, 4e-7))
+        api.build({**cfg, "cache_dir": str(tmp / "c3"), "site_url": SITE_URL}, log=logs.append, progress=False)
     return SimpleNamespace(tmp=tmp, model=model, site=site, cfg=cfg, rep1=rep1, rep2=rep2, first=first,
                            second=second, third=_hashed_bytes(site), logs=logs)
 
@@ -87,6 +98,8 @@ def test_a_rebuild_in_other_batches_and_chunks_publishes_the_same_bytes(built):
 def test_site_url_set_later_reaches_every_citation_and_changes_no_hashed_byte(built):
     site, idx = built.site, _versions(built.site)
     assert built.third == built.first  # the versions published before site_url: byte for byte
+    # ... also those whose numbers moved across a rounding boundary: kept within the precision
+    assert any("kept (" in line and "equal within the published precision" in line for line in built.logs)
     assert idx["site_url"] == SITE_URL
     assert any("site_url is now " + SITE_URL in line and "earlier versions" in line for line in built.logs)
     for fid, h in idx["current"].items():
@@ -116,15 +129,6 @@ def test_reproduce_a_genuine_folder_is_identical(built):
     assert (res.status, res.exit_code) == ("identical", 0), res.line()
     assert {"data.csv", "spec.json", "chart.svg", "chart.png"} <= set(res.folder_files)
     assert Path(res.files).name == f"{FIG}-{res.reproduced}"  # a name it derived itself
-
-
-def _noisy(plain, rel: float):
-    """The engine with every ratio and map moved by ``rel`` (another device class's last bits)."""
-    def run(*a, **k):
-        for s, layer, r in plain(*a, **k):
-            yield s, layer, dataclasses.replace(r, ratios={m: v * (1 + rel) for m, v in r.ratios.items()},
-                                                maps={m: v * (1 + rel) for m, v in r.maps.items()})
-    return run
 
 
 def test_reproduce_below_the_precision_is_equal_within_tolerance_and_says_what_moved(built, monkeypatch):
