@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import atomic
-from report_builder.citations.readback import (_SCALARS, CAPS, SHA256, BadRecord, _dict_of_dicts, content_hash,
+from report_builder.citations.readback import (_SCALARS, CAPS, ID_FORM, SHA256, BadRecord, _dict_of_dicts, content_hash,
                                                figure_id, load_json, read_bytes, read_json, read_record, record_from)
 from report_builder.citations.version_files import DERIVED, FILES, OPTIONAL, chart_path, permalink
 from report_builder.errors import ReportBuilderError
@@ -130,19 +130,19 @@ def _site_url(value: Any) -> str | None:
         return None
 
 
-def version_folders(site: Path) -> list[tuple[str, str]]:
-    """The version folders on disk, ``figures/<id>/<hash>/`` with a registered id and a hash of its form,
-    each a real folder (links and anything else are not versions)."""
+def version_folders(site: Path, any_id: bool = False) -> list[tuple[str, str]]:
+    """The version folders on disk, ``figures/<id>/<hash>/`` with a registered id (``any_id``: any id of
+    the form, for `clean`, which keeps what it cannot judge) and a hash of its form, each a real folder
+    (links and anything else are not versions)."""
     out = []
     try:
         with atomic.opened_dir(site, ("figures",)) as fd:
-            import os
-
-            ids = sorted(e.name for e in os.scandir(fd) if figure_id(e.name) and e.is_dir(follow_symlinks=False))
-            for fid in ids:
-                with atomic.opened_dir(site, ("figures", fid)) as sub:
-                    out += [(fid, e.name) for e in sorted(os.scandir(sub), key=lambda e: e.name)
-                            if content_hash(e.name) and e.is_dir(follow_symlinks=False)]
+            ids = sorted(e.name for e in os.scandir(fd) if (ID_FORM.fullmatch(e.name) if any_id else figure_id(e.name))
+                         and e.is_dir(follow_symlinks=False))
+        for fid in ids:
+            with atomic.opened_dir(site, ("figures", fid)) as sub:
+                out += [(fid, e.name) for e in sorted(os.scandir(sub), key=lambda e: e.name)
+                        if content_hash(e.name) and e.is_dir(follow_symlinks=False)]
     except (OSError, ReportBuilderError):
         return out
     return out

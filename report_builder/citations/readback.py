@@ -16,6 +16,7 @@ module of the citation stage opens these files (`tests/test_architecture.py` che
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import io
 import json
@@ -45,6 +46,11 @@ class BadRecord(UsageError):
 # ---------------------------------------------------------------- forms
 
 
+DECLARED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("declared_figures", default=frozenset())
+"""The figure ids the running build declares beside the registry's (`site.build.render_site` sets them for
+the build: a figure passed to it is a known one while it builds)."""
+
+
 @functools.lru_cache(maxsize=1)
 def registered_ids() -> frozenset[str] | None:
     """Every registered figure id; None on an install without the figures (compute only: form only)."""
@@ -56,9 +62,11 @@ def registered_ids() -> frozenset[str] | None:
 
 
 def figure_id(value: Any) -> str | None:
-    """``value`` when it is a registered figure id (a lowercase slug), else None."""
+    """``value`` when it is a registered figure id (a lowercase slug; the running build's own declarations,
+    `DECLARED`, count as registered), else None."""
     known = registered_ids()
-    if isinstance(value, str) and ID_FORM.fullmatch(value) and (known is None or value in known):
+    if isinstance(value, str) and ID_FORM.fullmatch(value) and (
+            known is None or value in known or value in DECLARED.get()):
         return value
     return None
 

@@ -68,9 +68,9 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
     if not out.exists():
         return 0, []
     index = earlier_site.load_versions(out, log, keeping="kept as they are")
-    on_disk = set(earlier_site.version_folders(out))  # real folders: a listed link or a missing one is no version
+    on_disk = set(earlier_site.version_folders(out, any_id=True))  # real folders: a listed link is no version
     keep = {(v.figure, v.hash): v for v in index.all() if (v.figure, v.hash) in on_disk}
-    unverified = {(f, h) for f, h, _ in index.unverified}
+    unverified = on_disk - set(keep)  # kept as they are (a figure this install does not declare, or damaged)
     removed: list[str] = []
     if older_than is not None:
         for f, h in sorted(set(keep) | unverified):
@@ -97,8 +97,10 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
         figures = []
     for name, is_dir in figures:
         if name == Path(INDEX).name:
+            if is_dir:  # a folder where the index goes: not the tool's; the index is written in its place
+                atomic.remove_inside(out, out / INDEX)
             continue
-        if readback.figure_id(name) is None or not is_dir:
+        if readback.ID_FORM.fullmatch(name) is None or not is_dir:
             atomic.remove_inside(out, out / "figures" / name)
             continue
         inner = atomic.entries(out, out / "figures" / name)

@@ -47,7 +47,7 @@ from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec,
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
 from report_builder.citations import cite as prov_mod
-from report_builder.citations import earlier_site, history, permalinks
+from report_builder.citations import earlier_site, history, permalinks, readback
 from report_builder.citations.version_files import write_csv
 from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
@@ -165,9 +165,10 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     cache_manifest, build_record = state.manifest, state.record
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
-    versions = permalinks.Versions(out_dir, site_url, log, svgsafe.is_safe)  # earlier versions, carried (verified)
-    past = history.read(out_dir, log)  # validated; a damaged one kept as it was (`citations.earlier_site`)
+    declared = readback.DECLARED.set(frozenset(ids))  # this build's figures are known ids of what it reads back
     try:
+        versions = permalinks.Versions(out_dir, site_url, log, svgsafe.is_safe)  # earlier versions, carried (verified)
+        past = history.read(out_dir, log)  # validated; a damaged one kept as it was (`citations.earlier_site`)
         tmp_docs.mkdir(parents=True)
         tmp_site.mkdir()  # before anything is written: its files inherit the output's group and default ACL
         if out_dir.is_dir() and not out_dir.is_symlink():
@@ -238,6 +239,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                       "docs": _tree_digest(docs_dir, dates) if docs_dir is not None else None}
             write_text(build_record, json.dumps(record, indent=1))
     finally:
+        readback.DECLARED.reset(declared)
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

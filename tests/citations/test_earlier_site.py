@@ -111,7 +111,7 @@ def test_clean_over_a_hostile_site_follows_no_link_and_names_each_version_remove
     assert syn.snapshot(tmp_path, skip=(site, tmp_path / "user-cache")) == around
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated", "wrong types", "link"])
+@pytest.mark.parametrize("damage", ["empty", "truncated", "wrong types", "link", "folder"])
 def test_a_plain_clean_with_a_damaged_index_removes_no_version(tmp_path, capsys, damage):
     info, s = syn.make_site(tmp_path), syn.sentinel(tmp_path)
     vj = info["site"] / "figures" / "versions.json"
@@ -119,6 +119,9 @@ def test_a_plain_clean_with_a_damaged_index_removes_no_version(tmp_path, capsys,
     vj.unlink()
     if damage == "link":
         os.symlink(s / "secret.txt", vj)
+    elif damage == "folder":
+        vj.mkdir()
+        (vj / "x").write_text("{}")
     else:
         vj.write_text({"empty": "", "truncated": text[:100], "wrong types": "[1, 2]"}[damage])
     around = syn.snapshot(tmp_path, skip=(info["site"],))
