@@ -94,3 +94,34 @@ def test_a_rebuild_within_the_tolerance_keeps_the_version_and_one_beyond_it_does
     assert not _write(tmp_path / "d", relabelled, previous=old).kept
     (old.site / old.permalink / "data.csv").write_text("planted", encoding="utf-8")  # not the recorded bytes
     assert not _write(tmp_path / "e", noisy, previous=old).kept
+
+
+def test_verdicts_name_the_part_that_differs(tmp_path):
+    """`verify.compare`: within the precision -> within; numbers beyond it -> differs naming data.csv; the
+    same numbers in another chart (its text) -> differs naming spec.json only."""
+    from report_builder.citations.verify import FolderCheck, compare
+
+    def texts(df: pd.DataFrame, root: Path, title: str = "t") -> tuple[str, dict[str, str]]:
+        ff = write_figure_files("fig", df, _chart(df).properties(title=title), None, root)
+        return ff.content_hash, {n: (root / "fig" / n).read_text() for n in ("spec.json", "data.csv")}
+
+    base = _frame()
+    h, old = texts(base, tmp_path / "a")
+    check = FolderCheck(given=["data.csv", "spec.json"], texts=old)
+    assert compare(h, h, check, old).verdict == "identical"
+    noisy = base.assign(**{"value (%)": base["value (%)"] * (1 + 4e-6)})  # a few steps of some values
+    h2, new = texts(noisy, tmp_path / "b")
+    c = compare(h, h2, check, new)
+    assert h2 != h and c.verdict in ("within", "differs")
+    tiny = base.copy()
+    tiny.loc[0, "value (%)"] = 63.6961  # one step from 63.6962
+    h3, new = texts(tiny, tmp_path / "c")
+    c = compare(h, h3, check, new)
+    assert (c.verdict, c.data["values_changed"]) == ("within", 1)
+    moved = base.assign(**{"value (%)": base["value (%)"] + 1})
+    h4, new = texts(moved, tmp_path / "d")
+    c = compare(h, h4, check, new)
+    assert c.verdict == "differs" and "data.csv" in c.parts and c.data["values_changed"] == 40
+    h5, new = texts(base, tmp_path / "e", title="another title")
+    c = compare(h, h5, check, new)
+    assert (c.verdict, c.parts) == ("differs", ["spec.json"]) and c.data["values_changed"] == 0

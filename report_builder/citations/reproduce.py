@@ -63,6 +63,7 @@ class Reproduction:
     reasons: list[str] = field(default_factory=list)
     folder_files: list[str] = field(default_factory=list)  # the folder's files checked against the recipe
     data: dict[str, Any] | None = None  # the numeric change from the folder's data.csv (`figure_diff.data_summary`)
+    parts: list[str] = field(default_factory=list)  # the files that differ beyond the precision
     differences: list[dict[str, Any]] = field(default_factory=list)
     recipe_intact: bool | None = None
     path: str = ""
@@ -288,7 +289,7 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
     with using(cfg.cache_dir, "reproduce"):  # shared with builds; `clean` of that cache waits (or this does)
         out.reproduced, texts = _rebuild(rec, spec, cfg, out, log, progress)
     cmp = verify.compare(out.recorded, out.reproduced, check, texts)
-    out.data = cmp.data
+    out.data, out.parts = cmp.data, cmp.parts
     out.status = {"identical": "identical", "within": "within"}.get(cmp.verdict, "different")
     if out.status != "identical":
         _reasons(rec, spec, cfg, out, check)
@@ -348,6 +349,9 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
 def _reasons(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, check: verify.FolderCheck) -> None:
     """What differs (and, for a rebuild that differs, why), from the recipe compared with this run and the
     folder's data compared with the rebuilt data."""
+    if out.parts:
+        out.reasons.append("beyond the precision: " + ", ".join(out.parts) + (
+            " (the numbers are within it: the chart's text or code differs)" if "data.csv" not in out.parts else ""))
     if out.data is not None and out.data.get("comparable"):
         out.reasons.append(figure_diff.describe_data(out.data))
     elif not check.complete:

@@ -20,22 +20,30 @@ from typing import Any
 from report_builder import precision
 
 
-def same_content(old: dict[str, str], new: dict[str, str]) -> bool:
-    """Whether two versions' texts (``{"spec.json": ..., "data.csv": ..., "chart.svg": ...}``; chart.svg
-    only for a diagram, whose hash covers it) are the same within the published precision."""
+def same_part(name: str, old: dict[str, str], new: dict[str, str]) -> bool:
+    """Whether one file (``spec.json``, ``data.csv`` or ``chart.svg``) of two versions is the same within
+    the precision (`same_content` of that file alone; a file on one side only differs)."""
     import pandas as pd
 
     from report_builder.citations.version_files import read_csv
 
-    try:
-        if ("chart.svg" in new or "chart.svg" in old) and old.get("chart.svg") != new.get("chart.svg"):
-            return False
-        if not precision.json_within(comparable_spec(json.loads(old["spec.json"])),
-                                     comparable_spec(json.loads(new["spec.json"]))):
-            return False
-        return precision.frames_within(read_csv(io.StringIO(old["data.csv"])), read_csv(io.StringIO(new["data.csv"])))
-    except (KeyError, ValueError, TypeError, pd.errors.ParserError):
+    if name not in old or name not in new:
         return False
+    try:
+        if name == "spec.json":
+            return precision.json_within(comparable_spec(json.loads(old[name])), comparable_spec(json.loads(new[name])))
+        if name == "data.csv":
+            return precision.frames_within(read_csv(io.StringIO(old[name])), read_csv(io.StringIO(new[name])))
+    except (ValueError, TypeError, pd.errors.ParserError):
+        return False
+    return old[name] == new[name]
+
+
+def same_content(old: dict[str, str], new: dict[str, str]) -> bool:
+    """Whether two versions' texts (``{"spec.json": ..., "data.csv": ..., "chart.svg": ...}``; chart.svg
+    only for a diagram, whose hash covers it) are the same within the published precision."""
+    names = ("spec.json", "data.csv") + (("chart.svg",) if "chart.svg" in old or "chart.svg" in new else ())
+    return all(same_part(name, old, new) for name in names)
 
 
 def comparable_spec(spec: Any) -> Any:

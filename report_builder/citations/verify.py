@@ -107,10 +107,12 @@ def check_folder(folder: Path, rec: dict[str, Any]) -> FolderCheck:
 @dataclass
 class Comparison:
     """The rebuilt figure against the folder: ``verdict`` (identical | within | differs), the numeric
-    change of the data (`figure_diff.data_summary`, None without the folder's data.csv)."""
+    change of the data (`figure_diff.data_summary`, None without the folder's data.csv) and which part
+    differs beyond the precision (``parts``: data.csv, spec.json, chart.svg)."""
 
     verdict: str
     data: dict[str, Any] | None = None
+    parts: list[str] = field(default_factory=list)
 
 
 def compare(recorded: str, rebuilt_hash: str, check: FolderCheck, rebuilt_texts: dict[str, str]) -> Comparison:
@@ -130,5 +132,9 @@ def compare(recorded: str, rebuilt_hash: str, check: FolderCheck, rebuilt_texts:
     except (KeyError, ValueError, pd.errors.ParserError):
         summary = None
     theirs = {k: v for k, v in check.texts.items() if k != "chart.svg" or "chart.svg" in rebuilt_texts}
-    verdict = "within" if same_version.same_content(theirs, rebuilt_texts) else "differs"
-    return Comparison(verdict, summary)
+    if same_version.same_content(theirs, rebuilt_texts):
+        return Comparison("within", summary)
+    parts = [name for name, one in (("data.csv", {"data.csv"}), ("spec.json", {"spec.json"}),
+                                    ("chart.svg", {"chart.svg"}))
+             if one & set(rebuilt_texts) and not same_version.same_part(name, theirs, rebuilt_texts)]
+    return Comparison("differs", summary, parts)
