@@ -64,6 +64,7 @@ class Reproduction:
     folder_files: list[str] = field(default_factory=list)  # the folder's files checked against the recipe
     data: dict[str, Any] | None = None  # the numeric change from the folder's data.csv (`figure_diff.data_summary`)
     parts: list[str] = field(default_factory=list)  # the files that differ beyond the precision
+    tolerance: float = precision.TOLERANCE_STEPS  # steps of the rule: the recipe's (`precision.recorded_tolerance`)
     differences: list[dict[str, Any]] = field(default_factory=list)
     recipe_intact: bool | None = None
     path: str = ""
@@ -88,7 +89,7 @@ class Reproduction:
         if self.status == "identical":
             return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
         if self.status == "within":
-            return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({precision.TOLERANCE_STEPS} "
+            return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({self.tolerance:g} "
                     f"steps of the published precision, {precision.SIGNIFICANT} significant digits; rebuilt as "
                     f"{p(self.reproduced)}): " + p("; ".join(self.reasons)))
         if self.status == "different":
@@ -288,7 +289,8 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
 
     with using(cfg.cache_dir, "reproduce"):  # shared with builds; `clean` of that cache waits (or this does)
         out.reproduced, texts = _rebuild(rec, spec, cfg, out, log, progress)
-    cmp = verify.compare(out.recorded, out.reproduced, check, texts)
+    out.tolerance = precision.recorded_tolerance(rec)
+    cmp = verify.compare(out.recorded, out.reproduced, check, texts, out.tolerance)
     out.data, out.parts = cmp.data, cmp.parts
     out.status = {"identical": "identical", "within": "within"}.get(cmp.verdict, "different")
     if out.status != "identical":

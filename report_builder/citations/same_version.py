@@ -20,7 +20,8 @@ from typing import Any
 from report_builder import precision
 
 
-def same_part(name: str, old: dict[str, str], new: dict[str, str]) -> bool:
+def same_part(name: str, old: dict[str, str], new: dict[str, str],
+              tolerance: float = precision.TOLERANCE_STEPS) -> bool:
     """Whether one file (``spec.json``, ``data.csv`` or ``chart.svg``) of two versions is the same within
     the precision (`same_content` of that file alone; a file on one side only differs)."""
     import pandas as pd
@@ -31,19 +32,21 @@ def same_part(name: str, old: dict[str, str], new: dict[str, str]) -> bool:
         return False
     try:
         if name == "spec.json":
-            return precision.json_within(comparable_spec(json.loads(old[name])), comparable_spec(json.loads(new[name])))
+            return precision.json_within(comparable_spec(json.loads(old[name])), comparable_spec(json.loads(new[name])),
+                                         tolerance)
         if name == "data.csv":
-            return precision.frames_within(read_csv(io.StringIO(old[name])), read_csv(io.StringIO(new[name])))
+            return precision.frames_within(read_csv(io.StringIO(old[name])), read_csv(io.StringIO(new[name])),
+                                           tolerance)
     except (ValueError, TypeError, pd.errors.ParserError):
         return False
     return old[name] == new[name]
 
 
-def same_content(old: dict[str, str], new: dict[str, str]) -> bool:
+def same_content(old: dict[str, str], new: dict[str, str], tolerance: float = precision.TOLERANCE_STEPS) -> bool:
     """Whether two versions' texts (``{"spec.json": ..., "data.csv": ..., "chart.svg": ...}``; chart.svg
     only for a diagram, whose hash covers it) are the same within the published precision."""
     names = ("spec.json", "data.csv") + (("chart.svg",) if "chart.svg" in old or "chart.svg" in new else ())
-    return all(same_part(name, old, new) for name in names)
+    return all(same_part(name, old, new, tolerance) for name in names)
 
 
 def comparable_spec(spec: Any) -> Any:

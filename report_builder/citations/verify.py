@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from report_builder import precision
 from report_builder.citations import figure_diff, readback, recipe, same_version
 from report_builder.citations.version_files import FILES, HASH, OPTIONAL
 
@@ -115,9 +116,11 @@ class Comparison:
     parts: list[str] = field(default_factory=list)
 
 
-def compare(recorded: str, rebuilt_hash: str, check: FolderCheck, rebuilt_texts: dict[str, str]) -> Comparison:
+def compare(recorded: str, rebuilt_hash: str, check: FolderCheck, rebuilt_texts: dict[str, str],
+            tolerance: float = precision.TOLERANCE_STEPS) -> Comparison:
     """`Comparison` of a rebuilt figure (its content hash; its ``spec.json``, ``data.csv`` and, for a
-    diagram, ``chart.svg`` texts) with the checked folder."""
+    diagram, ``chart.svg`` texts) with the checked folder, within ``tolerance`` steps of the rule (the
+    recipe's: `precision.recorded_tolerance`)."""
     import pandas as pd
 
     from report_builder.citations.version_files import read_csv
@@ -132,9 +135,9 @@ def compare(recorded: str, rebuilt_hash: str, check: FolderCheck, rebuilt_texts:
     except (KeyError, ValueError, pd.errors.ParserError):
         summary = None
     theirs = {k: v for k, v in check.texts.items() if k != "chart.svg" or "chart.svg" in rebuilt_texts}
-    if same_version.same_content(theirs, rebuilt_texts):
+    if same_version.same_content(theirs, rebuilt_texts, tolerance):
         return Comparison("within", summary)
     parts = [name for name, one in (("data.csv", {"data.csv"}), ("spec.json", {"spec.json"}),
                                     ("chart.svg", {"chart.svg"}))
-             if one & set(rebuilt_texts) and not same_version.same_part(name, theirs, rebuilt_texts)]
+             if one & set(rebuilt_texts) and not same_version.same_part(name, theirs, rebuilt_texts, tolerance)]
     return Comparison("differs", summary, parts)
