@@ -242,9 +242,9 @@ def _explain(rec: dict[str, Any], spec: Any, cfg) -> list[dict[str, Any]]:
             "figure": {"version": spec.version,
                        "analyses": {a: registry.versions().get(a) for a in (rec.get("figure") or {}).get("analyses", {})}},
             "libraries": recipe.render_libraries(), "analysis_libraries": provenance.libraries(),
-            "device": cfg.device, "dtype": cfg.dtype, "chunk_rule": getattr(cfg, "chunk_rule", None)}
-    there = {k: rec.get(k) for k in here}
-    there["chunk_rule"] = (rec.get("config") or {}).get("chunk_rule")
+            "device": cfg.device, "dtype": cfg.dtype,
+            "chunk_rule": provenance.chunk_class(cfg.chunk_rule, str(cfg.device).split(":")[0], cfg.dtype)}
+    there = {k: rec.get(k) for k in here}  # chunk_rule: the device class the build ran (recorded since it had one)
     there["figure"] = {"version": (rec.get("figure") or {}).get("version"),
                        "analyses": (rec.get("figure") or {}).get("analyses", {})}
     return figure_diff.inputs_diff(there, here)
