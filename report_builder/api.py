@@ -26,6 +26,7 @@ from report_builder.last_build import tables_from_cache
 from report_builder.listing import list_datasets, list_figures, list_models  # noqa: F401 - `list` answers
 from report_builder.provenance import placements  # noqa: F401 - api.placements
 from report_builder.citations.reproduce import diff, format_diff, reproduce  # noqa: F401 - api.diff, api.reproduce
+from report_builder.citations.citing import cite  # noqa: F401 - api.cite (`report-builder cite`)
 from report_builder.schema import ERROR_BOUND
 from report_builder.site.configured import render_configured, roles_of  # noqa: F401 - api.roles_of
 from report_builder.site.summary import summary_lines, summary_memo

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 
-from report_builder import __version__, api
+from report_builder import __version__, api, cli_citations
 from report_builder.caches import default_dir
 from report_builder.config import DEVICE_MAPS, DTYPES
 from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal, terminal_table
@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: time a K21 pass (ratios, k21_tokens, k21_freq) over N random sequences of "
                         "--seq-len tokens, and the K21 host statistics apart (paper size: 992 x 86 on --shape base)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
-    _add_citation_commands(sub, common)
+    cli_citations.add_commands(sub, common, _sub)
     return ap
 
 
@@ -286,52 +286,6 @@ def _inapplicable(args) -> str | None:
         return "--k24-pass and --k21-pass exclude each other: time one pass at a time"
     if args.cmd == "list" and args.what != "datasets" and given("data_dir"):
         return "--data-dir applies to `list datasets` only"
-    return None
-
-
-def _add_citation_commands(sub, common) -> None:
-    """``reproduce`` and ``diff``: check a cited figure version, compare two versions or sites."""
-    p = _sub(sub, "reproduce", "rebuild a figure version from its provenance and compare content hashes",
-             "PATH is a version folder (figures/<id>/<hash>/) or its provenance.json, from a site or downloaded. "
-             "The models (checked by weights fingerprint) and datasets (checked by hash) are those the recipe "
-             "names; only the analyses the figure needs run. Exit 0 identical, 6 differs (with the reason), "
-             "4 a model is missing or has other weights, 3 a dataset is missing or differs.", common)
-    p.add_argument("path", metavar="PATH", help="a figure version folder or its provenance.json")
-    p.add_argument("--cache", dest="cache_dir", metavar="DIR",
-                   help="results cache to compute into (default: <user cache>/reproduce)")
-    p.add_argument("--model", action="append", metavar="NAME=SOURCE",
-                   help="where the recipe's model NAME is here (a local folder, embedded name or hub id); "
-                        "its weights fingerprint is checked; repeatable")
-    p.add_argument("--data", action="append", metavar="ID=PATH",
-                   help="where the recipe's dataset ID is here (a user's own file); its hash is checked; repeatable")
-    p.add_argument("--device", help="run on this device instead of the recorded one (cpu, cuda)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--json", action="store_true", help="one JSON object with every field instead of one line")
-    p = _sub(sub, "diff", "what changed between two figure versions, two provenance files or two sites",
-             "The inputs that differ (weights, data, parameters, code, libraries, device) and the numeric change "
-             "of the data: the largest absolute and relative difference and where.", common)
-    p.add_argument("old", metavar="OLD", help="a version folder, a provenance.json or a built site")
-    p.add_argument("new", metavar="NEW", help="the same kind of path as OLD")
-    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
-
-
-def _dispatch_citation(args) -> int | None:
-    """Run ``reproduce`` or ``diff``; None for any other command."""
-    if args.cmd == "reproduce":
-        quiet = getattr(args, "quiet", False)
-        res = api.reproduce(args.path, cache_dir=args.cache_dir, models=args.model, data=args.data,
-                            device=args.device, log=log.info, progress=not (args.no_progress or quiet))
-        if args.json:
-            print(json.dumps(res.to_dict(), indent=1, default=str))
-        elif res.status in ("identical", "different"):
-            _say(res.line())
-        if res.status not in ("identical", "different"):
-            log.error(res.line())
-        return res.exit_code
-    if args.cmd == "diff":
-        res = api.diff(args.old, args.new)
-        _say(json.dumps(res, indent=1, default=str) if args.json else api.format_diff(res))
-        return 0
     return None
 
 
@@ -415,7 +369,7 @@ def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
 
 def _dispatch(args) -> int:
     quiet = getattr(args, "quiet", False)
-    done = _dispatch_citation(args)
+    done = cli_citations.dispatch(args)
     if done is not None:
         return done
     if args.cmd == "check":

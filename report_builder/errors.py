@@ -93,10 +93,12 @@ __all__ = ["ReportBuilderError", "ConfigError", "DataError", "DataNotHere", "Mod
            "exit_code", "shown", "clip", "for_terminal", "terminal_width", "terminal_table", "MAX_SHOWN"]
 
 
-EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "differs": 6, "interrupted": 130,
-              "terminated": 143}
+EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "differs": 6, "altered": 7,
+              "interrupted": 130, "terminated": 143}
 """Documented exit codes of the CLI (docs/guide/configuration.md); 1 is an unexpected internal error; ``differs``:
-`report-builder reproduce` rebuilt a figure whose content hash differs from the cited one."""
+`report-builder reproduce` rebuilt a figure that differs from the cited one beyond the published precision;
+``altered``: the folder given to `reproduce` is not the figure its recipe names (its files or its recipe
+were changed after publication)."""
 
 
 def exit_code(e: BaseException) -> int:

@@ -48,6 +48,16 @@ RULE = (f"{SIGNIFICANT} significant digits, never finer than {FLOOR:g} (smaller 
 """The rule in one line (the Methods page and every recipe name it)."""
 
 
+def recorded_tolerance(rec: Any) -> float:
+    """The tolerance (in steps) a recipe records (``precision.tolerance_steps``) when it is a plain number
+    from 0 to 10, else `TOLERANCE_STEPS` (a recipe written before the rule, or a value out of range)."""
+    value = (rec.get("precision") or {}).get("tolerance_steps") if isinstance(rec, dict) and isinstance(
+        rec.get("precision"), dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10:
+        return float(value)
+    return float(TOLERANCE_STEPS)
+
+
 def describe() -> dict[str, Any]:
     """The rule as a recipe records it (``precision`` in ``provenance.json``)."""
     return {"rule": RULE, "significant_digits": SIGNIFICANT, "floor": FLOOR, "tolerance_steps": TOLERANCE_STEPS}
@@ -143,10 +153,11 @@ def steps(a: Any, b: Any) -> np.ndarray:
     return np.where(np.isnan(out), math.inf, out)
 
 
-def within(a: Any, b: Any) -> bool:
-    """Whether every pair of ``a`` and ``b`` (same shape) is equal within the rule's tolerance."""
+def within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS) -> bool:
+    """Whether every pair of ``a`` and ``b`` (same shape) is equal within ``tolerance`` steps of the rule
+    (default `TOLERANCE_STEPS`; `reproduce` passes the one its recipe recorded)."""
     s = steps(a, b)
-    return bool(s.size == 0 or float(np.max(s)) <= TOLERANCE_STEPS * (1 + 1e-6))
+    return bool(s.size == 0 or float(np.max(s)) <= tolerance * (1 + 1e-6))
 
 
 # ---------------------------------------------------------------- equal within the rule
@@ -180,7 +191,7 @@ def _pairs(a: Any, b: Any, out: list[tuple[float, float]]) -> bool:
     return a == b and type(a) is type(b)
 
 
-def json_within(a: Any, b: Any) -> bool:
+def json_within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS) -> bool:
     """Whether two JSON-plain objects are the same but for numbers equal within the rule's tolerance."""
     found: list[tuple[float, float]] = []
     if not _pairs(a, b, found):
@@ -188,10 +199,10 @@ def json_within(a: Any, b: Any) -> bool:
     if not found:
         return True
     x = np.array(found, dtype=float)
-    return within(x[:, 0], x[:, 1])
+    return within(x[:, 0], x[:, 1], tolerance)
 
 
-def frames_within(a: Any, b: Any) -> bool:
+def frames_within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS) -> bool:
     """Whether two tables (pandas frames read from published CSVs) have the same columns, rows and
     non-numeric cells, and numeric cells equal within the rule's tolerance, element by element."""
     import pandas as pd
@@ -202,7 +213,7 @@ def frames_within(a: Any, b: Any) -> bool:
         x, y = a.iloc[:, k], b.iloc[:, k]
         num = [pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) for s in (x, y)]
         if all(num):
-            if not within(x.to_numpy(dtype=float), y.to_numpy(dtype=float)):
+            if not within(x.to_numpy(dtype=float), y.to_numpy(dtype=float), tolerance):
                 return False
         elif any(num) or [None if pd.isna(v) else v for v in x.tolist()] != [None if pd.isna(v) else v
                                                                              for v in y.tolist()]:

@@ -38,7 +38,7 @@ STAGES: list[set[str]] = [
     {"citations.reproduce"},                                              # rebuild one figure version from its
                                                                           # recipe: plans, runs and draws it
     {"api"},                                                              # the thin front
-    {"cli", "logsetup", "notebook", "__main__"},                          # what users call; the CLI's log
+    {"cli", "cli_citations", "logsetup", "notebook", "__main__"},                          # what users call; the CLI's log
 ]
 RANK = {name: i for i, names in enumerate(STAGES) for name in names}
 

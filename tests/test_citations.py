@@ -130,7 +130,7 @@ def test_reproduce_from_another_directory_with_an_empty_cache(builds, tmp_path):
              "--model", f"tiny={model}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == f"reproduced {FIG} {h1}: identical"
-    # an edited recipe: another parameter, or another hash, is a difference with its reason
+    # an edited recipe: another parameter, or another hash, is refused before any work (its seal: exit 7)
     for edit in ("seed", "hash"):
         copy = tmp_path / f"edited-{edit}"
         copy.mkdir()
@@ -143,14 +143,14 @@ def test_reproduce_from_another_directory_with_an_empty_cache(builds, tmp_path):
         r = _cli("reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress", "--json",
                  "--model", f"tiny={model}", cwd=tmp_path)
         out = json.loads(r.stdout)
-        assert r.returncode == 6 and out["status"] == "different" and not out["identical"], r.stderr[-2000:]
+        assert r.returncode == 7 and out["status"] == "altered" and not out["identical"], r.stderr[-2000:]
         assert out["recipe_intact"] is False and any("edited" in x for x in out["reasons"])
-        assert out["reproduced"] != out["recorded"]
+        assert out["reproduced"] is None and out["computed"] == 0
     rec["config"]["datasets"][0]["n"] = 2  # (and the hash edited) another dataset: stopped before any work
     (copy / "provenance.json").write_text(json.dumps(rec), encoding="utf-8")
     r = _cli("reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress", "--model", f"tiny={model}",
              cwd=tmp_path)
-    assert r.returncode == 3 and "different data" in r.stderr and "edited" in r.stderr, r.stderr
+    assert r.returncode == 7 and "cannot verify" in r.stderr and "edited" in r.stderr, r.stderr
 
 
 def test_diff_names_the_changed_input(builds):
@@ -271,7 +271,8 @@ def test_a_build_over_a_hostile_earlier_site_touches_nothing_outside_and_publish
     assert syn.snapshot(tmp_path, skip=(site, cache)) == around and (s / "hard.txt").read_text().startswith("hard")
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
     assert any("versions.json: 9 malformed entries ignored" in w for w in warn), warn
-    assert any(f"figures/{FIG}/{h2}/" in w and "cite.bib: a symbolic link" in w for w in warn), warn
+    cite = site / "figures" / FIG / h2 / "cite.bib"  # derived: the planted link is never read, made anew
+    assert not cite.is_symlink() and "private" not in cite.read_text() and h2 in cite.read_text()
     assert any("aaaaaaaaaaaa" in w and "not republished" in w for w in warn), warn
     assert any("history.json: entry 3" in w and "entry 4" in w for w in warn), warn
     _no_foreign_file(site, h1, h2)

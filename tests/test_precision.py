@@ -1,13 +1,13 @@
 """Published precision (SPEC §8, issue #31): one rounding rule for every published number, and a figure
 whose numbers moved less than the rule's tolerance keeps its version.
 
-Unit tests of the rule and of the writers (CSV, spec data, HTML tables), of the "keep the version"
-comparison, and one build through the API followed by a rebuild on the batched path with another
-batch size (and the other device class's chunk rule, where the configuration has one): the same
-figure hashes and the same bytes.
+Unit tests of the rule and of the writers (CSV, spec data, HTML tables) and of the "keep the version"
+comparison; the builds (a rebuild on the batched path and the other chunk rule publishes the same
+bytes) are in tests/test_citations_verify.py.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -20,7 +20,7 @@ import pandas as pd
 from report_builder import precision
 from report_builder.citations.version_files import csv_text
 from report_builder.site import htmltable
-from report_builder.site.figure_files import export_spec, write_figure_files
+from report_builder.site.figure_files import Previous, export_spec, write_figure_files
 
 
 def test_the_rule_rounds_to_six_significant_digits_with_a_floor_and_keeps_integers():
@@ -67,78 +67,61 @@ def _write(root: Path, df: pd.DataFrame, previous: Path | None = None):
     return write_figure_files("fig", df, _chart(df), None, root, previous=previous)
 
 
-def _publish(ff, root: Path, dest: Path) -> Path:
-    folder = dest / ff.content_hash
-    shutil.copytree(root / "fig", folder)
-    return folder
+def _publish(ff, root: Path, site: Path) -> Previous:
+    """The figure written under ``root`` as a published version of ``site`` (files and their SHA-256)."""
+    rel = f"figures/fig/{ff.content_hash}/"
+    shutil.copytree(root / "fig", site / rel)
+    return Previous(site, rel, {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (site / rel).iterdir()})
 
 
 def test_a_rebuild_within_the_tolerance_keeps_the_version_and_one_beyond_it_does_not(tmp_path):
     base = _frame()
     base.loc[0, "value (%)"] = 12.3456500001  # on a rounding boundary: any noise moves its published digit
     first = _write(tmp_path / "a", base)
-    old = _publish(first, tmp_path / "a", tmp_path / "published")
+    old = _publish(first, tmp_path / "a", tmp_path / "site")
     noisy = base.copy()
     noisy.loc[0, "value (%)"] = 12.3456499999
     assert csv_text(noisy) != csv_text(base)  # rounding alone does not make it stable ...
     again = _write(tmp_path / "b", noisy, previous=old)
     assert again.kept and again.content_hash == first.content_hash  # ... the version is kept
     for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
-        assert (tmp_path / "b" / "fig" / name).read_bytes() == (old / name).read_bytes()
+        assert (tmp_path / "b" / "fig" / name).read_bytes() == (old.site / old.permalink / name).read_bytes()
     moved = base.copy()
     moved.loc[0, "value (%)"] = 12.3460  # 35 steps: a real change
     assert not _write(tmp_path / "c", moved, previous=old).kept
     relabelled = noisy.copy()
     relabelled.loc[0, "token"] = "other"  # the same numbers, another label: a new version
     assert not _write(tmp_path / "d", relabelled, previous=old).kept
+    (old.site / old.permalink / "data.csv").write_text("planted", encoding="utf-8")  # not the recorded bytes
+    assert not _write(tmp_path / "e", noisy, previous=old).kept
 
 
-# ---------------------------------------------------------------- through a build
+def test_verdicts_name_the_part_that_differs(tmp_path):
+    """`verify.compare`: within the precision -> within; numbers beyond it -> differs naming data.csv; the
+    same numbers in another chart (its text) -> differs naming spec.json only."""
+    from report_builder.citations.verify import FolderCheck, compare
 
-FIGS = ["k21-fig3", "k21-tab2", "k24-ctx-ff"]
+    def texts(df: pd.DataFrame, root: Path, title: str = "t") -> tuple[str, dict[str, str]]:
+        ff = write_figure_files("fig", df, _chart(df).properties(title=title), None, root)
+        return ff.content_hash, {n: (root / "fig" / n).read_text() for n in ("spec.json", "data.csv")}
 
-
-def _versions(site: Path) -> dict:
-    return json.loads((site / "figures" / "versions.json").read_text())
-
-
-def _version_bytes(site: Path) -> dict[str, bytes]:
-    idx = _versions(site)
-    return {f"{fid}/{h}/{p.name}": p.read_bytes() for fid, h in idx["current"].items()
-            for p in sorted((site / "figures" / fid / h).iterdir()) if p.name != "index.html"}
-
-
-def test_a_rebuild_in_other_batches_and_chunks_publishes_the_same_bytes(tmp_path, monkeypatch):
-    """The batched (padded) path with another batch size — and the GPU class's chunk rule where the
-    configuration offers one — moves the results by ~1e-7: the published figures are byte for byte
-    the first build's."""
-    from report_builder import api, engine
-    from report_builder.config import Config
-    from tests.test_pipeline import tiny_bert_dir
-
-    model = tiny_bert_dir(tmp_path / "tiny", 0)
-    cfg = {"models": [{"name": "tiny", "source": str(model), "role": "primary_encoder"}],
-           "datasets": [{"id": "wiki", "n": 6, "k24_n": 3, "max_length": 128}],  # lengths differ: padding
-           "k24": {"top_k": 5, "examples": 1}, "figures": FIGS, "out_dir": str(tmp_path / "site"),
-           "cache_dir": str(tmp_path / "c1"), "threads": 1}
-    rep1, _ = api.build(dict(cfg), log=None, progress=False)
-    first = _version_bytes(tmp_path / "site")
-
-    calls = []
-    plain = engine.decompose_sequences
-
-    def batched(*a, **k):
-        calls.append(k.get("batch_size"))
-        return plain(*a, **{**k, "batched": True})
-
-    monkeypatch.setattr(engine, "decompose_sequences", batched)
-    again = {**cfg, "cache_dir": str(tmp_path / "c2"), "batch_size": 3}
-    if "chunk_rule" in getattr(Config, "__dataclass_fields__", {}):
-        again["chunk_rule"] = "gpu"
-    rep2, _ = api.build(again, log=None, progress=False)
-    assert calls, "the batched path did not run"
-    moved = [n for n in rep1.tables if isinstance(rep1.tables[n], pd.DataFrame) and n in rep2.tables
-             and not rep1.tables[n].equals(rep2.tables[n])]
-    assert moved, "the batched path changed no result: nothing was tested"
-    assert _version_bytes(tmp_path / "site") == first
-    assert all(len(vs) == 1 for vs in _versions(tmp_path / "site")["figures"].values())
+    base = _frame()
+    h, old = texts(base, tmp_path / "a")
+    check = FolderCheck(given=["data.csv", "spec.json"], texts=old)
+    assert compare(h, h, check, old).verdict == "identical"
+    noisy = base.assign(**{"value (%)": base["value (%)"] * (1 + 4e-6)})  # a few steps of some values
+    h2, new = texts(noisy, tmp_path / "b")
+    c = compare(h, h2, check, new)
+    assert h2 != h and c.verdict in ("within", "differs")
+    tiny = base.copy()
+    tiny.loc[0, "value (%)"] = 63.6961  # one step from 63.6962
+    h3, new = texts(tiny, tmp_path / "c")
+    c = compare(h, h3, check, new)
+    assert (c.verdict, c.data["values_changed"]) == ("within", 1)
+    moved = base.assign(**{"value (%)": base["value (%)"] + 1})
+    h4, new = texts(moved, tmp_path / "d")
+    c = compare(h, h4, check, new)
+    assert c.verdict == "differs" and "data.csv" in c.parts and c.data["values_changed"] == 40
+    h5, new = texts(base, tmp_path / "e", title="another title")
+    c = compare(h, h5, check, new)
+    assert (c.verdict, c.parts) == ("differs", ["spec.json"]) and c.data["values_changed"] == 0

@@ -199,7 +199,9 @@ def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: 
     permalink ``url`` (the published address when ``site_url`` is set, else the site-relative one)."""
     date = str(prov.get("date") or "")
     year = date[:4] if date[:4].isdigit() else "n.d."
-    commit = str(prov.get("git_commit") or "unknown")[:12]
+    commit = _bib_escape(str(prov.get("git_commit") or "unknown")[:12])
+    version, preset = _bib_escape(prov.get("report_builder_version")), _bib_escape(prov.get("preset"))
+    fig_id, content_hash = _bib_escape(fig_id), _bib_escape(content_hash)
     link = bib_url(url) if url else None
     where = (f"\\url{{{link}}}" if link and "://" in link else
              f"report\\_builder report, figure {fig_id}" + (f", permalink {_bib_escape(url)}" if url else ""))
@@ -211,16 +213,40 @@ def figure_bibtex(fig_id: str, title: str, paper: str, content_hash: str, prov: 
         f"  howpublished = {{{where}}},\n"
         + (f"  url          = {{{link}}},\n" if link else "")
         + f"  note         = {{Figure {fig_id}, version {content_hash} (content hash), report\\_builder "
-        f"{prov.get('report_builder_version')} (commit {commit}, preset {prov.get('preset')}); "
+        f"{version} (commit {commit}, preset {preset}); "
         f"{_relation(paper, reproduces)}; verify with report-builder reproduce}},\n"
         f"}}"
     )
 
 
+def version_bibtex(rec: dict[str, Any], site_url: str | None = None) -> str:
+    """A version's ``cite.bib``, made from its record (``provenance.json``: id, content hash, title, paper,
+    date, code) and the site's *current* ``site_url``: the version's published address
+    ``<site_url>figures/<id>/<hash>/`` when there is one (whenever the version was published), else its
+    relative permalink; the paper's entry follows. Derived presentation, like the version's page: made
+    again by every build and by ``report-builder cite``, never covered by the content hash (docs/cite.md).
+    Every value from the record is escaped for BibTeX; ``rec`` must carry a registered id and a hash of
+    its form (`readback.check_record`)."""
+    fig = rec.get("figure") or {}
+    fig_id, h = str(fig.get("id")), str(rec.get("content_hash"))
+    paper = str(fig.get("paper") or "")
+    rel = f"figures/{fig_id}/{h}/"
+    url = site_url.rstrip("/") + "/" + rel if site_url else rel
+    try:
+        from report_builder.figures.registry import figure
+
+        reproduces = figure(fig_id).reproduces
+    except (ImportError, KeyError):
+        reproduces = ""
+    bib = figure_bibtex(fig_id, str(fig.get("title") or fig_id), paper, h, rec, reproduces, url=url)
+    paper_bib = PAPER_BIBTEX.get(paper)
+    return bib + ("\n\n" + paper_bib if paper_bib else "") + "\n"
+
+
 def _relation(paper: str, reproduces: str) -> str:
     name = PAPER_NAMES.get(paper, paper)
     if not reproduces:
-        return f"reproduces {name}"
+        return _bib_escape(f"reproduces {name}")
     from report_builder.figures.spec import FINDING
 
     if reproduces.startswith(FINDING):

@@ -24,13 +24,13 @@ from typing import Any, Callable
 from report_builder import atomic
 from report_builder.citations.readback import (_SCALARS, CAPS, ID_FORM, SHA256, BadRecord, _dict_of_dicts, content_hash,
                                                figure_id, load_json, read_bytes, read_json, read_record, record_from)
-from report_builder.citations.version_files import FILES, OPTIONAL, chart_path, permalink
+from report_builder.citations.version_files import DERIVED, FILES, OPTIONAL, chart_path, permalink
 from report_builder.errors import ReportBuilderError
 
 INDEX = "figures/versions.json"
 HISTORY = "history.json"
 MANIFEST = "figures/manifest.json"
-KNOWN_FILES = FILES + OPTIONAL
+KNOWN_FILES = FILES + OPTIONAL + DERIVED  # an index written before cite.bib was derived lists it
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,9 @@ class Version:
         return permalink(self.figure, self.hash)
 
     def entry(self) -> dict[str, Any]:
-        """The version's entry in ``versions.json``."""
-        return {"created": self.created, "title": self.title, "paper": self.paper, "files": dict(sorted(self.files.items()))}
+        """The version's entry in ``versions.json`` (its carried files: `DERIVED` ones are made anew)."""
+        return {"created": self.created, "title": self.title, "paper": self.paper,
+                "files": {k: v for k, v in sorted(self.files.items()) if k not in DERIVED}}
 
 
 @dataclass
@@ -64,6 +65,8 @@ class Index:
     versions: dict[str, dict[str, Version]] = field(default_factory=dict)
     damaged: str | None = None
     dropped: int = 0
+    site_url: str | None = None  # the site_url the site was built with (None: none, or not recorded)
+    site_url_known: bool = False  # whether the index records it (an older index does not)
     unverified: list[tuple[str, str, str]] = field(default_factory=list)  # folders on disk: (id, hash, why)
 
     def get(self, fig_id: str, h: str) -> Version | None:
@@ -106,11 +109,25 @@ def read_index(site: Path) -> Index:
                 out.dropped += 1
             else:
                 out.versions.setdefault(fid, {})[h] = v
+    if "site_url" in data:
+        out.site_url_known, out.site_url = True, _site_url(data["site_url"])
     cur = data.get("current")
     for fid, h in (cur.items() if isinstance(cur, dict) else []):
         if figure_id(fid) is not None and content_hash(h) is not None:
             out.current[fid] = h
     return out
+
+
+def _site_url(value: Any) -> str | None:
+    """A recorded ``site_url`` as the configuration accepts it (`values.check_site_url`), else None."""
+    from report_builder.values import check_site_url
+
+    if not isinstance(value, str):
+        return None
+    try:
+        return check_site_url(value)
+    except ReportBuilderError:
+        return None
 
 
 def version_folders(site: Path, any_id: bool = False) -> list[tuple[str, str]]:
@@ -145,6 +162,8 @@ def check_version(site: Path, v: Version, svg_ok: Callable[[bytes], bool] | None
     folder = Path(site) / v.permalink
     texts: dict[str, bytes] = {}
     for name, digest in sorted(v.files.items()):
+        if name in DERIVED:  # made anew by every build (an older index recorded it)
+            continue
         try:
             data = read_bytes(folder, name, CAPS["recipe"] if name == "provenance.json" else CAPS["file"])
         except FileNotFoundError:
@@ -179,7 +198,7 @@ def recover_version(site: Path, fig_id: str, h: str, svg_ok: Callable[[bytes], b
     from its record; else why not."""
     folder = Path(site) / permalink(fig_id, h)
     files: dict[str, str] = {}
-    for name in KNOWN_FILES:
+    for name in FILES + OPTIONAL:
         try:
             files[name] = _sha256(read_bytes(folder, name, CAPS["recipe"] if name == "provenance.json" else CAPS["file"]))
         except FileNotFoundError:

@@ -52,7 +52,7 @@ MAX_CHART_ROWS = 5000
 
 _IGNORED = {"date", "content_hash", "recipe_sha256", "max_reconstruction_error", "examples", "recipe", "preset",
             "permalink"}
-_DEVICE = {"device", "dtype", "tf32", "device_map"}
+_DEVICE = {"device", "dtype", "tf32", "device_map", "chunk_rule"}
 _CODE = {"report_builder_version", "git_commit"}
 _LIBRARY = {"torch_version", "transformers_version", "python_version", "libraries", "analysis_libraries"}
 

@@ -1,12 +1,15 @@
 """Immutable figure permalinks: every version of a figure at ``figures/<id>/<hash>/``, in every later site.
 
 A figure *version* is named by its content hash. Its folder holds ``chart.svg``, ``chart.png``,
-``data.csv``, ``spec.json``, ``provenance.json`` (the recipe of the build that created it, `citations.recipe`),
-``cite.bib`` (pointing at the permalink) and ``paper_vs_ours.csv`` where the figure has one; these files
-never change. ``index.html`` beside them is the site's page *about* the version (its chart, provenance,
-citation, and whether a newer version exists): the one file a later build rewrites.
-``figures/<id>/`` keeps the current version's files as before, its ``provenance.json`` and
-``cite.bib`` being the current version's own.
+``data.csv``, ``spec.json``, ``provenance.json`` (the recipe of the build that created it, `citations.recipe`)
+and ``paper_vs_ours.csv`` where the figure has one: these files never change (`version_files.FILES`).
+Beside them, two files are presentation made again by every build from the version's record and the
+site as it is now (`version_files.DERIVED`, `PAGE`): ``cite.bib`` (its ``url`` the version's address
+under the *current* ``site_url``, so a ``site_url`` set later reaches every earlier citation) and
+``index.html``, the site's page *about* the version (its chart, provenance, citation, and whether a
+newer version exists). ``figures/<id>/`` keeps the current version's files as before, its
+``provenance.json`` and ``cite.bib`` being the current version's own. The index records the
+``site_url`` each build used; a build that sets or changes it over earlier versions says so in one line.
 
 The site is replaced as a whole on every build (`site.build`), so `Versions.publish` carries every
 earlier version into the new site before the swap: hard links where the filesystem allows (copies
@@ -19,9 +22,8 @@ recreated only when this build produced the same content hash). The earlier site
 is written into the new site by temporary sibling and rename (`atomic.replace_inside`). ``clean`` keeps
 every version unless asked (`site_clean`).
 
-Pitfall: nothing inside a version folder may depend on the build that carries it (no build date,
-no "current" flag) except ``index.html``; a version's ``cite.bib`` names the address it was first
-published at.
+Pitfall: nothing a version's hash or index covers may depend on the build that carries it (no build
+date, no "current" flag, no address): what does (the address, the status) goes into the derived files.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ from typing import Any, Callable
 
 from report_builder import atomic
 from report_builder.citations import earlier_site, readback, recipe
-from report_builder.citations.version_files import (FILES, HASH, OPTIONAL, PAGE, permalink,  # noqa: F401
+from report_builder.citations.cite import version_bibtex
+from report_builder.citations.version_files import (DERIVED, FILES, HASH, OPTIONAL, PAGE, permalink,  # noqa: F401
                                                     version_hash)
 
 INDEX = earlier_site.INDEX
@@ -64,7 +67,6 @@ class Versions:
     new: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> {"hash", "created", "title", "paper"}
     current: dict[str, str] = field(default_factory=dict)  # this build's id -> hash
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # this build's id -> provenance record
-    bibs: dict[str, str] = field(default_factory=dict)  # this build's new versions: id -> cite.bib
     titles: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> {"title", "paper", "page"}
     old: dict[tuple[str, str], readback.Record] = field(default_factory=dict)  # earlier versions' records read
 
@@ -129,28 +131,23 @@ class Versions:
             return None
         return readback.read_data(self.out_dir / permalink(fig_id, content_hash))
 
-    def record_for(self, spec: Any, content_hash: str, make: Callable[[], tuple[dict[str, Any], str]],
+    def record_for(self, spec: Any, content_hash: str, make: Callable[[], dict[str, Any]],
                    page: str | None = None) -> tuple[dict[str, Any], str, str]:
         """(provenance record, provenance.json text, cite.bib text) of this build's version of ``spec``:
-        the published version's own files when that hash was published before and is intact, else
-        ``make()``'s record (sealed here) and citation: a new version."""
+        the published version's own record when that hash was published before and is intact, else
+        ``make()``'s record (sealed here): a new version. The citation is made from the record and the
+        site's current ``site_url`` either way (`cite.version_bibtex`: derived, never carried)."""
         self.current[spec.id] = content_hash
         self.titles[spec.id] = {"title": spec.title, "paper": spec.paper, "page": page or ""}
         old = self.old_record(spec.id, content_hash)
         if old is not None:
-            try:
-                bib = readback.read_text(self.out_dir / permalink(spec.id, content_hash), "cite.bib")
-                self.records[spec.id] = old.data
-                return old.shown, old.text, bib
-            except (OSError, readback.BadRecord) as e:
-                self.checked[(spec.id, content_hash)] = f"cite.bib: {e}"
-        rec, bib = make()
-        rec = recipe.seal(rec)
+            self.records[spec.id] = old.data
+            return old.shown, old.text, version_bibtex(old.data, self.site_url)
+        rec = recipe.seal(make())
         self.records[spec.id] = rec
-        self.bibs[spec.id] = bib
         self.new[spec.id] = {"hash": content_hash, "created": rec.get("date"), "title": spec.title,
                              "paper": spec.paper}
-        return rec, recipe.dumps(rec), bib
+        return rec, recipe.dumps(rec), version_bibtex(rec, self.site_url)
 
     def all_versions(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Every version the new site will hold: the previous index's (intact) plus this build's."""
@@ -175,8 +172,9 @@ class Versions:
             self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)
             self.checked.clear()
             self.old.clear()
-        index: dict[str, Any] = {"format": INDEX_FORMAT, "current": dict(sorted(self.current.items())), "figures": {}}
-        pages: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+        index: dict[str, Any] = {"format": INDEX_FORMAT, "site_url": self.site_url,
+                                 "current": dict(sorted(self.current.items())), "figures": {}}
+        pages: dict[tuple[str, str], dict[str, Any]] = {}
         new = {(f, v["hash"]) for f, v in self.new.items()}
         for v in self.index.all():
             key = (v.figure, v.hash)
@@ -186,20 +184,14 @@ class Versions:
             rec = self.old_record(*key)
             if rec is None:
                 continue
-            try:
-                bib = readback.read_text(self.out_dir / v.permalink, "cite.bib")
-            except (OSError, readback.BadRecord) as e:
-                self.checked[key] = f"cite.bib: {e}"
-                self._damaged(*key)
-                continue
             if not all(earlier_site.carry(self.out_dir, v.permalink + name, tmp_site, sha256=digest)
-                       for name, digest in sorted(v.files.items())):
+                       for name, digest in sorted(v.files.items()) if name not in DERIVED):
                 self.checked[key] = "a file changed while it was carried"
                 self._damaged(*key)
                 atomic.remove_inside(tmp_site, tmp_site / v.permalink)
                 continue
             index["figures"].setdefault(v.figure, {})[v.hash] = v.entry()
-            pages[key] = (rec.shown, bib)
+            pages[key] = rec.shown
         for fid, v in self.new.items():
             h, files = v["hash"], {}
             for name in FILES + OPTIONAL:
@@ -208,17 +200,25 @@ class Versions:
                     files[name] = digest
             index["figures"].setdefault(fid, {})[h] = {"created": v["created"], "title": v["title"],
                                                        "paper": v["paper"], "files": dict(sorted(files.items()))}
-            pages[(fid, h)] = (self.records[fid], self.bibs[fid])
+            pages[(fid, h)] = self.records[fid]
         for fid, h in self.current.items():  # the current files: one copy on disk with their version's
             rec = (index["figures"].get(fid) or {}).get(h)
             if rec is not None:
                 _share(tmp_site, fid, h, rec["files"])
         for fid, vs in index["figures"].items():
             cur = self.current.get(fid)
-            for h in vs:
-                rec, bib = pages[(fid, h)]
+            for h in vs:  # the derived files: the citation (site_url as it is now) and the page
+                rec = pages[(fid, h)]
+                bib = version_bibtex(rec, self.site_url)
+                atomic.replace_inside(tmp_site, tmp_site / permalink(fid, h) / "cite.bib", bib)
                 text = write_page(fid, h, rec, bib, cur, _newer(vs, h, cur))
                 atomic.replace_inside(tmp_site, tmp_site / permalink(fid, h) / PAGE, text)
+        earlier = sum(len(vs) for fid, vs in index["figures"].items()) - len(self.new)
+        if earlier and (self.site_url != self.index.site_url if self.index.site_url_known else self.site_url):
+            self.log(f"site: site_url is now {self.site_url or 'unset'}" + (
+                f" (was {self.index.site_url or 'unset'})" if self.index.site_url_known else "")
+                + f": the citations and pages of the {earlier} earlier versions follow it (their hashed files "
+                f"are unchanged)")
         atomic.replace_inside(tmp_site, tmp_site / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
         return index
 

@@ -18,6 +18,8 @@ makes (models, datasets, parameters, versions, error bound) plus what `recipe_fi
   (name, source, role, revision), every field of every dataset entry, ``k21``, ``k24``, ``ig``,
   ``device``, ``dtype``, ``batch_size``, ``max_memory``, ``device_map``, ``data_dir``; local paths in
   their public form (`guard.public_path`);
+- ``files``: the SHA-256 of the version's charts, ``data.csv``, ``spec.json`` and ``paper_vs_ours.csv``
+  as created (`site.publish`), so `reproduce` verifies a folder's every file against its own recipe;
 - ``precision``: the published-precision rule its numbers were rounded by (`report_builder.precision`)
   and the tolerance a rebuild is "equal within";
 - ``libraries`` (the rendering process) and ``analysis_libraries`` (the process that computed the
@@ -150,6 +152,12 @@ def recipe_fields(spec: Any, roles: Any, prov: dict[str, Any], judged: tuple[dic
         "libraries": render_libraries(),
         "analysis_libraries": prov.get("libraries") or {},
     }
+
+
+RECORDED_FILES = ("chart.png", "chart.svg", "data.csv", "paper_vs_ours.csv", "spec.json")
+"""The files of a version whose SHA-256 its recipe records (``files``), so a folder can be verified
+from its own recipe (`citations.verify`): the charts and paper_vs_ours.csv are not covered by the
+content hash."""
 
 
 def canonical(obj: Any) -> str:

@@ -1,9 +1,14 @@
-"""``report-builder reproduce PATH``: rebuild one figure version from its recipe and compare content hashes.
+"""``report-builder reproduce PATH``: verify a figure version folder, then rebuild it from its recipe and
+compare (SPEC §8 "Verification verdicts").
 
 PATH is a version folder (``figures/<id>/<hash>/``, from a site or downloaded) or its
 ``provenance.json`` (`citations.recipe`). The recipe names everything the figure's numbers depend on; this
-module rebuilds exactly that figure, from any directory:
+module, from any directory:
 
+0. verifies the folder's own files against the recipe that names them (`citations.verify.check_folder`:
+   the recipe's seal, the folder's name, the content hash recomputed from the bytes of ``spec.json`` and
+   ``data.csv``, every file's SHA-256 the recipe records): a forged or damaged folder stops here,
+   ``altered`` (its own exit code), before anything is computed;
 1. the models the figure used, by source, each checked against its recorded weights fingerprint
    (``--model NAME=SOURCE`` points at a copy elsewhere, e.g. a local folder of the original build);
    the datasets it used (and the first configured one, which the K24 examples come from), each
@@ -12,15 +17,19 @@ module rebuilds exactly that figure, from any directory:
    decides layouts), on those models and datasets, with every recorded parameter, into ``--cache``
    (default ``<user cache>/reproduce``);
 3. the figure drawn from those tables with the recorded roles, token display judgement and inline
-   limit into ``<cache>/reproduced/<id>-<hash>/`` and its content hash compared with the recorded one.
+   limit into ``<cache>/reproduced/<id>-<rebuilt hash>/`` (a name derived here, never read from the
+   recipe) and compared with the folder (`verify.compare`): ``identical`` (the same content hash);
+   ``within`` (other bytes, equal within the published precision's tolerance: another device, dtype,
+   chunk rule or library version moves the last bits; the line names what differs and the largest
+   difference); ``different`` (what differs and where).
 
-A difference is explained by comparing the recipe with this run: the recipe edited after
-publication (its seal), the folder named for another hash, the code (report_builder version or
-commit, the figure's or an analysis' version), the libraries, the device/dtype/TF32 — else it is
-"unexplained". A model that is not here, other weights at the recorded source, or other data stop
-before anything is computed, in one line each.
+A difference is explained by comparing the recipe with this run: the code (report_builder version or
+commit, the figure's or an analysis' version), the libraries, the device/dtype/TF32/chunk rule — else
+it is "unexplained". A model that is not here, other weights at the recorded source, or other data
+stop before anything is computed, in one line each.
 
-Exit codes (`EXIT`): 0 identical; 6 the rebuilt figure differs; 4 a model is missing or has other
+Exit codes (`EXIT`): 0 identical or equal within tolerance; 6 the rebuilt figure differs; 7 the folder
+or its recipe was altered (it is not the figure its recipe names); 4 a model is missing or has other
 weights; 3 a dataset is missing or differs (and every usual error code of the CLI).
 """
 from __future__ import annotations
@@ -34,14 +43,12 @@ from typing import Any, Callable
 
 from report_builder import atomic, guard
 from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal
-from report_builder.citations import figure_diff, readback, recipe
+from report_builder import precision
+from report_builder.citations import figure_diff, readback, recipe, verify
 from report_builder.citations.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
-EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
-          "so it does not describe the figure its hash names")
-
-EXIT = {"identical": 0, "different": EXIT_CODES["differs"], "model": EXIT_CODES["model"],
-        "weights": EXIT_CODES["model"], "data": EXIT_CODES["config"]}
+EXIT = {"identical": 0, "within": 0, "different": EXIT_CODES["differs"], "altered": EXIT_CODES["altered"],
+        "model": EXIT_CODES["model"], "weights": EXIT_CODES["model"], "data": EXIT_CODES["config"]}
 """Exit code of each `Reproduction.status`."""
 
 
@@ -51,9 +58,13 @@ class Reproduction:
 
     figure: str
     recorded: str
-    status: str  # identical | different | model (not available) | weights (other weights) | data
+    status: str  # identical | within | different | altered | model (not available) | weights (other weights) | data
     reproduced: str | None = None
     reasons: list[str] = field(default_factory=list)
+    folder_files: list[str] = field(default_factory=list)  # the folder's files checked against the recipe
+    data: dict[str, Any] | None = None  # the numeric change from the folder's data.csv (`figure_diff.data_summary`)
+    parts: list[str] = field(default_factory=list)  # the files that differ beyond the precision
+    tolerance: float = precision.TOLERANCE_STEPS  # steps of the rule: the recipe's (`precision.recorded_tolerance`)
     differences: list[dict[str, Any]] = field(default_factory=list)
     recipe_intact: bool | None = None
     path: str = ""
@@ -77,13 +88,20 @@ class Reproduction:
         p = for_terminal
         if self.status == "identical":
             return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
+        if self.status == "within":
+            return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({self.tolerance:g} "
+                    f"steps of the published precision, {precision.SIGNIFICANT} significant digits; rebuilt as "
+                    f"{p(self.reproduced)}): " + p("; ".join(self.reasons)))
         if self.status == "different":
             return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}): "
                     + p("; ".join(self.reasons)))
+        if self.status == "altered":
+            return f"cannot verify {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
         return f"cannot reproduce {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"identical": self.status == "identical", "exit_code": self.exit_code, **dataclasses.asdict(self)}
+        return {"identical": self.status == "identical", "verified": self.status in ("identical", "within"),
+                "exit_code": self.exit_code, **dataclasses.asdict(self)}
 
 
 def load_recipe(path: str | Path) -> tuple[dict[str, Any], Path]:
@@ -104,7 +122,8 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
-def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: dict[str, str], device: str | None):
+def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: dict[str, str], device: str | None,
+            chunk_rule: str | None = None):
     """The configuration that rebuilds the recipe's figure: its models and datasets only."""
     from report_builder.config import from_dict
 
@@ -126,6 +145,8 @@ def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: 
     conf.update(preset="custom", cache_dir=str(cache_dir), figures=[rec["figure"]["id"]])
     if device:
         conf["device"] = device
+    if chunk_rule:
+        conf["chunk_rule"] = chunk_rule
     try:
         return from_dict(conf, source="the recipe")
     except ConfigError as e:
@@ -221,22 +242,23 @@ def _explain(rec: dict[str, Any], spec: Any, cfg) -> list[dict[str, Any]]:
             "figure": {"version": spec.version,
                        "analyses": {a: registry.versions().get(a) for a in (rec.get("figure") or {}).get("analyses", {})}},
             "libraries": recipe.render_libraries(), "analysis_libraries": provenance.libraries(),
-            "device": cfg.device, "dtype": cfg.dtype}
-    there = {k: rec.get(k) for k in here}
+            "device": cfg.device, "dtype": cfg.dtype,
+            "chunk_rule": provenance.chunk_class(cfg.chunk_rule, str(cfg.device).split(":")[0], cfg.dtype)}
+    there = {k: rec.get(k) for k in here}  # chunk_rule: the device class the build ran (recorded since it had one)
     there["figure"] = {"version": (rec.get("figure") or {}).get("version"),
                        "analyses": (rec.get("figure") or {}).get("analyses", {})}
     return figure_diff.inputs_diff(there, here)
 
 
 def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: list[str] | None = None,
-              data: list[str] | None = None, device: str | None = None, log: Callable[[str], Any] = print,
-              progress: bool = True) -> Reproduction:
-    """Rebuild the figure version at ``path`` and compare its content hash (see the module docstring).
+              data: list[str] | None = None, device: str | None = None, chunk_rule: str | None = None,
+              log: Callable[[str], Any] = print, progress: bool = True) -> Reproduction:
+    """Verify the figure version at ``path``, rebuild it and compare (see the module docstring).
 
     Args:
         cache_dir: the results cache to compute into (default ``<user cache>/reproduce``).
         models: ``NAME=SOURCE`` items: where a recorded model is here. data: ``ID=PATH`` items.
-        device: run on this device instead of the recorded one.
+        device: run on this device instead of the recorded one. chunk_rule: with this chunk rule.
     """
     t0 = time.perf_counter()
     rec, prov_file = load_recipe(path)
@@ -249,30 +271,38 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
         spec = figure(out.figure)
     except KeyError as e:
         raise UsageError(f"{prov_file}: {e.args[0]}") from None
+    check = verify.check_folder(prov_file.parent, rec)  # first the folder's own files (SPEC §8)
+    out.folder_files = check.given
+    if check.altered:
+        out.status, out.reasons = "altered", check.mismatches
+        out.seconds = time.perf_counter() - t0
+        return out
     from report_builder.housekeeping import REPRODUCE_CACHE
 
     cache = Path(cache_dir).expanduser() if cache_dir else guard.user_cache_dir() / REPRODUCE_CACHE
-    cfg = _config(rec, cache, _pairs(models, "model"), _pairs(data, "data"), device)
+    cfg = _config(rec, cache, _pairs(models, "model"), _pairs(data, "data"), device, chunk_rule)
     out.cache, out.device = str(cache), cfg.device
     if not _check_inputs(rec, cfg, out):
-        if out.recipe_intact is False:
-            out.reasons.append(EDITED)
         out.seconds = time.perf_counter() - t0
         return out
     from report_builder.cache_lock import using
 
     with using(cfg.cache_dir, "reproduce"):  # shared with builds; `clean` of that cache waits (or this does)
-        out.reproduced = _rebuild(rec, spec, cfg, out, log, progress)
-    if out.reproduced == out.recorded:
-        out.status = "identical"
-    else:
-        _reasons(rec, spec, cfg, out, prov_file)
+        out.reproduced, texts = _rebuild(rec, spec, cfg, out, log, progress)
+    out.tolerance = precision.recorded_tolerance(rec)
+    cmp = verify.compare(out.recorded, out.reproduced, check, texts, out.tolerance)
+    out.data, out.parts = cmp.data, cmp.parts
+    out.status = {"identical": "identical", "within": "within"}.get(cmp.verdict, "different")
+    if out.status != "identical":
+        _reasons(rec, spec, cfg, out, check)
     out.seconds = time.perf_counter() - t0
     return out
 
 
-def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callable[[str], Any], progress: bool) -> str:
-    """Run the figure's analyses, draw it into the cache and return its content hash."""
+def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callable[[str], Any], progress: bool
+             ) -> tuple[str, dict[str, str]]:
+    """Run the figure's analyses, draw it into ``<cache>/reproduced/<id>-<rebuilt hash>/`` and return its
+    content hash and the texts the hash covers (spec.json, data.csv and a diagram's chart.svg)."""
     from report_builder.analyses import planning
     from report_builder.cache import Cache
     from report_builder.executors.local import LocalExecutor
@@ -303,26 +333,31 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
         result = spec.build(ctx)
     except NotConfigured as e:
         out.reasons.append(f"the figure is not configured from this recipe ({_first_line(e)})")
-        return "not-configured"
-    # the id is a registered one and the hash of its form (`readback.read_recipe`): the name stays in reproduced/
-    target = cache.reproduced / f"{spec.id}-{out.recorded}"
-    tmp = guard.make_tmp_dir(target)
+        return "not-configured", {}
+    tmp = guard.make_tmp_dir(cache.reproduced / spec.id)
     with guard.removing(tmp):
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))
+        names = ("spec.json", "data.csv") + (("chart.svg",) if result.svg is not None else ())  # a diagram's drawing
+        texts = {n: readback.read_text(tmp / spec.id, n, readback.CAPS["file"]) for n in names}  # is in its hash
         atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(rec))
+        # a name made here: the registry's id and the hash just computed (nothing read from the recipe)
+        target = cache.reproduced / f"{spec.id}-{ff.content_hash}"
         atomic.remove_inside(cache.base, target)
         atomic.move_inside(cache.base, tmp / spec.id, target)
     out.files = str(target)
-    return ff.content_hash
+    return ff.content_hash, texts
 
 
-def _reasons(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, prov_file: Path) -> None:
-    """Why the rebuilt figure differs, from the recipe compared with this run."""
-    if out.recipe_intact is False:
-        out.reasons.append(EDITED)
-    folder = prov_file.parent.name
-    if recipe_hash_like(folder) and folder != out.recorded:
-        out.reasons.append(f"the folder is named for version {folder}, the recipe records {out.recorded}")
+def _reasons(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, check: verify.FolderCheck) -> None:
+    """What differs (and, for a rebuild that differs, why), from the recipe compared with this run and the
+    folder's data compared with the rebuilt data."""
+    if out.parts:
+        out.reasons.append("beyond the precision: " + ", ".join(out.parts) + (
+            " (the numbers are within it: the chart's text or code differs)" if "data.csv" not in out.parts else ""))
+    if out.data is not None and out.data.get("comparable"):
+        out.reasons.append(figure_diff.describe_data(out.data))
+    elif not check.complete:
+        out.reasons.append("the folder's spec.json and data.csv are not here: only the recorded hash was compared")
     out.differences = _explain(rec, spec, cfg)
     kinds = {d["kind"] for d in out.differences}
     if "code" in kinds:
@@ -331,18 +366,15 @@ def _reasons(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, prov_file: 
         out.reasons.append("different library versions: " + ", ".join(
             _what(d) for d in out.differences if d["kind"] == "library"))
     if "device" in kinds:
-        out.reasons.append("different device/dtype: " + ", ".join(
+        out.reasons.append("different device/dtype/chunk rule: " + ", ".join(
             _what(d) for d in out.differences if d["kind"] == "device")
-            + " (results off the CPU, or in another dtype, differ in the last bits)")
-    if not out.reasons:
-        out.reasons.append("unexplained difference: the recipe, the code, the libraries and the device all match")
+            + " (results of another device class, dtype or chunk rule differ in the last bits)")
+    if not kinds:
+        out.reasons.append("no recorded input differs (the recipe, the code, the libraries and the device all match)"
+                           if out.status == "within" else
+                           "unexplained difference: the recipe, the code, the libraries and the device all match")
 
 
 def _what(d: dict[str, Any]) -> str:
     return f"{d['what']} {figure_diff._short(d['old'], 30)} recorded, {figure_diff._short(d['new'], 30)} here"
 
-
-def recipe_hash_like(name: str) -> bool:
-    from report_builder.citations.permalinks import HASH
-
-    return HASH.fullmatch(name) is not None

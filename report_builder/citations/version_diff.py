@@ -5,8 +5,11 @@ a ``provenance.json`` (its ``data.csv`` is read from the same folder when it is 
 site (its ``figures/<id>/`` current versions, figure by figure). The summary is `citations.figure_diff`'s,
 the same the Changes page shows: the inputs that differ and the numeric change of the data.
 
-Every file is read through `readback` (bounded, regular files only, no link followed, the record
-validated). Pitfall: every value printed comes from files a user may have downloaded from anywhere: the
+Two versions are "identical" when their own files say so: the content hash is recomputed from each
+side's ``spec.json`` and ``data.csv`` (`readback.content_hashes`), never taken from the records alone; a
+side whose files do not give the hash its record claims is named (``checks``) and never identical, and
+the numeric change of the data is shown either way. Every file is read through `readback` (bounded,
+regular files only, no link followed, the record validated). Pitfall: every value printed comes from files a user may have downloaded from anywhere: the
 CLI prints them through its terminal escaping; nothing here evaluates them.
 """
 from __future__ import annotations
@@ -52,11 +55,37 @@ def version_diff(old_prov: Path, new_prov: Path) -> dict[str, Any]:
     fa, fb = (a.get("figure") or {}).get("id"), (b.get("figure") or {}).get("id")
     old_df = readback.read_data(old_prov.parent)
     new_df = readback.read_data(new_prov.parent)
-    same = a.get("content_hash") is not None and a.get("content_hash") == b.get("content_hash")
+    ha, hb = _actual(old_prov.parent), _actual(new_prov.parent)
+    checks = [line for side, rec, got in (("OLD", a, ha), ("NEW", b, hb)) for line in [_check(side, rec, got)] if line]
+    forged = any(got is not None and rec.get("content_hash") not in got for rec, got in ((a, ha), (b, hb)))
+    if ha is not None and hb is not None:  # the data themselves decide, not what the records claim
+        same = bool(ha & hb) and not forged
+    else:
+        same = a.get("content_hash") is not None and a.get("content_hash") == b.get("content_hash") and not forged
     return {"figure": fb or fa, "old_figure": fa, "old": a.get("content_hash"), "new": b.get("content_hash"),
-            "identical": same, "inputs": figure_diff.inputs_diff(a, b),
+            "identical": same, "checks": checks, "inputs": figure_diff.inputs_diff(a, b),
             "data": figure_diff.data_summary(old_df, new_df) if old_df is not None and new_df is not None else
             {"comparable": False, "reason": "no readable data.csv beside a provenance.json"}}
+
+
+def _actual(folder: Path) -> set[str] | None:
+    """The content hashes a version folder's own ``spec.json`` and ``data.csv`` give (`readback.content_hashes`,
+    bounded); None when they are not there or cannot be read."""
+    try:
+        return readback.content_hashes(folder)
+    except (OSError, readback.BadRecord):
+        return None
+
+
+def _check(side: str, rec: dict[str, Any], actual: set[str] | None) -> str | None:
+    """What a side's files say against its record's claim (None: they agree)."""
+    claim = rec.get("content_hash")
+    if actual is None:
+        return f"{side} has no readable spec.json and data.csv beside its provenance.json: only its recorded hash is compared"
+    if claim not in actual:
+        return (f"{side}'s files are not the version its record claims: its spec.json and data.csv give "
+                f"{min(actual)}, its provenance.json records {claim}")
+    return None
 
 
 def _figures(site: Path) -> dict[str, Path]:
@@ -113,7 +142,7 @@ def format_diff(d: dict[str, Any]) -> str:
 def _format_version(d: dict[str, Any]) -> str:
     p = for_terminal
     head = f"{p(d['figure'])} {p(d['old'])} -> {p(d['new'])}: " + ("identical" if d["identical"] else "changed")
-    lines = [head]
+    lines = [head] + [f"  check: {p(c)}" for c in d.get("checks", [])]
     if not d["inputs"]:
         lines.append("  inputs: no recorded input differs")
     for r in d["inputs"]:

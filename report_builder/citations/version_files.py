@@ -20,12 +20,18 @@ import pandas as pd
 
 from report_builder import precision
 
-FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib")
-"""Every version's files (all required)."""
+FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json")
+"""Every version's files (all required): written once, when the version is created, then carried byte for
+byte (each with the SHA-256 the index records); the content hash covers spec.json and data.csv (and a
+diagram's chart.svg), the recipe's ``files`` the SHA-256 of the others (docs/cite.md)."""
 OPTIONAL = ("paper_vs_ours.csv",)
-"""Files a version holds when its figure has them."""
+"""Files a version holds when its figure has them (carried and verified like `FILES`)."""
+DERIVED = ("cite.bib",)
+"""Files of a version folder that are presentation: made again by every build from the version's record
+and the site's current ``site_url`` (`cite.version_bibtex`), so a ``site_url`` set later reaches every
+earlier version's citation; neither covered by the content hash nor verified by the index."""
 PAGE = "index.html"
-"""The site's page about a version, beside its files: the one file of its folder a later build rewrites."""
+"""The site's page about a version, beside its files: derived like `DERIVED`, rewritten by every build."""
 HASH = re.compile(r"[0-9a-f]{12}")
 """A content hash: exactly 12 lowercase hex digits (`version_hash`), the name of a version's folder."""
 HISTORY_ASSETS = "history"

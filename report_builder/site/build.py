@@ -54,7 +54,7 @@ from report_builder.site import figure_cache as fcache
 from report_builder.site import publish, svgsafe
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
-from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
+from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, Previous, RenderCache, export_title,
                                              write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
 from report_builder.site.write_pages import PAGES, write_pages  # noqa: F401 - build.PAGES
@@ -357,7 +357,7 @@ def shown_table(result: FigureResult) -> pd.DataFrame | None:
 
 
 def figure_files(spec: FigureSpec, result: FigureResult, tables: Any, figures_dir: Path, inline_limit: int,
-                 render_cache: RenderCache | None = None, previous: Path | None = None) -> FigureFiles:
+                 render_cache: RenderCache | None = None, previous: Previous | None = None) -> FigureFiles:
     """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.citations.reproduce`'s way);
     ``previous``: the figure's current published version, kept when equal within the precision."""
     table = shown_table(result)
@@ -388,16 +388,14 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     else:
         tracker = ReadTracker(display)
         ctx = FigureContext(tables=tracker, roles=roles, reported=reported)
-        old = versions.previous_current.get(spec.id, "") if versions else ""
-        previous = versions.old_folder(spec.id, old) if versions else None
-        carry = functools.partial(versions.carry_file, spec.id, old) if previous is not None else None
-        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous, carry)
+        previous = _previous(versions, spec.id)
+        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous)
         if figure_cache is not None and meta is not None:
             figure_cache.put(spec, tracker.reads(), fig_dir if sec.not_configured is None else None, meta)
         if sec.not_configured is not None:
             return sec
     rec, prov_text, bib_text, url = publish.figure_record(spec, sec.result, sec.content_hash, display, roles, prov,
-                                                          inline_limit, counts, versions)
+                                                          inline_limit, counts, versions, fig_dir)
     (fig_dir / "provenance.json").write_text(prov_text, encoding="utf-8")
     (fig_dir / "cite.bib").write_text(bib_text, encoding="utf-8")
     sec.files = {**sec.files, "provenance": f"figures/{spec.id}/provenance.json", "bib": f"figures/{spec.id}/cite.bib",
@@ -406,6 +404,16 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     sec.cite_html = prov_mod.cite_html(bib_text.split("\n\n")[0], prov_mod.PAPER_BIBTEX.get(spec.paper), url,
                                        sec.files["permalink"])
     return sec
+
+
+def _previous(versions: permalinks.Versions | None, fig_id: str) -> Previous | None:
+    """The figure's current version in the earlier site when it is intact (its record verified), else None:
+    a rebuild equal to it within the published precision keeps it (`figure_files.write_figure_files`)."""
+    h = versions.previous_current.get(fig_id) if versions is not None else None
+    if h is None or versions.old_record(fig_id, h) is None:
+        return None
+    v = versions.published(fig_id, h)
+    return Previous(versions.out_dir, v.permalink, dict(v.files)) if v is not None else None
 
 
 def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) -> Section:
@@ -422,8 +430,7 @@ def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) ->
 
 
 def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
-                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Path | None = None,
-                   carry: Callable[[str, Path], bool] | None = None
+                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Previous | None = None
                    ) -> tuple[Section, dict[str, Any] | None]:
     """Build one figure and write its files; the section and what `figure_cache` stores of it (None
     when its parameters would not come back from JSON as they are)."""
@@ -447,8 +454,9 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None, units=spec.units)
     if cmp is not None:
         write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
-        if ff.kept and carry is not None:  # the kept version's own (same precision), as its record lists it
-            carry("paper_vs_ours.csv", fig_dir)
+        if ff.kept and "paper_vs_ours.csv" in previous.files:  # the kept version's own (same precision)
+            earlier_site.carry(previous.site, previous.permalink + "paper_vs_ours.csv", fig_dir, "paper_vs_ours.csv",
+                               previous.files["paper_vs_ours.csv"])
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)

@@ -27,12 +27,13 @@ from typing import Any, Mapping
 import pandas as pd
 import vl_convert as vlc
 
-from report_builder import guard, precision, schema
-from report_builder.citations.version_files import read_csv, version_hash, write_csv
+from report_builder import guard, schema
+from report_builder.citations.version_files import version_hash, write_csv
 from report_builder.site import svgsafe
 from report_builder.site.figure_cache import RENDER_ENTRY
 from report_builder.site.htmltable import table_spec
-from report_builder.site.spec_data import comparable_spec, externalise, published_spec, sha  # noqa: F401 - sha
+from report_builder.citations import readback, same_version
+from report_builder.site.spec_data import externalise, published_spec, sha  # noqa: F401 - sha
 
 DEFAULT_INLINE_LIMIT = 200_000  # bytes of JSON data kept inline in a page
 
@@ -122,7 +123,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
                        figures_dir: Path, inline_limit: int = DEFAULT_INLINE_LIMIT,
                        title: dict[str, Any] | None = None, svg: str | None = None,
                        render_cache: "RenderCache | None" = None,
-                       units: Mapping[str, str] | None = None, previous: Path | None = None) -> FigureFiles:
+                       units: Mapping[str, str] | None = None, previous: "Previous | None" = None) -> FigureFiles:
     """Write every file of one figure and return its content hash and the spec for the page.
 
     Args:
@@ -138,7 +139,7 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
         render_cache: where ``chart.svg``/``chart.png`` of an unchanged content hash are reused from
             instead of drawing them again (`FigureFiles.reused` says which happened).
         units: column -> unit of ``data`` (`FigureSpec.units`): named in ``data.csv``'s header (`csv_frame`).
-        previous: the folder of the figure's current published version (verified intact by the caller):
+        previous: the figure's current published version (`Previous`, verified intact by the caller):
             when this build's files equal it within the published precision (`same_figure`), its
             ``data.csv``, ``spec.json``, ``chart.svg`` and ``chart.png`` are written instead and its
             content hash kept (`FigureFiles.kept`): float noise makes no new version.
@@ -160,10 +161,9 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     files["json"] = f"{rel}/spec.json"
 
     content_hash = version_hash(spec_text, csv, svg)
-    kept = previous is not None and previous.name != content_hash and same_figure(previous, spec, fig_dir / "data.csv", svg)
+    kept = previous is not None and previous.hash != content_hash and same_figure(previous, spec_text, csv, svg) \
+        and previous.carry_into(fig_dir)
     if kept:
-        for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
-            shutil.copyfile(previous / name, fig_dir / name, follow_symlinks=False)
         spec_text = (fig_dir / "spec.json").read_text(encoding="utf-8")
         spec = json.loads(spec_text)
         content_hash = version_hash(spec_text, (fig_dir / "data.csv").read_text(encoding="utf-8"), svg)
@@ -194,25 +194,49 @@ def previous_renders(fig_dir: Path) -> tuple[bytes, bytes]:
     return (fig_dir / "chart.svg").read_bytes(), (fig_dir / "chart.png").read_bytes()
 
 
-def same_figure(previous: Path, spec: dict[str, Any], csv_path: Path, svg: str | None) -> bool:
-    """Whether this build's figure (its spec, the ``data.csv`` at ``csv_path``, its drawn ``svg``) equals
-    the published version in ``previous`` within the published precision: the same spec and the same
-    table but for numbers within `precision.TOLERANCE_STEPS` steps of the rule, element by element
-    (`precision.json_within`, `precision.frames_within`), and the same drawing where the figure is a
-    diagram. Anything unreadable counts as different (a new version is made)."""
+@dataclass(frozen=True)
+class Previous:
+    """A figure's current version in the earlier site, as the build found it intact: the site, the
+    version's permalink and the SHA-256 of its files (`citations.earlier_site.Version`)."""
+
+    site: Path
+    permalink: str
+    files: dict[str, str]
+
+    @property
+    def hash(self) -> str:
+        return Path(self.permalink).name
+
+    def text(self, name: str) -> str:
+        """A file of the version, read bounded with no link followed (`readback`), checked against its
+        recorded SHA-256."""
+        data = readback.read_bytes(self.site, self.permalink + name, readback.CAPS["file"])
+        if hashlib.sha256(data).hexdigest() != self.files.get(name):
+            raise ValueError(f"{self.permalink}{name} is not the file its index records")
+        return data.decode("utf-8")
+
+    def carry_into(self, fig_dir: Path) -> bool:
+        """The version's data.csv, spec.json and charts into ``fig_dir`` (each carried only with its
+        recorded SHA-256: `earlier_site.carry`); False (nothing kept) when one cannot be."""
+        from report_builder.citations import earlier_site
+
+        return all(earlier_site.carry(self.site, self.permalink + name, fig_dir, name, self.files.get(name))
+                   is not None for name in ("data.csv", "spec.json", "chart.svg", "chart.png"))
+
+
+def same_figure(previous: Previous, spec_text: str, csv: str, svg: str | None) -> bool:
+    """Whether this build's figure (its ``spec.json`` and ``data.csv`` texts, its drawn ``svg``) equals the
+    published version ``previous`` within the published precision (`citations.same_version`). The
+    version's files are read bounded (`Previous.text`); anything unreadable counts as different (a new
+    version is made)."""
+    old: dict[str, str] = {}
     try:
-        for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
-            p = previous / name
-            if p.is_symlink() or not p.is_file():
-                return False
-        if svg is not None and (previous / "chart.svg").read_text(encoding="utf-8") != svg:
-            return False
-        old_spec = json.loads((previous / "spec.json").read_text(encoding="utf-8"))
-        if not precision.json_within(comparable_spec(old_spec), comparable_spec(spec)):
-            return False
-        return precision.frames_within(read_csv(previous / "data.csv"), read_csv(csv_path))
-    except (OSError, ValueError, pd.errors.ParserError):
+        for name in ("spec.json", "data.csv") + (("chart.svg",) if svg is not None else ()):
+            old[name] = previous.text(name)
+    except (OSError, ValueError, readback.BadRecord):
         return False
+    return same_version.same_content(old, {"spec.json": spec_text, "data.csv": csv,
+                                           **({"chart.svg": svg} if svg is not None else {})})
 
 
 class RenderCache:

@@ -29,30 +29,38 @@ from report_builder.site.write_pages import PAGES, page_html
 
 
 def figure_record(spec: Any, result: Any, content_hash: str, display: Any, roles: Any, prov: dict[str, Any],
-                  inline_limit: int, counts: dict | None, versions: permalinks.Versions | None
-                  ) -> tuple[dict[str, Any], str, str, str]:
-    """(record, provenance.json text, cite.bib text, permalink URL) of one figure's version."""
-    url = permalinks.permalink_url(versions.site_url if versions else None, spec.id, content_hash)
+                  inline_limit: int, counts: dict | None, versions: permalinks.Versions | None,
+                  fig_dir: Path | None = None) -> tuple[dict[str, Any], str, str, str]:
+    """(record, provenance.json text, cite.bib text, permalink URL) of one figure's version. ``fig_dir``:
+    the figure's files, whose SHA-256 a new version's recipe records (``files``: what the content hash
+    does not cover, the charts and paper_vs_ours.csv, can then be verified from the folder alone). The
+    citation and URL follow the site's current ``site_url`` (`cite.version_bibtex`)."""
+    site_url = versions.site_url if versions else None
+    url = permalinks.permalink_url(site_url, spec.id, content_hash)
 
-    def make() -> tuple[dict[str, Any], str]:
+    def make() -> dict[str, Any]:
         own = {**spec.params, **result.params}
         rec = prov_mod.figure_provenance(prov, display.raw, tuple(result.models), tuple(result.datasets),
                                          own, content_hash, tuple(spec.analysis), counts)
         rec.update(recipe.recipe_fields(spec, roles, prov, display.judged(), list(rec["models"]), inline_limit,
                                         list(rec["datasets"]), own))
         rec["figure"]["title"] = result.title or spec.title
-        rec["permalink"] = url
-        bib = prov_mod.figure_bibtex(spec.id, result.title or spec.title, spec.paper, content_hash, prov,
-                                     spec.reproduces, url=url)
-        paper_bib = prov_mod.PAPER_BIBTEX.get(spec.paper)
-        return rec, bib + ("\n\n" + paper_bib if paper_bib else "") + "\n"
+        rec["permalink"] = url  # where it was first published (the citation follows site_url as it is now)
+        if fig_dir is not None:
+            rec["files"] = _digests(fig_dir)
+        return rec
 
     if versions is None:
-        rec, bib = make()
-        rec = recipe.seal(rec)
-        return rec, recipe.dumps(rec), bib, url
+        rec = recipe.seal(make())
+        return rec, recipe.dumps(rec), prov_mod.version_bibtex(rec, site_url), url
     rec, text, bib = versions.record_for(spec, content_hash, make, page_html(spec.paper))
-    return rec, text, bib, str(rec.get("permalink") or url)
+    return rec, text, bib, url
+
+
+def _digests(fig_dir: Path) -> dict[str, str]:
+    """SHA-256 of each of `recipe.RECORDED_FILES` this build wrote for the figure (read bounded, no link)."""
+    found = {name: earlier_site.file_sha256(fig_dir, name) for name in recipe.RECORDED_FILES}
+    return {name: digest for name, digest in found.items() if digest is not None}
 
 
 def _titles(versions: permalinks.Versions) -> dict[str, dict[str, str]]:
@@ -136,7 +144,7 @@ def _write_page(versions: permalinks.Versions) -> Callable[..., str]:
     def write(fid: str, h: str, rec: dict[str, Any], bib: str, current: str | None, newer: bool) -> str:
         report_page = page_html(rec.get("figure", {}).get("paper")) if current is not None and \
             rec.get("figure", {}).get("paper") in PAGES else None
-        url = str(rec.get("permalink") or permalinks.permalink_url(versions.site_url, fid, h))
+        url = permalinks.permalink_url(versions.site_url, fid, h)  # the current site_url, whenever published
         return version_page.page(fid, h, rec, bib, current, report_page, newer, url)
     return write
 

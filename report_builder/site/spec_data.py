@@ -1,5 +1,5 @@
 """A figure's Vega-Lite spec as published: its numbers rounded, its datasets named by content, large
-datasets moved to content-hashed files, and two specs compared by content.
+datasets moved to content-hashed files.
 
 - `published_spec`: every number rounded by the published-precision rule (`precision`), inline JSON
   data (`figures.charts.data.inline_data`: text) parsed and rounded too, and each named dataset renamed
@@ -8,8 +8,6 @@ datasets moved to content-hashed files, and two specs compared by content.
   ``data-<hash>.json`` beside it, each with a script twin ``data-<hash>.json.js`` (`data_script`) that
   the page's charts.js loads instead, so a site opened from disk (file://, where a page may not fetch a
   file) shows every interactive chart too.
-- `comparable_spec`: a spec with its dataset names replaced by their order of reference, so specs whose
-  data differ only within the precision compare equal (`precision.json_within`).
 
 Pitfall: a dataset name is referenced from ``data.name`` anywhere in the spec (layers, lookups): renames
 go through the JSON text of the whole spec, never one node.
@@ -153,34 +151,3 @@ def externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit:
             node["data"] = {"url": write(data["values"], data.get("format")),
                             "format": _url_format(data.get("format"))}
     return page
-
-
-def comparable_spec(spec: Any) -> Any:
-    """A Vega-Lite spec with its named datasets renamed by order of first reference (``dataset-0``, ...)
-    and listed in that order, so two specs whose data differ only within the precision compare equal
-    whatever names their data hashed to (`published_spec`)."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("datasets"), dict):
-        return spec
-    rest = {k: v for k, v in spec.items() if k != "datasets"}
-    datasets = spec["datasets"]
-    order: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for k in sorted(node):
-                v = node[k]
-                if k == "name" and isinstance(v, str) and v in datasets and v not in order:
-                    order.append(v)
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(rest)
-    order += sorted(n for n in datasets if n not in order)
-    text = json.dumps(rest, sort_keys=True)
-    for k, name in enumerate(order):
-        text = text.replace(json.dumps(name), json.dumps(f"dataset-{k}"))
-    out = json.loads(text)
-    out["datasets"] = [datasets[n] for n in order]
-    return out
