@@ -228,8 +228,9 @@ def render_config(config: Any = None, *, overrides: list[str] | tuple = (), **ch
 
     Args:
         config: None: the configuration recorded by the last build in the cache (``changes['cache_dir']``
-            or the default cache), with ``changes`` and ``overrides`` applied; without a record, the
-            ``default`` preset. Otherwise a `Config`, preset name, YAML file or mapping (`config.as_config`),
+            or the default cache), with ``changes`` and ``overrides`` applied, writing ``site`` unless
+            ``changes['out_dir']`` says otherwise (never the recorded build's own output, which is only
+            mentioned in the log); without a record, the ``default`` preset. Otherwise a `Config`, preset name, YAML file or mapping (`config.as_config`),
             which must agree with the record on every `RESULT_KEYS` key.
         overrides: ``--set KEY=VALUE`` items. **changes: top-level keys (``out_dir``, ``cache_dir``, ...).
     Raises:
@@ -242,8 +243,16 @@ def render_config(config: Any = None, *, overrides: list[str] | tuple = (), **ch
         meta = read(cache_dir)
         recorded = (meta or {}).get("config")
         if isinstance(recorded, dict):
-            base = from_dict(recorded)
-            cfg = replace(base, **{"cache_dir": str(cache_dir), **changes})
+            base = from_dict(recorded)  # where the build wrote its site is only mentioned: ./site unless --out
+            cfg = replace(base, **{"cache_dir": str(cache_dir), "out_dir": Config.out_dir, **changes})
+            if "out_dir" not in changes and os.path.abspath(base.out_dir) != os.path.abspath(cfg.out_dir):
+                import logging
+
+                from report_builder.errors import for_terminal
+
+                logging.getLogger("report_builder").info(
+                    f"render: writing {for_terminal(cfg.out_dir)}/ (the recorded build wrote "
+                    f"{for_terminal(base.out_dir)}/; --out chooses the folder)")
         else:
             cfg = as_config("default", **changes)
     else:
