@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from report_builder import last_build
+from report_builder import caches, last_build
 from report_builder.cache import Cache
 from report_builder.cache_lock import using
 from report_builder.config import Config, as_config, choose_threads  # noqa: F401 - api.choose_threads
@@ -25,7 +25,7 @@ from report_builder.housekeeping import check_ids, checks, clean, preflight
 from report_builder.last_build import tables_from_cache
 from report_builder.listing import list_datasets, list_figures, list_models  # noqa: F401 - `list` answers
 from report_builder.provenance import placements  # noqa: F401 - api.placements
-from report_builder.reproduce import diff, format_diff, reproduce  # noqa: F401 - api.diff, api.reproduce
+from report_builder.citations.reproduce import diff, format_diff, reproduce  # noqa: F401 - api.diff, api.reproduce
 from report_builder.schema import ERROR_BOUND
 from report_builder.site.configured import render_configured, roles_of  # noqa: F401 - api.roles_of
 from report_builder.site.summary import summary_lines, summary_memo
@@ -51,8 +51,9 @@ class AnalyzeReport:
 def configure(path: str | None = None, *, preset: str | None = None, models=(), **changes) -> Config:
     """The build configuration: a YAML file or a preset (``default``), with ``changes`` applied.
 
-    ``models`` (CLI ``--model``) replaces the configured models; each becomes the primary encoder or
-    primary causal model by its adapter's causality (later ones of the same kind are variants).
+    ``models`` (CLI ``--model``): ``NAME=SOURCE`` items swap a configured model's source and keep its name,
+    role and figures; bare ``SOURCE`` items replace the configured models (a report of only those, each the
+    primary encoder or primary causal model by its adapter's causality; later ones variants).
     """
     from report_builder import config as C
 
@@ -62,7 +63,9 @@ def configure(path: str | None = None, *, preset: str | None = None, models=(), 
     if models:
         from report_builder.models.loading import adapter_of
 
-        cfg = C.with_models(cfg, list(models), [adapter_of(src).causal for src in models])
+        from report_builder.overrides import with_model_items
+
+        cfg = with_model_items(cfg, list(models), lambda src: adapter_of(src).causal)
     return check_ids(cfg)
 
 
@@ -99,17 +102,20 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     """
     from report_builder.analyses import assemble, planning
     from report_builder.executors.local import LocalExecutor
+    from report_builder.executors.progress import overall
     from report_builder.provenance import build_provenance
 
     t_start = time.perf_counter()
     checks(cfg, site=False)
     with using(cfg.cache_dir, "analyze"):  # shared with other builds; `clean` waits (or they do)
         cache = preflight(cfg, site=False)
+        caches.warn_legacy(cfg.cache_dir)  # an earlier version's ./.cache/report_builder is not read: said once
         executor = executor or LocalExecutor(cache, log=log, progress=progress)
         if isinstance(executor, LocalExecutor):  # (a distributed executor sets up its workers' CPU engine itself)
             executor.prepare(cfg)
         plan = planning.plan(cfg, cache)
-        results = list(executor.execute(plan))
+        with overall(plan, cache, enabled=progress, log=log) as line:  # one line: tasks, elapsed, ETA
+            results = list(line.track(executor.execute(plan)))
         final = planning.final_results(results)  # shards' partial tables are not tables of the build
         rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in final), cfg, plan.sets),
                             provenance=build_provenance(cfg, *assemble.provenance(plan, final)),
@@ -120,6 +126,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
         for line in cache.log:
             log(line)
         rep.table_hashes = last_build.save(cfg, rep.entries, rep.provenance, rep.tables)
+        caches.remember(cfg.cache_dir)  # so that `render` elsewhere can name it
     return rep
 
 

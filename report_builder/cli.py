@@ -65,15 +65,18 @@ def _common() -> argparse.ArgumentParser:
 def _add_config_args(p, *, models: bool = True, out: bool = True, cache: bool = True, data: bool = True) -> None:
     """The configuration options; a command gets only those it uses (an option it would ignore is refused)."""
     g = p.add_argument_group("configuration")
-    g.add_argument("--preset", choices=["default", "smoke", "paper"],
+    g.add_argument("--preset", metavar="{default,smoke,paper}",
                    help="a named configuration: default (offline, ~10 min), smoke (a few sequences), "
                         "paper (the papers' models; needs the hub and a GPU); default: default")
     g.add_argument("--config", metavar="FILE", help="a YAML configuration file (see docs/examples/config.yaml)")
     g.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any configuration key, e.g. --set k24.top_k=5 --set datasets.0.n=16; repeatable")
     if models:
-        g.add_argument("--model", action="append", metavar="SOURCE",
-                       help="analyse this model instead (embedded name, local dir or hub id); repeatable")
+        g.add_argument("--model", action="append", metavar="NAME=SOURCE",
+                       help="swap the source of the configured model NAME (embedded name, local dir or hub id): "
+                            "it keeps its name, role and figures, so only its results recompute and the Changes "
+                            "page compares its numbers; repeatable. A bare SOURCE instead replaces every "
+                            "configured model: a report of only the given models, named by their source")
         g.add_argument("--device", help="cpu or cuda (default: the configuration's, cpu)")
         g.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
                        help="model precision (errors are enforced at 1e-4 in float32 only)")
@@ -222,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, metavar="SOURCE", help="bench a real model instead of a shape "
                                                                     "(not with --shape)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
-    p.add_argument("--batch", type=int, default=1, help="sequences per batch (default 1)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="sequences per batch (default 1; --k24-pass/--k21-pass on CUDA: at most this many, default "
+                        "as many as the GPU's free memory holds)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     p.add_argument("--max-memory", default=None, metavar="SIZE", help="feed-forward chunk budget, e.g. 2GiB")
@@ -329,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     install_sigterm()  # SIGTERM cleans up like Ctrl-C: no temp dirs left behind
     debug = getattr(args, "debug", False)
     try:
+        _check_preset(getattr(args, "preset", None))
         return _dispatch(args)
     except BrokenPipeError:  # `report-builder list figures | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -345,6 +351,17 @@ def main(argv: list[str] | None = None) -> int:
         msg, code = _describe(e, args.cmd)
         log.error(msg)
         return code
+
+
+def _check_preset(name: str | None) -> None:
+    """A bad ``--preset`` is one line (exit 2), not the whole usage: "did you mean" and the presets."""
+    from report_builder.config import PRESETS, did_you_mean
+    from report_builder.errors import UsageError, shown
+
+    if name is not None and name not in PRESETS:
+        guess = did_you_mean(name, list(PRESETS))
+        raise UsageError(f"--preset {shown(name)}: no such preset{f'; did you mean {guess}?' if guess else ''} "
+                         f"(presets: {', '.join(PRESETS)})")
 
 
 def _subparsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -408,13 +425,14 @@ def _dispatch(args) -> int:
         run, fmt = ((bench.run_k24_pass, bench.format_k24_pass) if args.k24_pass
                     else (bench.run_k21_pass, bench.format_k21_pass))
         res = run(shape=args.shape or (None if args.model else "base"), model=args.model,
-                  n_seqs=args.k24_pass or args.k21_pass, seq_len=args.seq_len, batch=max(1, args.batch),
+                  n_seqs=args.k24_pass or args.k21_pass, seq_len=args.seq_len,
+                  batch=None if args.batch is None else max(1, args.batch),
                   device=args.device, dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
         _say(json.dumps(res, indent=1, default=str) if args.json else fmt(res))
         return 0
     if args.cmd == "bench":
         res = api.bench(shape=args.shape or (None if args.model else "base"), model=args.model, seq_len=args.seq_len,
-                        batch=args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
+                        batch=1 if args.batch is None else args.batch, device=args.device, dtype=args.dtype, max_memory=args.max_memory,
                         repeats=3 if args.repeats is None else args.repeats, threads=args.threads, layers=args.layers,
                         naive=False if args.skip_naive else None)
         _say(json.dumps(res, indent=1, default=str) if args.json else api.format_bench(res))
@@ -427,7 +445,13 @@ def _dispatch(args) -> int:
         _print_table(api.list_figures() if args.what == "figures" else api.list_datasets(), args.json)
         return 0
     cfg = _config(args)
-    if args.cmd == "list":
+    if args.cmd == "list" and args.what == "models" and not args.json:  # two tables: the build's, the embedded
+        rows = api.list_models(cfg)
+        print("configured models (this configuration's; --model NAME=SOURCE swaps one's source):")
+        _print_table([{k: r[k] for k in ("name", "source", "role")} for r in rows if r["configured"] == "yes"])
+        print("\nembedded models (offline sources a configuration or --model may name):")
+        _print_table([{k: r[k] for k in ("source", "description")} for r in rows if r["configured"] == "no"])
+    elif args.cmd == "list":
         rows = {"figures": api.list_figures, "models": api.list_models, "datasets": api.list_datasets}[args.what](cfg)
         _print_table(rows, args.json)
     elif args.cmd == "env":

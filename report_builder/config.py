@@ -97,10 +97,16 @@ class Config:
     ig: IGConfig = field(default_factory=IGConfig)
     k21: K21Config = field(default_factory=K21Config)
     k24: K24Config = field(default_factory=K24Config)
-    cache_dir: str = ".cache/report_builder"
+    cache_dir: str | None = None  # results cache; None: the default, `caches.default_dir` (the same from any directory)
     data_dir: str | None = None  # DIR/SST-2/dev.tsv, DIR/MNLI/dev_matched.tsv, DIR/conll2003/valid.txt
     out_dir: str = "site"
     site_url: str | None = None  # where the site will be published (mkdocs site_url: canonical links, sitemap)
+
+    def __post_init__(self) -> None:
+        if self.cache_dir is None:  # resolved here, so every reader sees a path
+            from report_builder.caches import default_dir
+
+            object.__setattr__(self, "cache_dir", default_dir())
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -188,6 +194,24 @@ PRESETS: dict[str, dict] = {
 }
 
 
+SECTIONS = ("models", "datasets", "ig", "k21", "k24", "figures", "preset")
+"""The top-level keys `from_dict` reads itself (every other top-level key is a plain `Config` field)."""
+
+
+def did_you_mean(key: Any, known: list[str]) -> str | None:
+    """The known key closest to a misspelt ``key`` (``model`` -> ``models``, ``top-k`` -> ``top_k``), or None."""
+    import difflib
+
+    if not isinstance(key, str) or len(key) > 100:
+        return None
+    low = {k.lower(): k for k in known}
+    plain = key.strip().lower().replace("-", "_")
+    if plain in low:
+        return low[plain]
+    close = difflib.get_close_matches(plain, list(low), n=1, cutoff=0.75)
+    return low[close[0]] if close else None
+
+
 def _build(cls, data: Any, where: str):
     """Instantiate a dataclass from a mapping, naming unknown keys and type errors by path."""
     if not isinstance(data, dict):
@@ -196,7 +220,9 @@ def _build(cls, data: Any, where: str):
     for k in data:
         if k not in known:
             name = for_terminal(k) if isinstance(k, str) and len(k) <= 100 else shown(k, 100)
-            raise ConfigError(f"{where}.{name}: unknown key (known: {', '.join(known)})")
+            guess = did_you_mean(k, list(known) + list(SECTIONS if cls is Config else ()))
+            raise ConfigError(f"{where}.{name}: unknown key{f'; did you mean `{guess}`?' if guess else ''} "
+                              f"(known: {', '.join(known)})")
     missing = [f.name for f in fields(cls) if f.name not in data
                and f.default is MISSING and f.default_factory is MISSING]
     if missing:
@@ -241,12 +267,18 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys (models, datasets, …)")
+    top = [f.name for f in fields(Config)]
+    for k in data:  # a misspelt key first (`model:` would otherwise read as "no models")
+        if k not in top:
+            _build(Config, {k: None}, "config")
     preset = data.get("preset", "custom")
     if not isinstance(preset, str):
         raise ConfigError(f"preset: expected a preset name ({', '.join(PRESETS)}), got {shown(preset)}")
     if preset != "custom":
         if preset not in PRESETS:
-            raise ConfigError(f"preset: unknown preset {shown(preset)} (known: {', '.join(PRESETS)})")
+            guess = did_you_mean(preset, list(PRESETS))
+            raise ConfigError(f"preset: unknown preset {shown(preset)}{f'; did you mean {guess}?' if guess else ''} "
+                              f"(known: {', '.join(PRESETS)})")
         data = _merge(PRESETS[preset], {k: v for k, v in data.items()})
     data = dict(data)
     models = data.pop("models", None)
@@ -304,7 +336,7 @@ SEED_MAX = 2**32 - 1
 def validate(cfg: Config) -> Config:
     """Check every value of a `Config`; raise `ConfigError` naming the key and the allowed values.
 
-    Called by `from_dict`, `replace` and `with_models`, so CLI options are checked like YAML keys.
+    Called by `from_dict`, `replace` and `overrides.with_model_items`, so CLI options are checked like YAML keys.
     Dataset and figure ids are checked against their registries, which sit above the configuration,
     by `housekeeping.check_ids` (the front runs it before any work).
     """
@@ -407,23 +439,6 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None) ->
             data = {**(data or {}), "preset": preset}
         return from_dict(data, source=str(p))
     return from_dict({"preset": preset or "default"})
-
-
-def with_models(cfg: Config, sources: list[str], causal: list[bool]) -> Config:
-    """Replace the configured models (CLI ``--model``): each becomes the primary encoder or the primary
-    causal model by its causality (``causal``, from its adapter), later ones of the same kind variants."""
-    import os
-
-    def name(s: str) -> str:  # a local path is named by its folder (no local path in the report)
-        return os.path.basename(os.path.normpath(s)) if os.path.exists(os.path.expanduser(s)) else s
-
-    roles, seen = [], set()
-    for c in causal:
-        kind = "primary_causal" if c else "primary_encoder"
-        roles.append(kind if kind not in seen else "variant")
-        seen.add(kind)
-    ms = tuple(ModelConfig(name=name(s), source=s, role=r) for s, r in zip(sources, roles))
-    return validate(Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "models": ms}))
 
 
 def replace(cfg: Config, **changes) -> Config:

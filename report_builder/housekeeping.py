@@ -107,7 +107,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     the site — a directory carrying the site marker. Creates nothing: a missing cache stays missing
     and no lock file is left. The line says what was removed and what was left (not provably the tool's).
 
-    The site's published figure versions and its history stay (`site.permalinks.clean_site`) unless
+    The site's published figure versions and its history stay (`citations.permalinks.clean_site`) unless
     ``versions_older_than`` (``30d`` or a date) removes those created before it but the current ones
     (``all``: every version, and the site folder with them).
 
@@ -120,7 +120,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     import shutil
 
     from report_builder.site import site_state
-    from report_builder.site.permalinks import clean_site, parse_age
+    from report_builder.citations.permalinks import clean_site, parse_age
 
     try:
         cutoff = parse_age(versions_older_than) if versions_older_than is not None else None

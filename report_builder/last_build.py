@@ -158,7 +158,9 @@ def tables_from_cache(cfg: "Config | str | os.PathLike") -> "tuple[dict[str, pd.
     p = record_path(cache_dir)
     meta = read(cache_dir)
     if meta is None:
-        raise FileNotFoundError(f"no previous build recorded in {p}; run `report-builder build` first")
+        from report_builder.caches import where_builds_are
+
+        raise FileNotFoundError(f"no previous build recorded in {p}; {where_builds_are(cache_dir)}")
     from report_builder.analyses.assemble import concat_tables
 
     cache = Cache(cache_dir)
@@ -239,7 +241,7 @@ def render_config(config: Any = None, *, overrides: list[str] | tuple = (), **ch
     from report_builder.overrides import with_assignments
 
     if config is None:
-        cache_dir = changes.get("cache_dir") or Config.cache_dir
+        cache_dir = changes.get("cache_dir") or Config().cache_dir  # the default results cache
         meta = read(cache_dir)
         recorded = (meta or {}).get("config")
         if isinstance(recorded, dict):

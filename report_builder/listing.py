@@ -17,11 +17,13 @@ def list_figures(cfg: Config | None = None) -> list[dict]:
 
 
 def list_models(cfg: Config) -> list[dict]:
-    """The configured models, then the embedded defaults."""
+    """The configured models (``configured: yes``: the build's, by name, source and role), then the embedded
+    models (``configured: no``: sources a configuration or ``--model NAME=SOURCE`` may name, described)."""
     from report_builder.models.embedded import EMBEDDED
 
-    return ([dict(name=m.name, source=m.source, role=m.role) for m in cfg.models]
-            + [dict(name=k, source=k, role="embedded default: " + e.description) for k, e in EMBEDDED.items()])
+    return ([dict(name=m.name, source=m.source, role=m.role, configured="yes", description="") for m in cfg.models]
+            + [dict(name=k, source=k, role="", configured="no", description=e.description)
+               for k, e in EMBEDDED.items()])
 
 
 def list_datasets(cfg: Config | None = None) -> list[dict]:

@@ -82,6 +82,18 @@ def library_noise(verbose: int = 0, quiet: bool = False, progress: bool = True) 
         hu.disable_progress_bars()
 
 
+class _Handler(logging.StreamHandler):
+    """stderr, with the build's overall progress line (`executors.progress`) cleared while a record is
+    written and drawn again after it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from report_builder.executors.progress import clear_for_log
+
+        redraw = clear_for_log()
+        super().emit(record)
+        redraw()
+
+
 def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) -> None:
     """Send report_builder's log to stderr at the level ``-v``/``-q`` ask for, and quiet the libraries it
     uses to match (`library_noise`; idempotent)."""
@@ -90,7 +102,7 @@ def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) 
     for h in list(log.handlers):
         if getattr(h, "_report_builder", False):
             log.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Handler(sys.stderr)
     handler.setFormatter(_Format())
     handler._report_builder = True  # type: ignore[attr-defined]
     log.addHandler(handler)

@@ -1,4 +1,6 @@
-"""``--set key=value``: override any configuration key from the command line (Hydra-style).
+"""Command-line overrides of a configuration: ``--set key=value`` (any key, Hydra-style) and ``--model``
+(``NAME=SOURCE`` swaps one configured model's source and keeps its name; a bare ``SOURCE`` makes a report
+of only the given models).
 
 Keys are dotted paths into the configuration mapping, with list items by index:
 ``k24.top_k=5``, ``device=cuda``, ``datasets.0.n=16`` (or ``datasets[0].n=16``), ``figures=[k21-tab2]``.
@@ -11,10 +13,13 @@ preset and the config file), so ``--set preset=paper`` does not switch presets; 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from report_builder.errors import ConfigError, for_terminal, shown
 from report_builder.yamlsafe import load_yaml
+
+if TYPE_CHECKING:  # pragma: no cover
+    from report_builder.config import Config
 
 _INDEX = re.compile(r"\[(\d+)\]")
 MAX_KEY = 200
@@ -96,3 +101,105 @@ def with_assignments(cfg, items: list[str]):
     from report_builder.config import from_dict
 
     return from_dict(apply_assignments(cfg.to_dict(), items), source="--set")
+
+
+# ------------------------------------------------------------------ --model
+
+
+def split_model_items(items: list[str] | tuple[str, ...], cfg: "Config") -> tuple[dict[str, str], list[str]]:
+    """CLI ``--model`` items as ``(swaps, sources)``: ``NAME=SOURCE`` items swap a configured model's
+    source (``swaps``: name -> source), bare ``SOURCE`` items make a report of only those models.
+
+    An item with ``=`` is a swap unless the whole item is an existing local path. Raises `UsageError`
+    for both kinds at once, an empty name or source, a name given twice, or a name that is not
+    configured (one line: "did you mean" and the configured names).
+    """
+    import difflib
+    import os
+
+    from report_builder.errors import UsageError
+
+    swaps: dict[str, str] = {}
+    bare: list[str] = []
+    names = [m.name for m in cfg.models]
+    for item in items:
+        item = str(item)
+        name, sep, source = item.partition("=")
+        if not sep or os.path.exists(os.path.expanduser(item)):
+            bare.append(item)
+            continue
+        name, source = name.strip(), source.strip()
+        if not name or not source:
+            raise UsageError(f"--model {shown(item)}: expected NAME=SOURCE (a configured model's name, then the "
+                             "embedded name, local folder or hub id to analyse under that name)")
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.6) or difflib.get_close_matches(
+                name.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
+            guess = next((n for n in names if n.lower() == close[0]), close[0]) if close else None
+            raise UsageError(f"--model {shown(name)}=...: no configured model is named {shown(name)}"
+                             + (f"; did you mean {for_terminal(guess)}?" if guess else "")
+                             + f" (configured: {', '.join(for_terminal(n) for n in names)})")
+        if name in swaps:
+            raise UsageError(f"--model {shown(name)}=...: given twice; swap each model once")
+        swaps[name] = source
+    if swaps and bare:
+        raise UsageError("--model: give either NAME=SOURCE items (swap a configured model's source, keeping its "
+                         "name and figures) or bare SOURCE items (a report of only those models), not both")
+    return swaps, bare
+
+
+def with_sources(cfg: "Config", swaps: dict[str, str]) -> "Config":
+    """``cfg`` with each model named in ``swaps`` reading another source (CLI ``--model NAME=SOURCE``): its
+    name and role stay, so its figures, cache keys of the other models, the Changes page and ``diff``
+    compare its numbers with the earlier build's. A pinned ``revision`` belonged to the old source and is
+    dropped. Names must be configured (`split_model_items` checks them)."""
+    from dataclasses import replace as _replace
+
+    from report_builder.config import validate
+
+    ms = tuple(_replace(m, source=swaps[m.name], revision=None) if m.name in swaps else m for m in cfg.models)
+    return validate(_replace(cfg, models=ms))
+
+
+def with_model_items(cfg: "Config", items: list[str] | tuple[str, ...], causal: Callable[[str], bool]) -> "Config":
+    """``cfg`` with the CLI's ``--model`` items applied: ``NAME=SOURCE`` swaps (`with_sources`), or bare
+    sources (`with_models`). ``causal(source)`` says whether a source is a causal model (its adapter):
+    a primary encoder is swapped only for an encoder and a primary causal model for a causal one
+    (`UsageError` otherwise)."""
+    from report_builder.errors import UsageError
+
+    swaps, bare = split_model_items(items, cfg)
+    if bare:
+        return with_models(cfg, bare, [causal(s) for s in bare])
+    roles = {m.name: m.role for m in cfg.models}
+    for name, source in swaps.items():
+        want = {"primary_encoder": False, "primary_causal": True}.get(roles[name])
+        if want is not None and causal(source) != want:
+            kind = "an encoder" if want is False else "a causal model"
+            raise UsageError(f"--model {for_terminal(name)}={shown(source)}: {for_terminal(name)} is the "
+                             f"{roles[name].replace('_', ' ')}, so its source must be {kind}; swap another model, "
+                             "or give bare --model SOURCE items for a report of other models")
+    return with_sources(cfg, swaps)
+
+
+def with_models(cfg: "Config", sources: list[str], causal: list[bool]) -> "Config":
+    """Replace the configured models (CLI bare ``--model SOURCE``): a report of only these models, each
+    named by its source (a local folder by its folder name); each becomes the primary encoder or the
+    primary causal model by its causality (``causal``, from its adapter), later ones of the same kind
+    variants. To keep the configured models and swap one's source, see `with_sources`."""
+    import os
+
+    def name(s: str) -> str:  # a local path is named by its folder (no local path in the report)
+        return os.path.basename(os.path.normpath(s)) if os.path.exists(os.path.expanduser(s)) else s
+
+    roles, seen = [], set()
+    for c in causal:
+        kind = "primary_causal" if c else "primary_encoder"
+        roles.append(kind if kind not in seen else "variant")
+        seen.add(kind)
+    from dataclasses import replace as _replace
+
+    from report_builder.config import ModelConfig, validate
+
+    ms = tuple(ModelConfig(name=name(s), source=s, role=r) for s, r in zip(sources, roles))
+    return validate(_replace(cfg, models=ms))

@@ -1,5 +1,5 @@
 """A build's provenance: what it used (versions, commit, machine, date, configuration, models, data,
-parameters, device maps), recorded beside its tables and shown on every page (`site.provenance`).
+parameters, device maps), recorded beside its tables and shown on every page (`citations.cite`).
 
 `placements` also answers ``report-builder plan``: where each model's layers go with a device map,
 from the configuration alone. Pitfalls: local paths (model sources, data files) never reach the
@@ -43,7 +43,7 @@ def lib_version(name: str) -> str:
 
 ANALYSIS_LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas", "pyarrow",
                       "wordfreq", "gensim", "accelerate", "gguf")
-"""Distributions a build's tables go through (recorded in every figure's recipe, `site.recipe`)."""
+"""Distributions a build's tables go through (recorded in every figure's recipe, `citations.recipe`)."""
 
 
 def libraries() -> dict[str, str | None]:
@@ -91,7 +91,7 @@ def build_provenance(cfg: Config, models: dict, datasets: dict, inputs: dict | N
         models, datasets: the models' and datasets' provenance (`analyses.assemble.provenance`).
         inputs: analysis id -> its tasks' ``{model, dataset, params}`` (`analyses.assemble.provenance`):
             recorded as ``analyses.<id>.inputs``, from which each figure's recipe keeps the parameters
-            of the analyses it reads (`site.recipe`).
+            of the analyses it reads (`citations.recipe`).
     """
     from report_builder.analyses import registry
     from report_builder.analyses.k24_scopes import ig_options

@@ -83,7 +83,7 @@ def test_set_overrides_any_key(capsys, tiny_config):
     code, out, _ = _run(capsys, "list", "models", "--config", str(path), "--set", "models.0.name=Renamed", "--json")
     assert code == 0 and json.loads(out)[0]["name"] == "Renamed"
     code, out, err = _run(capsys, "list", "models", "--config", str(path), "--set", "k24.top_kk=5")
-    assert code == 3 and out == "" and err.strip() == "error: k24.top_kk: unknown key (known: top_k, examples, " \
+    assert code == 3 and out == "" and err.strip() == "error: k24.top_kk: unknown key; did you mean `top_k`? (known: top_k, examples, " \
                                                        "include_special, ffamp_normalise)"
     code, _, err = _run(capsys, "list", "models", "--set", "site_url=example.org")
     assert code == 3 and "site_url: expected the published address" in err

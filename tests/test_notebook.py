@@ -382,9 +382,9 @@ def test_the_explorer_orders_examples_by_number(tiny_bert):
 def test_load_results_of_a_site_undoes_the_spreadsheet_guard(tmp_path):
     """A site's ``data.csv`` puts ``'`` before text a spreadsheet would read as a formula; `load_results`
     of the site gives the text as the table had it (before: ``"'=cmd|' /C calc'!A0"``), keeps a token
-    such as ``NA`` as text and numbers as numbers; `site.figure_diff` reads it the same way."""
-    from report_builder.site import figure_diff
-    from report_builder.site.figure_files import write_csv
+    such as ``NA`` as text and numbers as numbers; `citations.figure_diff` reads it the same way."""
+    from report_builder.citations import figure_diff
+    from report_builder.citations.version_files import write_csv
 
     table = pd.DataFrame({"model": ["=cmd|' /C calc'!A0", "+tiny", "@m", "plain"], "token": ["-x", "NA", "'=q", "b"],
                           "layer": [1, 2, 3, 4], "value": [-0.5, 1.0, 2.5, 3.0], "=col": ["a", "b", "c", "d"]})

@@ -5,7 +5,7 @@ import yaml
 
 from report_builder import config, papers
 from report_builder.figures import snippets
-from report_builder.site import provenance
+from report_builder.citations import cite as provenance
 
 
 def test_paper_preset_comes_from_papers():

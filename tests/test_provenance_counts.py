@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from report_builder.site.provenance import figure_provenance, provenance_html
+from report_builder.citations.cite import figure_provenance, provenance_html
 
 PROV = {"models": {"enc": {"source": "x"}, "dec": {"source": "y"}},
         "datasets": {"wiki": {"hash": "h1", "n": 256}, "sst": {"hash": "h2", "n": 200}}}

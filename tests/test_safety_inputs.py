@@ -118,7 +118,7 @@ def test_csv_cells_that_would_start_a_formula_are_neutralised(tmp_path):
     """Before: `=`, `+`, `@` and `-` text went into data.csv / paper_vs_ours.csv as they were. The
     site's one CSV writer: text that a spreadsheet would read as a formula gets a leading `'`
     (reversibly), numbers stay numbers, a lone CR cannot open a new row."""
-    from report_builder.site.figure_files import csv_text, unspreadsheet_cell
+    from report_builder.citations.version_files import csv_text, unspreadsheet_cell
 
     tokens = ["=HYPERLINK(\"http://x\",\"y\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)", "\tx", "\r=x",
               "'=x", "-", "plain", "-0.5", "1e5", "a\r=b", None]

@@ -105,7 +105,7 @@ dataset and data, its device —, which a figure's provenance records as such (`
 def input_params(params: dict[str, Any]) -> dict[str, Any]:
     """An analysis task's cache-key ``params`` without the `SUBJECT_KEYS`: the parameters its tables depend
     on besides the weights, the data and the device (``max_length``, ``mask_rate``, ``top_k``, ...). A
-    figure's recipe records these for the analyses whose tables it reads (`site.recipe`), so a figure
+    figure's recipe records these for the analyses whose tables it reads (`citations.recipe`), so a figure
     diff names a parameter only when it can change the figure."""
     return {k: v for k, v in params.items() if k not in SUBJECT_KEYS}
 

@@ -39,9 +39,12 @@ def max_errors(model: str, dataset: str, frames: list[pd.DataFrame]) -> pd.DataF
 
 
 def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str,
-                  batch_size: int = 8, budget_bytes: int = 512 << 20,
-                  on_batch: Callable[[int], None] | None = None) -> dict[str, pd.DataFrame]:
+                  batch_size: int | None = None, budget_bytes: int = 512 << 20,
+                  on_batch: Callable[[int], None] | None = None, batched: bool | None = None) -> dict[str, pd.DataFrame]:
     """Per-token context-mixing ratios of the five K21 methods at every layer.
+
+    On the engine's batched path (a GPU; ``batched``) only the ratios and errors reach the host, once per
+    batch; ``batch_size``: at most this many sequences per batch there (None: as the engine sizes them).
 
     Returns:
         ``k21_tokens``: model, dataset, seq, layer, pos, token, category, and one column per method
@@ -52,7 +55,8 @@ def mixing_ratios(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dat
     rows = TensorRows()
     errs: dict[tuple[int, str], float] = {}
     for k, layer, r in decompose_sequences(lm, tokens_of(encoded), ratios=True, batch_size=batch_size,
-                                           budget_bytes=budget_bytes, on_batch=on_batch):
+                                           budget_bytes=budget_bytes, on_batch=on_batch, batched=batched,
+                                           returns=("ratios",)):
         rows.add(encoded[k], layer, r.ratios)
         for s, v in r.errors.items():
             errs[(layer, s)] = max(errs.get((layer, s), 0.0), v)

@@ -27,13 +27,17 @@ if TYPE_CHECKING:  # pragma: no cover - torch is imported by the functions that 
 
 
 def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, dataset: str, top_k: int = 20,
-                   include_special: bool = True, ig: IGOptions = IGOptions(), batch_size: int = 4,
+                   include_special: bool = True, ig: IGOptions = IGOptions(), batch_size: int | None = None,
                    budget_bytes: int = 512 << 20, on_batch: Callable[[int], None] | None = None,
-                   workers: int | None = None) -> dict[str, pd.DataFrame]:
+                   workers: int | None = None, device_stats: bool | None = None) -> dict[str, pd.DataFrame]:
     """All K24 tables for one model and dataset: `reduce_scopes` of the one `scope_partials` of every sequence.
 
     Args:
         workers: CPU worker threads of the deterministic engine path (default `engine.cpu_workers`).
+        batch_size: at most this many sequences per batch on the batched path (None: as the engine sizes them).
+        device_stats: the statistics on the device (`k24_device.DeviceStats`, on the engine's batched
+            path) instead of on the host (`stats.host_stats.HostStats`); default: off the CPU only, so
+            CPU builds keep their byte-identical tables.
         include_special: when False, pairs involving special tokens are left out of the
             contextualization change (FF-amp always reports them under the ``special token`` category).
         ig: FF IG options. A numerical IG is not complete, so under it the reconstruction bound is
@@ -42,7 +46,7 @@ def scope_analyses(lm: LoadedModel, encoded: list[EncodedSeq], *, model: str, da
         ``k24_ctx``, ``k24_ffamp_pairs``, ``k24_ffamp_base``, ``k24_res_norms``, ``k24_ln_dims``, ``recon_errors``.
     """
     part = scope_partials(lm, encoded, top_k=top_k, include_special=include_special, ig=ig, batch_size=batch_size,
-                          budget_bytes=budget_bytes, on_batch=on_batch, workers=workers)
+                          budget_bytes=budget_bytes, on_batch=on_batch, workers=workers, device_stats=device_stats)
     return reduce_scopes([part], model=model, dataset=dataset, top_k=top_k, causal=lm.causal)
 
 
@@ -52,9 +56,9 @@ PARTIAL_TABLES = ("ctx_rows", "top_pairs", "base_counts", "token_norms", "dim_co
 
 
 def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 20, include_special: bool = True,
-                   ig: IGOptions = IGOptions(), batch_size: int = 4, budget_bytes: int = 512 << 20,
-                   on_batch: Callable[[int], None] | None = None,
-                   workers: int | None = None) -> dict[str, pd.DataFrame]:
+                   ig: IGOptions = IGOptions(), batch_size: int | None = None, budget_bytes: int = 512 << 20,
+                   on_batch: Callable[[int], None] | None = None, workers: int | None = None,
+                   device_stats: bool | None = None) -> dict[str, pd.DataFrame]:
     """Sufficient statistics of the K24 tables over some sequences (a shard), one decomposition pass.
 
     Returns ``PARTIAL_TABLES``: ``ctx_rows`` (per sequence and layer: each component's and cumulative
@@ -63,7 +67,7 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
     and residual norms, float32), ``dim_counts`` (per sequence and layer: tokens ``n``),
     ``dim_sums`` (per sequence, layer and dimension: the float64 sums ``ff``/``ln`` over its tokens of
     |FF| and of the change of the LN output; ``ln`` nan without that LN), ``ln_gamma`` (layer, dim,
-    γ) and ``errors`` (max relative error per layer and scope).
+    γ) and ``errors`` (max relative error per layer and scope). ``device_stats``: see `scope_analyses`.
     """
     from report_builder.engine import decompose_sequences
 
@@ -72,13 +76,27 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
     encoded = sorted(encoded, key=lambda e: e.seq)
     lay = lm.adapter.layout
     scopes = lay.scopes
+    # a numerical IG is not complete: the FF scopes' errors are then recorded, not enforced
+    enforce = True if ig.method == "closed" else lay.pre_ff_checks
+    if device_stats is None:
+        device_stats = lm.device.type != "cpu"
+    if device_stats:
+        from report_builder.analyses.k24_device import DeviceStats
+        from report_builder.engine import reduce_sequences
+
+        dev = DeviceStats(lay, lm.causal, encoded, top_k=top_k, include_special=include_special, n_layers=lm.n_layers)
+        longest = max((len(e) for e in encoded), default=0)
+        for out in reduce_sequences(lm, tokens_of(encoded), dev.reduce, maps=scopes, extras=True, ig=ig,
+                                    enforce=enforce, batch_size=batch_size, budget_bytes=budget_bytes,
+                                    reduce_bytes=dev.reduce_bytes(longest), on_batch=on_batch):
+            dev.add(out)
+        return _partials(dev, sorted(dev.norms, key=lambda t: t[0]), sorted(dev.dim_rows, key=lambda t: t[0]),
+                         dev.gamma, dev.errors)
     host = HostStats(lay, lm.causal, top_k=top_k, include_special=include_special, n_layers=lm.n_layers)
     norms: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     dim_rows: list[tuple[int, int, int, np.ndarray, np.ndarray]] = []
     gamma: dict[int, np.ndarray] = {}
     errs: dict[tuple[int, str], float] = {}
-    # a numerical IG is not complete: the FF scopes' errors are then recorded, not enforced
-    enforce = True if ig.method == "closed" else lay.pre_ff_checks
     for k, layer, r in decompose_sequences(lm, tokens_of(encoded), maps=scopes, extras=True, ig=ig, enforce=enforce,
                                            batch_size=batch_size, budget_bytes=budget_bytes, on_batch=on_batch,
                                            workers=workers):
@@ -95,9 +113,15 @@ def scope_partials(lm: LoadedModel, encoded: list[EncodedSeq], *, top_k: int = 2
         dim_rows.append((e.seq, layer, int(ff.shape[0]), ffs, ln))
         for s, v in r.errors.items():
             errs[(layer, s)] = max(errs.get((layer, s), 0.0), v)
+    return _partials(host, norms, dim_rows, gamma, errs)
 
+
+def _partials(stats, norms: list, dim_rows: list, gamma: dict[int, np.ndarray],
+              errs: dict[tuple[int, str], float]) -> dict[str, pd.DataFrame]:
+    """`PARTIAL_TABLES` from the statistics' own tables (`HostStats` or `DeviceStats`) and the per-token
+    norms, per-dimension sums, norm weights and errors of the pass."""
     return {
-        **host.tables(),
+        **stats.tables(),
         "token_norms": pd.DataFrame({
             "seq": _repeat([q for q, *_ in norms], [len(f) for _, _, f, _ in norms]),
             "layer": _repeat([l for _, l, *_ in norms], [len(f) for _, _, f, _ in norms]),

@@ -93,14 +93,16 @@ def time_k21_host(encoded: list, n_layers: int, vocab: int, *, repeats: int = 3,
 
 
 def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs: int = 992, seq_len: int = 86,
-                 batch: int = 32, device: str = "cpu", dtype: str = "float32", max_memory: str | int | None = None,
-                 threads: int | None = None, host_seqs: int = 64) -> dict:
+                 batch: int | None = None, device: str = "cpu", dtype: str = "float32",
+                 max_memory: str | int | None = None, threads: int | None = None, host_seqs: int = 64,
+                 on_batch: Callable[[int, float], None] | None = None) -> dict:
     """A timed K21 pass: `k21_compute.mixing_ratios` (the five ratios of every layer through the
     engine, the ``k21_tokens`` rows) and `k21_compute.frequency_table` over ``n_seqs`` random sequences
     of ``seq_len`` tokens.
 
-    On CUDA the engine's batched path runs ``batch`` sequences at once; on CPU the deterministic path
-    runs ``threads`` worker threads (`engine.set_cpu_workers`). Returns seconds, sequences/s,
+    On CUDA the engine's batched path runs batches sized from the device's free memory (at most ``batch``
+    sequences when given), only the ratios reaching the host; on CPU the deterministic path runs
+    ``threads`` worker threads (`engine.set_cpu_workers`). ``on_batch(sequences done, seconds)``: progress. Returns seconds, sequences/s,
     tokens/s, the tables' share of the pass, and (``host_seqs`` > 0) the host statistics timed apart
     on random ratios of up to ``host_seqs`` of the sequences (default 64, a task's fixed costs then
     weigh as in a shard; a paper set is ~1000) and every layer (`time_k21_host`).
@@ -121,11 +123,18 @@ def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     workers = None if device.startswith("cuda") else max(1, threads or 1)
     if workers is not None:
         set_cpu_workers(workers)
+    sizes: list[int] = []
     sync(device)
     t0 = time.perf_counter()
+
+    def done(k: int) -> None:
+        sizes.append(k)
+        if on_batch is not None:
+            on_batch(sum(sizes), time.perf_counter() - t0)
+
     with torch.no_grad():
         out = k21_compute.mixing_ratios(lm, enc, model=lm.name, dataset="synthetic", batch_size=batch,
-                                        budget_bytes=budget)
+                                        budget_bytes=budget, on_batch=done)
     sync(device)
     t1 = time.perf_counter()
     k21_compute.frequency_table(out["k21_tokens"], enc, ranks)
@@ -135,7 +144,9 @@ def run_k21_pass(*, shape: str | None = "base", model: str | None = None, n_seqs
     if host_seqs > 0:
         host = time_k21_host(enc[:host_seqs], lm.n_layers, vocab)
         host["k21_host_pass_s"] = host["k21_host_s"] * n_seqs * lm.n_layers
-    return {"shape": shape, "model": model, **dims, "n_seqs": n_seqs, "seq_len": seq_len, "batch": batch,
+    cuda = device.startswith("cuda")
+    return {"shape": shape, "model": model, **dims, "n_seqs": n_seqs, "seq_len": seq_len,
+            "batch": max(sizes, default=0) if cuda else batch, "batch_cap": batch, "batches": len(sizes) if cuda else None,
             "device": device, "dtype": dtype, "tf32": tf32 or tf32_on(device), "budget_bytes": budget,
             "workers": workers, "seconds": secs, "ratios_seconds": t1 - t0, "freq_seconds": t2 - t1,
             "seqs_per_s": n_seqs / secs, "tokens_per_s": n_seqs * seq_len / secs,

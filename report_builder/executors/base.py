@@ -61,22 +61,35 @@ class Registered(Protocol):
 
 
 class Progress:
-    """A tqdm bar (unit: sequences) with an estimate of the time left; a context manager."""
+    """A tqdm bar (unit: sequences) with an estimate of the time left; a context manager. While the build's
+    overall line is shown (`executors.progress`), it feeds that line instead of drawing a bar."""
 
     def __init__(self, desc: str, total: int, enabled: bool = True):
+        from report_builder.executors.progress import active
+
+        self.line = active() if enabled else None
+        if self.line is not None:
+            self.line.begin_part(desc, total)
+            return
         from tqdm import tqdm
 
         self.bar = tqdm(total=total, desc=desc, unit="seq", disable=not enabled, leave=True,
                         dynamic_ncols=True, file=sys.stderr)
 
     def __call__(self, k: int) -> None:
-        self.bar.update(k)
+        if self.line is not None:
+            self.line.advance(k)
+        else:
+            self.bar.update(k)
 
     def __enter__(self) -> "Progress":
         return self
 
     def __exit__(self, *exc) -> None:
-        self.bar.close()
+        if self.line is not None:
+            self.line.end_part()
+        else:
+            self.bar.close()
 
 
 class TaskRun(Run):

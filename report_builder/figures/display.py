@@ -104,7 +104,7 @@ class DisplayTables(Mapping):
     def __init__(self, raw: Mapping[str, pd.DataFrame], judged: tuple[dict[str, str], dict[str, bool]] | None = None):
         self.raw = dict(raw)
         self._done: dict[str, pd.DataFrame] = {}
-        self._judged = judged  # given: a recorded judgement (`report_builder.reproduce`), else judged on first use
+        self._judged = judged  # given: a recorded judgement (`report_builder.citations.reproduce`), else judged on first use
 
     def judged(self) -> tuple[dict[str, str], dict[str, bool]]:
         """(tokenizer style per model, causal per model), judged from all the raw tables."""

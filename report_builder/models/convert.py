@@ -14,13 +14,18 @@ Pitfall: the copy's name carries the *source's* fingerprint, so a new wheel give
 from __future__ import annotations
 
 import json
+import logging
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from report_builder import guard
 from report_builder.atomic import atomic_dir
 from report_builder.errors import for_terminal
 from report_builder.models.embedded import GGUF, GGUF_CHUNKS, Embedded
 from report_builder.models.fingerprints import embedded_fingerprint, file_sha256
+
+log = logging.getLogger("report_builder")  # the CLI's log: stderr, silenced by -q
 
 
 def models_dir() -> Path:
@@ -76,6 +81,30 @@ def _from_chunks(e: Embedded) -> Path:
             _save_plain(model, tok, out, e.saved_name)
 
     return _converted(target, convert, f"{pkg.MODEL_NAME} (assembled; ~1 min)")
+
+
+@contextmanager
+def _gguf_bar() -> Iterator[None]:
+    """transformers' GGUF tensor bar ("Converting and de-quantizing GGUF tensors", a plain tqdm that no
+    setting of transformers reaches) follows transformers' progress-bar setting for the block: off with
+    ``-q``/``--no-progress`` (`logsetup.library_noise`), as it was afterwards."""
+    import functools
+
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+        from transformers.utils import logging as tl
+    except ImportError:  # pragma: no cover - the conversion itself will say what is missing
+        yield
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None or tl.is_progress_bar_enabled():
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
 
 
 _CONVERTERS = {GGUF: _from_gguf, GGUF_CHUNKS: _from_chunks}
@@ -153,12 +182,12 @@ def _converted(target: Path, convert, what: str) -> Path:
             problem = verify_converted(target)
             if problem is None:
                 return target
-            print(for_terminal(f"converted model {target} is damaged ({problem}); converting again"), flush=True)
+            log.warning(for_terminal(f"converted model {target} is damaged ({problem}); converting again"))
             import shutil
 
             shutil.rmtree(target)
-        print(for_terminal(f"converting {what} to safetensors once -> {target}"), flush=True)
-        with atomic_dir(target) as tmp:
+        log.info(for_terminal(f"converting {what} to safetensors once -> {target}"))
+        with atomic_dir(target) as tmp, _gguf_bar():
             convert(tmp)
             _record(tmp, what)
     return target

@@ -261,7 +261,7 @@ def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str,
         return user_tables(tables)  # layers from 1, units named: the one boundary (SPEC §8)
     figs = p / "figures"
     if figs.is_dir():
-        from report_builder.site.figure_files import read_csv  # the spreadsheet guard's ' undone
+        from report_builder.citations.version_files import read_csv  # the spreadsheet guard's ' undone
 
         out = {d.name: read_csv(d / "data.csv") for d in sorted(figs.iterdir()) if (d / "data.csv").is_file()}
         if out:

@@ -18,8 +18,8 @@ versions equal the previous build's (build date masked) and the existing site is
 that build left (digest in the state's ``build.json``), mkdocs is skipped and the site
 kept. A site edited or deleted by the user, or any changed page, is built again.
 
-Figure versions (`site.permalinks`, `site.publish`): each figure's provenance and citation are its
-version's (a version published before keeps its own); the history entry (`site.history`) is made
+Figure versions (`citations.permalinks`, `site.publish`): each figure's provenance and citation are its
+version's (a version published before keeps its own); the history entry (`citations.history`) is made
 before the pages; right before the swap, under the lock, every earlier version (verified) and this
 build's new ones are published into the new site with their pages, ``history.json`` and its charts.
 
@@ -45,13 +45,16 @@ from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
-from report_builder.site import assets, htmltable, manifest, pages, provenance as prov_mod
+from report_builder.citations import cite as prov_mod
+from report_builder.citations import history, permalinks
+from report_builder.citations.version_files import write_csv
+from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
-from report_builder.site import history, permalinks, publish
+from report_builder.site import publish
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
-                                             write_csv, write_figure_files)
+                                             write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
 from report_builder.site.write_pages import PAGES, write_pages  # noqa: F401 - build.PAGES
 
@@ -334,12 +337,13 @@ def shown_table(result: FigureResult) -> pd.DataFrame | None:
 
 
 def figure_files(spec: FigureSpec, result: FigureResult, tables: Any, figures_dir: Path, inline_limit: int,
-                 render_cache: RenderCache | None = None) -> FigureFiles:
-    """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.reproduce`'s way)."""
+                 render_cache: RenderCache | None = None, previous: Path | None = None) -> FigureFiles:
+    """Write one built figure's files under ``figures_dir/<id>/`` (also `report_builder.citations.reproduce`'s way);
+    ``previous``: the figure's current published version, kept when equal within the precision."""
     table = shown_table(result)
     return write_figure_files(spec.id, result.data, result.chart, table if table is not None else result.data,
                               figures_dir, inline_limit, title=figure_title(spec, result, tables), svg=result.svg,
-                              render_cache=render_cache, units=spec.units)
+                              render_cache=render_cache, units=spec.units, previous=previous)
 
 
 def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, reported: dict[str, Any],
@@ -349,7 +353,7 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     """One figure's files and page section: reused from ``figure_cache`` when its inputs are unchanged
     (not built, not drawn), else built (its reads recorded) and stored; provenance and BibTeX are those
     of the figure's version (`permalinks`): a version published before keeps its own, a new one gets
-    this build's recipe (`site.recipe`)."""
+    this build's recipe (`citations.recipe`)."""
     fig_dir = figures_dir / spec.id
     hit = figure_cache.get(spec) if figure_cache is not None else None
     if hit is not None and (hit.meta.get("not_configured") is not None or figure_cache.restore(hit, fig_dir)):
@@ -364,7 +368,8 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     else:
         tracker = ReadTracker(display)
         ctx = FigureContext(tables=tracker, roles=roles, reported=reported)
-        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache)
+        previous = versions.old_folder(spec.id, versions.previous_current.get(spec.id, "")) if versions else None
+        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous)
         if figure_cache is not None and meta is not None:
             figure_cache.put(spec, tracker.reads(), fig_dir if sec.not_configured is None else None, meta)
         if sec.not_configured is not None:
@@ -395,7 +400,7 @@ def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) ->
 
 
 def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
-                   log: Callable[[str], Any], render_cache: RenderCache | None
+                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Path | None = None
                    ) -> tuple[Section, dict[str, Any] | None]:
     """Build one figure and write its files; the section and what `figure_cache` stores of it (None
     when its parameters would not come back from JSON as they are)."""
@@ -412,17 +417,20 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     drawn = result.svg is not None
     table = shown_table(result)
     try:
-        ff = figure_files(spec, result, ctx.tables, fig_dir.parent, inline_limit, render_cache)
+        ff = figure_files(spec, result, ctx.tables, fig_dir.parent, inline_limit, render_cache, previous)
     except Exception as exc:
         raise RuntimeError(f"figure {spec.id}: could not write its files: {type(exc).__name__}: {exc}") from exc
     files = dict(ff.files)
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None, units=spec.units)
     if cmp is not None:
         write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
+        if ff.kept and (previous / "paper_vs_ours.csv").is_file():  # the kept version's own (same precision)
+            shutil.copyfile(previous / "paper_vs_ours.csv", fig_dir / "paper_vs_ours.csv", follow_symlinks=False)
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)
-    log(f"site: {spec.id} {'reused' if ff.reused else 'built'} ({ff.content_hash})")
+    log(f"site: {spec.id} " + (f"kept ({ff.content_hash}: equal within the published precision)" if ff.kept else
+                               f"{'reused' if ff.reused else 'built'} ({ff.content_hash})"))
     sec = Section(
         result=result, files=files, content_hash=ff.content_hash, page_spec=ff.page_spec,
         spec_attr=pages.spec_attr(ff.page_spec) if ff.page_spec is not None else "",

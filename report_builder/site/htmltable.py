@@ -1,4 +1,8 @@
-"""DataFrames as compact, escaped HTML tables for the pages (numbers right-aligned, readable digits).
+"""DataFrames as compact, escaped HTML tables for the pages (numbers right-aligned, readable digits),
+and as Vega-Lite text-mark tables (`table_spec`: a table's ``chart.svg``/``.png``) with the same cells.
+
+A float is first rounded by the published-precision rule (`precision`), then shown with the digits
+its magnitude warrants, so a cell never shows a digit that ``data.csv`` does not have.
 
 Pitfall: tokens such as ``[CLS]``, ``##ing`` or ``*`` would be rewritten by Markdown; HTML tables are
 escaped once and passed through untouched.
@@ -8,9 +12,13 @@ from __future__ import annotations
 import html
 import math
 from numbers import Integral, Real
+from typing import Any
 
 import pandas as pd
 
+from report_builder import precision
+
+VL_SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 
 _MD_ENTITIES = str.maketrans({"[": "&#91;", "]": "&#93;", "(": "&#40;", ")": "&#41;", "*": "&#42;", "_": "&#95;",
                               "`": "&#96;", "{": "&#123;", "}": "&#125;", "\\": "&#92;", "|": "&#124;"})
@@ -37,6 +45,8 @@ def fmt(value, column_decimals: int | None = None) -> str:
         v = float(value)
         if math.isnan(v):
             return "–"
+        if column_decimals is None:  # `fmt_column` rounds a whole column at once
+            v = precision.round_value(v)
         if v == 0:
             return "0"
         a = abs(v)
@@ -55,11 +65,15 @@ def _target(a: float) -> int:
 def fmt_column(values) -> list[str]:
     """Cells of one column: floats share the decimals the column's values carry (95.90 beside 47.95),
     each capped by its own magnitude's precision, never more than any value has."""
-    vals = list(values)
+    vals = [_rounded(v) for v in values]
     floats = [float(v) for v in vals if isinstance(v, Real) and not isinstance(v, (bool, Integral))
               and not math.isnan(float(v)) and 1e-3 <= abs(float(v))]
     col = max((min(_target(abs(v)), _decimals(v)) for v in floats), default=None)
     return [fmt(v, col) for v in vals]
+
+
+def _rounded(v):
+    return precision.round_value(float(v)) if isinstance(v, Real) and not isinstance(v, (bool, Integral)) else v
 
 
 def _decimals(v: float) -> int:
@@ -102,3 +116,76 @@ def to_html(df: pd.DataFrame, max_rows: int = 200, index: bool = False) -> str:
         '<div class="rb-table-wrap"><table class="rb-table">\n<thead><tr>' + head + "</tr></thead>\n<tbody>\n"
         + "\n".join(rows) + "\n</tbody></table></div>" + more
     )
+
+
+def table_spec(table: pd.DataFrame, max_rows: int = 40, title: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Vega-Lite text-mark rendering of a table, so tables get an SVG/PNG like charts do.
+
+    Each column is as wide as its widest cell (estimated text width plus padding), text columns are
+    left-aligned and numeric ones right-aligned, so no two cells touch. When rows are cut, a last
+    line says how many more the CSV holds.
+    """
+    from report_builder.figures import theme
+
+    size, pad, row_h = theme.FONT_SIZE, 18.0, 20
+    shown = table.head(max_rows)
+    cols = [str(c) for c in shown.columns]
+    numeric = [pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])
+               for c in shown.columns]
+    texts = [fmt_column(shown[c]) for c in shown.columns]
+    widths = [max([theme.text_width(h, size, bold=True)] + [theme.text_width(t, size) for t in col]) + pad
+              for h, col in zip(cols, texts)]
+    lefts = [sum(widths[:k]) for k in range(len(widths))]
+    width = max(120.0, sum(widths))
+
+    def x_of(k: int) -> float:
+        return round(lefts[k] + widths[k] - pad / 2 if numeric[k] else lefts[k] + pad / 2, 1)
+
+    values = [{"x": x_of(k), "y": 0, "text": h, "part": "head", "align": "right" if numeric[k] else "left"}
+              for k, h in enumerate(cols)]
+    for r in range(len(shown)):
+        for k in range(len(cols)):
+            values.append({"x": x_of(k), "y": (r + 1) * row_h + 4, "text": texts[k][r], "part": "body",
+                           "align": "right" if numeric[k] else "left"})
+    n_rows = len(shown) + 1
+    if len(table) > len(shown):
+        values.append({"x": pad / 2, "y": n_rows * row_h + 8, "text": f"… {len(table) - len(shown)} more rows "
+                       f"(first {len(shown)} of {len(table)} shown; data.csv has all)", "part": "note",
+                       "align": "left"})
+        n_rows += 1
+    height = n_rows * row_h + 8
+    px = {"type": "linear", "zero": False, "nice": False}
+
+    def layer(part: str, align: str, **mark: Any) -> dict[str, Any]:
+        return {
+            "transform": [{"filter": {"and": [{"field": "part", "equal": part}, {"field": "align", "equal": align}]}}],
+            "mark": {"type": "text", "fontSize": size, "align": align, "baseline": "middle", **mark},
+            "encoding": {"x": {"field": "x", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, width], "range": [0, width]}},
+                         "y": {"field": "y", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, height], "range": [0, height]}},
+                         "text": {"field": "text", "type": "nominal"}},
+        }
+
+    layers = [layer("head", a, fontWeight="bold") for a in ("left", "right")]
+    layers += [layer("body", a) for a in ("left", "right")] + [layer("note", "left", fontStyle="italic")]
+    rule = {"data": {"values": [{"x": 0, "x2": width, "y": row_h / 2 + 6}]},
+            "mark": {"type": "rule", "color": "#888"},
+            "encoding": {"x": {"field": "x", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, width], "range": [0, width]}},
+                         "x2": {"field": "x2"},
+                         "y": {"field": "y", "type": "quantitative", "axis": None,
+                               "scale": {**px, "domain": [0, height], "range": [0, height]}}}}
+    spec: dict[str, Any] = {
+        "$schema": VL_SCHEMA,
+        "data": {"values": values},
+        "layer": layers + [rule],
+        "width": round(width, 1),
+        "height": height,
+        "config": {"view": {"stroke": None}, "font": theme.FONT, "text": {"font": theme.FONT},
+                   "title": {"font": theme.FONT, "fontSize": theme.TITLE_SIZE, "fontWeight": "normal",
+                             "anchor": "start", "subtitleFontSize": size, "subtitleFont": theme.FONT}},
+    }
+    if title:
+        spec["title"] = title
+    return spec

@@ -3,13 +3,13 @@ every version and the history into the new site (called by `site.build.render_si
 
 - `figure_record`: the provenance record and citation of a figure's version — the published ones
   when its content hash was published before (`permalinks.Versions.record_for`), else this build's
-  recipe (`site.provenance.figure_provenance` + `site.recipe.recipe_fields`, sealed) and a
+  recipe (`citations.cite.figure_provenance` + `citations.recipe.recipe_fields`, sealed) and a
   ``cite.bib`` whose ``url`` is the version's permalink.
-- `history_entry`: this build's entry (`site.history.make_entry`) with, for each changed figure, the
-  inputs that differ, the numeric change of its data and a difference chart (`site.figure_diff`).
+- `history_entry`: this build's entry (`citations.history.make_entry`) with, for each changed figure, the
+  inputs that differ, the numeric change of its data and a difference chart (`citations.figure_diff`).
 - `publish`: under the site lock, right before the swap: every earlier version (verified) and this
   build's new ones into the new site (`permalinks.Versions.publish`), their pages
-  (`site.version_page`), ``history.json`` (the output's latest history plus this entry) and the
+  (`citations.version_page`), ``history.json`` (the output's latest history plus this entry) and the
   history's charts (earlier ones carried by hard link).
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from report_builder.site import figure_diff, history, permalinks, recipe, version_page
-from report_builder.site import provenance as prov_mod
+from report_builder.citations import figure_diff, history, permalinks, recipe, version_page
+from report_builder.citations import cite as prov_mod
 from report_builder.site.write_pages import PAGES, page_html
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from report_builder import papers
+from report_builder import papers, precision
 from report_builder.site import assets, manifest, pages
-from report_builder.site import provenance as prov_mod
+from report_builder.citations import cite as prov_mod
 from report_builder.site.paths import guide_pages
 
 #: Paper key -> its generated page (from `report_builder.papers`).
@@ -34,7 +34,7 @@ def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.Da
     Args:
         specs, sections: the figures and their `site.build.Section`s. changes: this build vs the
             last build whose figures differed (the Home page's counts and the Changes page's table).
-        history_html: the report history (`site.history.history_html`), newest first.
+        history_html: the report history (`citations.history.history_html`), newest first.
         permalinks: figure id -> the current version's (site-relative permalink, published address).
     """
     env = pages.environment()
@@ -70,7 +70,7 @@ def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.Da
         figure_index=figure_index, n_built=len(specs) - n_nc, n_not_configured=n_nc, changes=changes))
     write("methods.md", env.get_template("pages/methods.md.j2").render(
         prov=prov, recon_table=pages.recon_table(tables), recon_summary=pages.recon_summary(tables),
-        js=assets.versions(), inline_kb=inline_limit // 1000))
+        js=assets.versions(), inline_kb=inline_limit // 1000, precision=precision))
     write("models.md", env.get_template("pages/models.md.j2").render(
         model_cards=pages.model_cards(tables, prov), dataset_cards=pages.dataset_cards(tables, prov)))
 

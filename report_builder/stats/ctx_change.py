@@ -111,6 +111,22 @@ def ctx_change(map_s: np.ndarray, map_t: np.ndarray, causal: bool, mask: np.ndar
     return ranked_change(ranked(a, causal, mask), ranked(b, causal, mask))
 
 
+def change_plan(ln_position: str) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The K24 changes of one sequence and layer for a layout: the rows in order (``kind``,
+    ``component``, ``from_scope``, ``to_scope``, without ``change``) and the distinct (from, to) scope
+    pairs they need, in the order first needed (a pair that is both a component and a cumulative one,
+    ATB→ next scope, appears once). Shared by `sequence_ctx_changes` and the device statistics."""
+    lay = schema.layout(ln_position)
+    rows = [dict(kind="component", component=comp, from_scope=lay.scopes[k], to_scope=lay.scopes[k + 1])
+            for k, comp in enumerate(lay.components)]
+    rows += [dict(kind="cumulative", component=f"{s}→{t}", from_scope=s, to_scope=t) for s, t in lay.cumulative()]
+    pairs: list[tuple[str, str]] = []
+    for r in rows:
+        if (r["from_scope"], r["to_scope"]) not in pairs:
+            pairs.append((r["from_scope"], r["to_scope"]))
+    return rows, pairs
+
+
 def sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: bool) -> list[dict]:
     """All K24 changes for one sequence and layer.
 
@@ -126,27 +142,17 @@ def sequence_ctx_changes(maps: dict[str, np.ndarray], ln_position: str, causal: 
     Returns:
         rows ``{kind, component, from_scope, to_scope, change}``: one ``component`` row per
         consecutive scope pair (component ``FF``/``RES``/``LN``) and one ``cumulative`` row per
-        later scope (component ``"ATB→<scope>"``, from ATB).
+        later scope (component ``"ATB→<scope>"``, from ATB); `change_plan` gives them without ``change``.
     """
-    lay = schema.layout(ln_position)
+    rows, pairs = change_plan(ln_position)
     ranks: dict[str, Ranked] = {}
     changes: dict[tuple[str, str], float] = {}
-
-    def change(s: str, t: str) -> float:
-        if (s, t) not in changes:
-            for x in (s, t):
-                if x not in ranks:
-                    ranks[x] = ranked(maps[x], causal)
-            changes[(s, t)] = ranked_change(ranks[s], ranks[t])
-        return changes[(s, t)]
-
-    rows = []
-    for k, comp in enumerate(lay.components):
-        s, t = lay.scopes[k], lay.scopes[k + 1]
-        rows.append(dict(kind="component", component=comp, from_scope=s, to_scope=t, change=change(s, t)))
-    for s, t in lay.cumulative():
-        rows.append(dict(kind="cumulative", component=f"{s}→{t}", from_scope=s, to_scope=t, change=change(s, t)))
-    return rows
+    for s, t in pairs:
+        for x in (s, t):
+            if x not in ranks:
+                ranks[x] = ranked(maps[x], causal)
+        changes[(s, t)] = ranked_change(ranks[s], ranks[t])
+    return [dict(**r, change=changes[(r["from_scope"], r["to_scope"])]) for r in rows]
 
 
 def summarise_ctx(rows: pd.DataFrame) -> pd.DataFrame:

@@ -82,9 +82,7 @@ class TopPairs:
             pairs = seq_pairs(info, self.causal)
         if pairs.n != n:
             raise ValueError(f"the pairs are of a sequence of {pairs.n} tokens, the map has {n}")
-        for cat, cnt in zip(CATEGORY_ORDER, pairs.counts):
-            if cnt:
-                self.base_counts[cat] = self.base_counts.get(cat, 0) + int(cnt)
+        self._count(pairs)
         vals = amp.ravel()[pairs.flat]
         if vals.size == 0:
             return
@@ -93,13 +91,36 @@ class TopPairs:
         if len(self._heap) >= self.k:  # only candidates above the current k-th key can enter
             floor = self._heap[0][0]
             cand = cand[vals[cand] >= floor]
-        for q in cand:
-            f = int(pairs.flat[q])
+        flat = pairs.flat[cand]
+        ii, jj = flat // n, flat % n
+        self._offer_pairs(seq, flat, n, vals[cand], info, pairs, None if before is None else before[ii, jj],
+                          None if after is None else after[ii, jj])
+
+    def add_candidates(self, seq: int, flat: np.ndarray, vals: np.ndarray, info: SeqInfo, pairs: SeqPairs,
+                       before: np.ndarray, after: np.ndarray) -> None:
+        """Add one sequence whose best pairs were chosen elsewhere (the device statistics): ``flat`` their
+        indices ``i * n + j`` in its ``(n, n)`` map, ``vals`` their amp, ``before``/``after`` their
+        row-normalised values; at least the k largest of its valid ``i ≠ j`` pairs (ties: smaller
+        ``(i, j)`` first), which `add` would offer. Counts the sequence's pairs as `add` does."""
+        self._count(pairs)
+        if len(flat):
+            self._offer_pairs(seq, np.asarray(flat, dtype=np.int64), pairs.n, np.asarray(vals, dtype=np.float64),
+                              info, pairs, np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64))
+
+    def _count(self, pairs: SeqPairs) -> None:
+        for cat, cnt in zip(CATEGORY_ORDER, pairs.counts):
+            if cnt:
+                self.base_counts[cat] = self.base_counts.get(cat, 0) + int(cnt)
+
+    def _offer_pairs(self, seq: int, flat: np.ndarray, n: int, vals: np.ndarray, info: SeqInfo, pairs: SeqPairs,
+                     before: np.ndarray | None, after: np.ndarray | None) -> None:
+        for q in range(len(flat)):
+            f = int(flat[q])
             i, j, v = f // n, f % n, float(vals[q])
-            self._offer((v, -seq, -i, -j), lambda i=i, j=j, v=v: dict(
+            self._offer((v, -seq, -i, -j), lambda i=i, j=j, v=v, q=q: dict(
                 seq=int(seq), i=i, j=j, token_i=str(info.tokens[i]), token_j=str(info.tokens[j]), amp=v,
-                before=float(before[i, j]) if before is not None else float("nan"),
-                after=float(after[i, j]) if after is not None else float("nan"),
+                before=float(before[q]) if before is not None else float("nan"),
+                after=float(after[q]) if after is not None else float("nan"),
                 category=CATEGORY_ORDER[pairs.codes[i, j]],
                 context=context_snippet(info.text, info.offsets, i, j, self.width, info.tokens)
                 if info.offsets is not None else f"{info.tokens[i]} ← {info.tokens[j]}",

@@ -27,7 +27,8 @@ from report_builder.config import ROLES
 from report_builder.figures.registry import PLUGINS, all_figures
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 from report_builder.site import pages
-from report_builder.site.figure_files import csv_frame, csv_text
+from report_builder.site.figure_files import csv_frame
+from report_builder.citations.version_files import csv_text
 from report_builder.site.paths import TEMPLATES_DIR
 from tests.fixtures.contexts import PAPER_CONTEXTS, context
 

@@ -8,7 +8,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
-from report_builder.site import figure_diff, permalinks, recipe
+from report_builder.citations import figure_diff, permalinks, recipe
 
 
 def _frames():
@@ -161,7 +161,7 @@ def test_seal_detects_an_edit():
 
 @pytest.mark.parametrize("url", ["https://example.org/r}/{x}\\y z\"<>/", "https://ex.org/a%20b/#frag"])
 def test_permalink_url_is_safe_in_bibtex(url):
-    from report_builder.site.provenance import bib_url, figure_bibtex
+    from report_builder.citations.cite import bib_url, figure_bibtex
 
     link = permalinks.permalink_url(url, "k21-fig3", "0123456789ab")
     bib = figure_bibtex("k21-fig3", "T", "K21", "0123456789ab", {"date": "2025-01-01"}, url=link)
@@ -186,7 +186,7 @@ def test_versions_older_than():
 
 
 def test_version_page_escapes_the_recipe():
-    from report_builder.site.version_page import page
+    from report_builder.citations.version_page import page
 
     evil = '<script>alert(1)</script>'
     rec = {"figure": {"title": evil, "paper": "K21"}, "models": {evil: {"source": evil, "fingerprint": "f"}},
@@ -202,7 +202,7 @@ def test_version_page_escapes_the_recipe():
 def test_diff_text_escapes_terminal_sequences(tmp_path):
     import json
 
-    from report_builder.site.version_diff import diff, format_diff
+    from report_builder.citations.version_diff import diff, format_diff
 
     evil = "m\x1b[2J\x1b]0;owned\x07\u009b31m\nx"
     for side, fp in (("a", "f1"), ("b", "f2")):

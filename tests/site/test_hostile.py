@@ -177,7 +177,7 @@ def test_hostile_files_are_well_formed(hostile_site):
 
 def test_bibtex_and_markdown_escapers():
     from report_builder.site.pages import md_escape
-    from report_builder.site.provenance import _bib_escape
+    from report_builder.citations.cite import _bib_escape
 
     b = _bib_escape("a {b} c{ d}} \\x 50% & $ # _")
     assert b.count("{") == b.count("}") and "\\textbraceleft{}" in b and "\\%" in b

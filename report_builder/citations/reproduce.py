@@ -1,7 +1,7 @@
 """``report-builder reproduce PATH``: rebuild one figure version from its recipe and compare content hashes.
 
 PATH is a version folder (``figures/<id>/<hash>/``, from a site or downloaded) or its
-``provenance.json`` (`site.recipe`). The recipe names everything the figure's numbers depend on; this
+``provenance.json`` (`citations.recipe`). The recipe names everything the figure's numbers depend on; this
 module rebuilds exactly that figure, from any directory:
 
 1. the models the figure used, by source, each checked against its recorded weights fingerprint
@@ -35,9 +35,9 @@ from typing import Any, Callable
 
 from report_builder import guard
 from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal
-from report_builder.site import figure_diff, recipe
+from report_builder.citations import figure_diff, recipe
 from report_builder.values import check_path
-from report_builder.site.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
+from report_builder.citations.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
 EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
           "so it does not describe the figure its hash names")
@@ -359,6 +359,6 @@ def _what(d: dict[str, Any]) -> str:
 
 
 def recipe_hash_like(name: str) -> bool:
-    from report_builder.site.permalinks import HASH
+    from report_builder.citations.permalinks import HASH
 
     return HASH.fullmatch(name) is not None

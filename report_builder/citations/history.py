@@ -21,9 +21,9 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from report_builder.site import figure_diff
-from report_builder.site.permalinks import permalink
-from report_builder.site.recipe import canonical
+from report_builder.citations import figure_diff
+from report_builder.citations.permalinks import permalink
+from report_builder.citations.recipe import canonical
 
 HISTORY = "history.json"
 ASSETS = "history"

@@ -1,7 +1,7 @@
 """What changed between two versions of a figure: the inputs that differ and by how much the data moved.
 
-Two versions are compared through what they publish (`site.permalinks`): their ``provenance.json``
-recipes (`site.recipe`) and their ``data.csv``.
+Two versions are compared through what they publish (`citations.permalinks`): their ``provenance.json``
+recipes (`citations.recipe`) and their ``data.csv``.
 
 - `inputs_diff`: every recorded input that differs, each with its kind — ``weights`` (a model's
   fingerprint, hub snapshot, revision or source; a model added or removed), ``data`` (a dataset's
@@ -14,7 +14,7 @@ recipes (`site.recipe`) and their ``data.csv``.
   largest absolute and relative difference with where it is (model, dataset, layer, category,
   scope, ... : the row's key columns) and which column.
 - `difference_spec`: for a line or heatmap figure with a ``layer`` column, a Vega-Lite chart of
-  new − old (`site.history` draws it for the Changes page).
+  new − old (`citations.history` draws it for the Changes page).
 
 Rows are matched on their key columns (`KEY_COLUMNS` present in both files, then the other text
 columns if those do not identify a row); when no key identifies the rows, equal-length files are
@@ -115,7 +115,7 @@ def inputs_diff(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]
 
     Only what the figure's numbers depend on is named: its models and datasets (the record keeps those it
     used), the device, code and libraries, and as parameters the recipe's ``figure.inputs`` (the declared
-    cache-key parameters of the analyses whose tables it reads, `site.recipe.figure_inputs`) and
+    cache-key parameters of the analyses whose tables it reads, `citations.recipe.figure_inputs`) and
     ``figure.params`` (its own) — never the build's whole ``config`` (a K21 figure does not list
     ``k24.top_k``), which stays in the recipe for `reproduce`. Between records without ``figure.inputs``
     (older ones) the ``config`` is compared instead, and the merged ``params`` only when a record has no
@@ -170,9 +170,9 @@ def _short(value: Any, n: int = 60) -> str:
 
 
 def read_data(path: Path) -> pd.DataFrame | None:
-    """A version's ``data.csv`` as the table had it (`figure_files.read_csv`: text kept as text, the
+    """A version's ``data.csv`` as the table had it (`version_files.read_csv`: text kept as text, the
     spreadsheet guard undone), or None when unreadable."""
-    from report_builder.site.figure_files import read_csv
+    from report_builder.citations.version_files import read_csv
 
     try:
         return read_csv(path)

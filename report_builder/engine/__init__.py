@@ -10,7 +10,11 @@ Two paths, one contract (``(seq_index, layer, LayerResult)`` in input order):
   thread-local sink.
 - **Batched (GPU, or on request).** Right-padded batches through the forward pass and through
   `decompose_batch` (pads masked exactly), so short sequences do not launch thousands of tiny kernels.
-  Results equal the per-sequence ones to float rounding (~1e-6), not bit for bit.
+  Results equal the per-sequence ones to float rounding (~1e-6), not bit for bit. On a GPU the batches
+  are sized from the device's free memory and the shapes (`batched.batch_size`), nothing waits for the
+  device inside a layer (errors too are computed there), and a batch's results reach the host in one
+  transfer while the next batch runs (`batched.decompose_batches`, `host.HostCopy`); a caller may
+  reduce each layer on the device instead of moving its maps (`decompose_batches`' ``reduce``).
 
 On both paths each layer is decomposed inside the forward pass, as soon as it has run. A long sequence
 on the deterministic path (one worker) is also *streamed*: its forward pass runs in a helper thread
@@ -25,25 +29,29 @@ before anything is stripped or reordered.
 """
 from __future__ import annotations
 
-import queue
-import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator
 
 import torch
 
 from report_builder.decompose.chunks import streams
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult
-from report_builder.decompose.layouts import decompose_batch, decompose_layer
+from report_builder.decompose.layouts import decompose_layer
+from report_builder.engine.batched import (PARTS, Batch, BatchOut, batch_tensor, decompose_batches, held_bytes,
+                                          keep_parts)
+from report_builder.engine.common import Tokens, enforce_bound, half_maps, inputs, on_device
+from report_builder.engine.stream import Stream
 from report_builder.models.capture import Capturer, LayerCapture, capture_hooks
-from report_builder.errors import ReconstructionError
 from report_builder.models.loading import LoadedModel
 from report_builder.schema import ERROR_BOUND, FIRST_LAYER
 
+__all__ = ["Batch", "BatchOut", "ERROR_BOUND", "PARTS", "Tokens", "batch_tensor", "check_model", "cpu_workers",
+           "decompose_batches", "decompose_sequences", "reduce_sequences", "set_cpu_workers"]
+
 _CPU_WORKERS = 1
+_half_maps = half_maps  # the name the tests know
 
 
 def set_cpu_workers(n: int) -> int:
@@ -62,58 +70,19 @@ def cpu_workers() -> int:
     return _CPU_WORKERS
 
 
-@dataclass(frozen=True)
-class Tokens:
-    """One sequence to analyse: token ids and (encoders) token type ids."""
-
-    input_ids: Sequence[int]
-    token_type_ids: Sequence[int] | None = None
-
-
-def _batches(seqs: list[Tokens], size: int) -> Iterator[list[int]]:
-    # group by length so padding stays small; results are put back in input order by the caller
-    order = sorted(range(len(seqs)), key=lambda k: len(seqs[k].input_ids))
-    for s in range(0, len(order), size):
-        yield order[s:s + size]
-
-
-def _pad_id(lm: LoadedModel) -> int:
-    tok = lm.tokenizer
-    pid = getattr(tok, "pad_token_id", None)
-    if pid is None:
-        pid = getattr(lm.config, "pad_token_id", None)
-    return int(pid) if pid is not None else 0
-
-
-def _inputs(lm: LoadedModel, seqs: list[Tokens], group: list[int]) -> dict[str, torch.Tensor]:
-    """Right-padded input tensors for ``group`` (a batch of one is exactly the unpadded sequence)."""
-    n_max = max(len(seqs[k].input_ids) for k in group)
-    ids = torch.full((len(group), n_max), _pad_id(lm), dtype=torch.long)
-    mask = torch.zeros((len(group), n_max), dtype=torch.long)
-    tt = None
-    if any(seqs[k].token_type_ids is not None for k in group):
-        tt = torch.zeros((len(group), n_max), dtype=torch.long)
-    for b, k in enumerate(group):
-        s = seqs[k]
-        n = len(s.input_ids)
-        ids[b, :n] = torch.tensor(list(s.input_ids))
-        mask[b, :n] = 1
-        if tt is not None and s.token_type_ids is not None:
-            tt[b, :n] = torch.tensor(list(s.token_type_ids))
-    dev = lm.device
-    inputs = {"input_ids": ids.to(dev), "attention_mask": mask.to(dev)}
-    if tt is not None:
-        inputs["token_type_ids"] = tt.to(dev)
-    return inputs
-
-
-def _enforce(lm: LoadedModel, layer: int, r: LayerResult, points: bool | frozenset = True) -> None:
-    """The one error-bound check: every check point (``points`` True) or only those named."""
-    for scope, err in r.errors.items():
-        if (points is True or scope in points) and not err <= ERROR_BOUND:
-            raise ReconstructionError(
-                f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction error "
-                f"{err:.3g} exceeds {ERROR_BOUND:g}")
+def _prepare(lm: LoadedModel, seqs: Iterable[Tokens], layers: list[int] | None, check: bool,
+             enforce: bool | Iterable[str]) -> tuple[list[Tokens], list[int], bool | frozenset]:
+    """The sequences (lengths checked), the layer indices, and what to enforce (float32 only)."""
+    seqs = list(seqs)
+    for s in seqs:
+        lm.check_length(len(s.input_ids))
+    idxs = list(range(lm.n_layers)) if layers is None else list(layers)
+    if not (lm.placement is not None and any(lm.placement.offloaded)):
+        for i in idxs:  # fill the weight cache before any worker thread reads it
+            lm.layer_weights(i)
+    if not isinstance(enforce, bool):  # only these check points; carried down as the set itself
+        enforce = frozenset(enforce)
+    return seqs, idxs, check and lm.dtype == torch.float32 and enforce
 
 
 def decompose_sequences(
@@ -127,13 +96,14 @@ def decompose_sequences(
     check: bool = True,
     enforce: bool | Iterable[str] = True,
     ig: IGOptions = IGOptions(),
-    batch_size: int = 8,
+    batch_size: int | None = None,
     budget_bytes: int = 512 << 20,
     on_batch: Callable[[int], None] | None = None,
     batched: bool | None = None,
     workers: int | None = None,
     maps_dtype: torch.dtype | None = None,
     stream: bool | None = None,
+    returns: Iterable[str] = PARTS,
 ) -> Iterator[tuple[int, int, LayerResult]]:
     """Yield ``(seq_index, layer, LayerResult)`` for every sequence and layer: in input order on the
     deterministic path, batch by batch (sequences grouped by length, ties in input order) on the
@@ -146,8 +116,9 @@ def decompose_sequences(
         enforce: raise `ReconstructionError` above `schema.ERROR_BOUND` (``float32`` only; for half
             precision errors are reported, not enforced): True at every check point, or only at the
             check points named (e.g. `Layout.pre_ff_checks` under a numerical IG, which is not complete).
-        batch_size: sequences per padded batch on the batched path (the deterministic path runs
-            each sequence alone, so the batch size cannot change its results).
+        batch_size: at most this many sequences per padded batch on the batched path (None: on a GPU
+            as many as its free memory holds, `batched.batch_size`; on the CPU `batched.CPU_BATCH`).
+            The deterministic path runs each sequence alone, so the batch size cannot change its results.
         budget_bytes: memory budget of the FF chunk loop, shared by the concurrent sequences/batch.
         on_batch: called with the number of sequences finished (progress).
         batched: the padded batched path (default: on any device but the CPU).
@@ -160,56 +131,78 @@ def decompose_sequences(
             decomposed (the forward pass in a helper thread; results identical), holding one layer's
             maps at a time instead of a whole sequence's. Default: for sequences whose maps for all
             layers would exceed `chunks.STREAM_BYTES` (`chunks.streams`).
+        returns: the batched path moves only these parts of each result to the host (`PARTS`: maps,
+            ratios, sums, extras, bias; the errors always); the others are left empty. The
+            deterministic path computes on the host and returns every part.
     """
-    seqs = list(seqs)
-    for s in seqs:
-        lm.check_length(len(s.input_ids))
-    idxs = list(range(lm.n_layers)) if layers is None else list(layers)
+    seqs, idxs, enforce = _prepare(lm, seqs, layers, check, enforce)
     if lm.placement is not None and any(lm.placement.offloaded):
         workers = 1  # the forward pass swaps offloaded weights in and out: one pass at a time
-    else:
-        for i in idxs:  # fill the weight cache before any worker thread reads it
-            lm.layer_weights(i)
-    if not isinstance(enforce, bool):  # only these check points; carried down as the set itself
-        enforce = frozenset(enforce)
-    enforce = check and lm.dtype == torch.float32 and enforce
     kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
     if maps_dtype is not None and maps_dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError(f"maps_dtype: float32, float16 or bfloat16, not {maps_dtype}")
-    kw["maps_dtype"] = None if maps_dtype == torch.float32 else maps_dtype
+    maps_dtype = None if maps_dtype == torch.float32 else maps_dtype
     if batched is None:
         batched = lm.device.type != "cpu"
     if batched:
-        yield from _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_batch)
+        parts = tuple(p for p in PARTS if p in set(returns))
+        if set(returns) - set(PARTS):
+            raise ValueError(f"returns: parts of a LayerResult ({', '.join(PARTS)}), not {sorted(set(returns) - set(PARTS))}")
+        reduce, unpack = keep_parts(parts)
+        longest = max((len(s.input_ids) for s in seqs), default=0)
+        held = held_bytes(lm, longest, parts, len(kw["maps"]), ratios, extras)
+        for out in decompose_batches(lm, seqs, idxs, kw, reduce=reduce, check=check, enforce=enforce,
+                                     batch_size_cap=batch_size, budget_bytes=budget_bytes, held_per_layer=held,
+                                     on_batch=on_batch):
+            for k, layer, r in unpack(out):
+                yield k, layer, half_maps(r, maps_dtype)
     else:
         workers = workers or _CPU_WORKERS
         if stream is None:
             stream = workers == 1 and streams(max((len(s.input_ids) for s in seqs), default=0), len(idxs),
-                                             len(kw["maps"]), 2 if kw["maps_dtype"] is not None else 4)
+                                             len(kw["maps"]), 2 if maps_dtype is not None else 4)
+        kw["maps_dtype"] = maps_dtype
         yield from _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch,
                                   1 if stream else workers, stream)
 
 
+def reduce_sequences(
+    lm: LoadedModel,
+    seqs: Iterable[Tokens],
+    reduce: Callable[[Batch, int, list[LayerResult]], dict[str, torch.Tensor]],
+    *,
+    layers: list[int] | None = None,
+    maps: Iterable[str] = (),
+    ratios: bool = False,
+    extras: bool = False,
+    check: bool = True,
+    enforce: bool | Iterable[str] = True,
+    ig: IGOptions = IGOptions(),
+    batch_size: int | None = None,
+    budget_bytes: int = 512 << 20,
+    reduce_bytes: int = 0,
+    on_batch: Callable[[int], None] | None = None,
+) -> Iterator[BatchOut]:
+    """The batched path with a ``reduce`` step on the device instead of the results on the host: yields
+    a `BatchOut` per batch (``reduce``'s tensors per layer, on the host; each sequence's errors).
+
+    ``reduce(batch, layer, results)`` runs right after each layer is decomposed, on that layer's device
+    (the results as `decompose_batch` gave them); ``reduce_bytes``: the device bytes per sequence it
+    needs while it runs (the batches are sized with it). Other arguments as in `decompose_sequences`.
+    On the CPU the same code runs on CPU tensors (batches of `batched.CPU_BATCH` unless ``batch_size``).
+    """
+    seqs, idxs, enforce = _prepare(lm, seqs, layers, check, enforce)
+    kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
+    yield from decompose_batches(lm, seqs, idxs, kw, reduce=reduce, check=check, enforce=enforce,
+                                 batch_size_cap=batch_size, budget_bytes=budget_bytes, reduce_bytes=reduce_bytes,
+                                 on_batch=on_batch)
+
+
 def _to_cpu(r: LayerResult) -> LayerResult:
-    """A result moved off its layer's device, so a batch's results never pile up on a GPU."""
+    """A result moved off its layer's device (a device map's layer on a GPU under a CPU main device)."""
     mv = lambda d: {k: v.cpu() for k, v in d.items()}  # noqa: E731
     return LayerResult(maps=mv(r.maps), ratios=mv(r.ratios), sums=mv(r.sums), errors=dict(r.errors),
                        extras=mv(r.extras), bias=mv(r.bias))
-
-
-def _on_device(c: LayerCapture, dev: torch.device) -> LayerCapture:
-    """A capture's tensors on ``dev`` (no copy where they already are: always, on one device)."""
-    return LayerCapture(x=c.x.to(dev), alpha=c.alpha.to(dev), refs={k: t.to(dev) for k, t in c.refs.items()})
-
-
-def _half_maps(r: LayerResult, dtype: torch.dtype | None) -> LayerResult:
-    """The result with its maps in ``dtype`` (float16: a map with a value above its range stays float32)."""
-    if dtype is None:
-        return r
-    for k, m in r.maps.items():
-        if dtype != torch.float16 or not bool((m.abs() > torch.finfo(torch.float16).max).any()):
-            r.maps[k] = m.to(dtype)
-    return r
 
 
 def _layer_step(lm: LoadedModel, idxs: list[int], decompose: Callable, emit: Callable | None = None) -> Callable:
@@ -219,7 +212,7 @@ def _layer_step(lm: LoadedModel, idxs: list[int], decompose: Callable, emit: Cal
     def step(pos: int, c: LayerCapture):
         layer = idxs[pos]
         dev = lm.layer_device(layer)
-        out = decompose(layer, lm.layer_weights(layer), _on_device(c, dev))
+        out = decompose(layer, lm.layer_weights(layer), on_device(c, dev))
         del c
         if dev.type != "cpu":
             out = [(layer, _to_cpu(r)) for layer, r in out]
@@ -231,72 +224,9 @@ def _layer_step(lm: LoadedModel, idxs: list[int], decompose: Callable, emit: Cal
     return step
 
 
-class _Stopped(BaseException):
-    """Raised in the streaming thread's forward pass once the reader has stopped (never escapes)."""
-
-
-class _Stream:
-    """Results handed from a forward pass in a helper thread to the reader, one at a time: the thread
-    waits until its last result is taken, and stops (`_Stopped` inside the forward pass) once the
-    reader has gone."""
-
-    def __init__(self):
-        self.q: queue.Queue = queue.Queue(maxsize=1)
-        self.stop = threading.Event()
-        self.seq = 0
-
-    def put(self, item: tuple) -> None:
-        while True:
-            if self.stop.is_set():
-                raise _Stopped
-            try:
-                self.q.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                pass
-
-    def emit(self, layer: int, r: LayerResult) -> None:
-        self.put(("layer", self.seq, layer, r))
-
-    def run(self, cap: Capturer, lm: LoadedModel, seqs: list[Tokens], on_batch) -> Iterator:
-        def work():
-            torch.set_num_threads(1)  # the deterministic path's one reduction order, in this thread too
-            try:
-                for k in range(len(seqs)):
-                    self.seq = k
-                    cap.run(_inputs(lm, seqs, [k]))
-                    self.put(("seq", k, None, None))
-                self.put(("end", None, None, None))
-            except _Stopped:
-                return
-            except BaseException as e:  # noqa: BLE001 - re-raised in the reader's thread, as itself
-                try:
-                    self.put(("error", e, None, None))
-                except _Stopped:
-                    pass
-
-        th = threading.Thread(target=work, name="decompose-stream", daemon=True)
-        th.start()
-        try:
-            while True:
-                kind, a, b, c = self.q.get()
-                if kind == "layer":
-                    yield a, b, c
-                elif kind == "seq":
-                    if on_batch is not None:
-                        on_batch(1)
-                elif kind == "error":
-                    raise a
-                else:
-                    return
-        finally:
-            self.stop.set()
-            th.join()
-
-
 def _one(cap: Capturer, lm: LoadedModel, seqs: list[Tokens], k: int) -> list[tuple[int, LayerResult]]:
     """Forward pass and decomposition of sequence ``k`` alone (unpadded): every layer's result."""
-    return [x for per_layer in cap.run(_inputs(lm, seqs, [k])) for x in per_layer]
+    return [x for per_layer in cap.run(inputs(lm, seqs, [k])) for x in per_layer]
 
 
 def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, workers, stream=False):
@@ -309,10 +239,10 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
         refs = {name: t[0] for name, t in c.refs.items()} if check else None
         r = decompose_layer(lw, c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
         if enforce:
-            _enforce(lm, layer, r, enforce)
-        return [(layer, _half_maps(r, maps_dtype))]
+            enforce_bound(lm, layer, r.errors, enforce)
+        return [(layer, half_maps(r, maps_dtype))]
 
-    st = _Stream() if stream else None
+    st = Stream() if stream else None
     prev = torch.get_num_threads()
     torch.set_num_threads(1)  # one reduction order per op, whatever the machine
     try:
@@ -346,32 +276,6 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
                 ex.shutdown(wait=True, cancel_futures=True)
     finally:
         torch.set_num_threads(prev)
-
-
-def _batched(lm, seqs, idxs, kw, check, enforce, batch_size, budget_bytes, on_batch):
-    lengths: list[int] = []
-    kw = dict(kw)
-    maps_dtype = kw.pop("maps_dtype", None)
-
-    def decompose(layer, lw, c):
-        rs = decompose_batch(lw, c.x, c.alpha, lengths, refs=c.refs if check else None,
-                             budget_bytes=budget_bytes, **kw)
-        if enforce:
-            for r in rs:
-                _enforce(lm, layer, r, enforce)
-        return [(layer, _half_maps(r, maps_dtype)) for r in rs]
-
-    with capture_hooks(lm.model, lm.adapter, idxs, on_layer=_layer_step(lm, idxs, decompose)) as cap:
-        for group in _batches(seqs, batch_size):
-            lengths[:] = [len(seqs[k].input_ids) for k in group]
-            per_layer = cap.run(_inputs(lm, seqs, group))  # per layer: [(layer, result of sequence b)]
-            for b, k in enumerate(group):
-                for results in per_layer:
-                    layer, r = results[b]
-                    yield k, layer, r
-            del per_layer
-            if on_batch is not None:
-                on_batch(len(group))
 
 
 def check_model(source: str, texts: list[str] | None = None, *, device: str = "cpu",

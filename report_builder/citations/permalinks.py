@@ -1,7 +1,7 @@
 """Immutable figure permalinks: every version of a figure at ``figures/<id>/<hash>/``, in every later site.
 
 A figure *version* is named by its content hash. Its folder holds ``chart.svg``, ``chart.png``,
-``data.csv``, ``spec.json``, ``provenance.json`` (the recipe of the build that created it, `site.recipe`),
+``data.csv``, ``spec.json``, ``provenance.json`` (the recipe of the build that created it, `citations.recipe`),
 ``cite.bib`` (pointing at the permalink) and ``paper_vs_ours.csv`` where the figure has one; these files
 never change. ``index.html`` beside them is the site's page *about* the version (its chart, provenance,
 citation, and whether a newer version exists): the one file a later build rewrites.
@@ -33,9 +33,9 @@ from typing import Any, Callable
 
 from report_builder import guard
 from report_builder.atomic import replace_file, write_text
-from report_builder.site import recipe
+from report_builder.citations import recipe
 from report_builder.filehash import sha256_of_file
-from report_builder.site.figure_files import version_hash
+from report_builder.citations.version_files import version_hash
 
 FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib")
 """Every version's files (all required)."""
@@ -123,7 +123,7 @@ class Versions:
 
     Build flow (`site.build.render_site`): `record_for` gives each figure's provenance record and
     citation (the existing version's own when its hash was published before), `entry` the history
-    entry (`site.history`), `publish` writes every version into the new site before the swap.
+    entry (`citations.history`), `publish` writes every version into the new site before the swap.
     """
 
     out_dir: Path

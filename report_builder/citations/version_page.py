@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from report_builder.site.provenance import provenance_html
+from report_builder.citations.cite import provenance_html
 
 ROOT = "../../../"
 """From ``figures/<id>/<hash>/`` to the site root."""

@@ -1,23 +1,25 @@
 """A figure version's provenance as a recipe: everything its numbers depend on, written explicitly.
 
-``provenance.json`` of a version (`site.permalinks`) is the record `site.provenance.figure_provenance`
+``provenance.json`` of a version (`citations.permalinks`) is the record `citations.cite.figure_provenance`
 makes (models, datasets, parameters, versions, error bound) plus what `recipe_fields` adds, so that
-`report_builder.reproduce` can rebuild exactly that figure and compare content hashes:
+`report_builder.citations.reproduce` can rebuild exactly that figure and compare content hashes:
 
 - ``figure``: id, title, paper, declaration version, the tables it reads and the analyses (with their
   versions) that make them; ``inputs``: for each of those analyses and each of its tasks on the
   figure's models and datasets (``<model> · <dataset>``), the cache-key parameters it declares but the
   ones naming the subject (`analyses.base.input_params`); ``params``: the figure's own parameters.
   These, with the models, datasets and device, are what the figure's numbers depend on: a figure diff
-  (`site.figure_diff.inputs_diff`) names a parameter from them, never from ``config``; ``roles`` (which
+  (`citations.figure_diff.inputs_diff`) names a parameter from them, never from ``config``; ``roles`` (which
   model and dataset plays which part); ``inline_limit`` (it shapes ``spec.json``, so the hash);
   ``display``: the tokenizer style and causality judged for each model (`figures.display`), which
   shape the token labels;
 - ``config``: the resolved configuration with every value written out (defaults included, so a later
-  release's defaults cannot change the recipe; `report_builder.reproduce` rebuilds from it): models
+  release's defaults cannot change the recipe; `report_builder.citations.reproduce` rebuilds from it): models
   (name, source, role, revision), every field of every dataset entry, ``k21``, ``k24``, ``ig``,
   ``device``, ``dtype``, ``batch_size``, ``max_memory``, ``device_map``, ``data_dir``; local paths in
   their public form (`guard.public_path`);
+- ``precision``: the published-precision rule its numbers were rounded by (`report_builder.precision`)
+  and the tolerance a rebuild is "equal within";
 - ``libraries`` (the rendering process) and ``analysis_libraries`` (the process that computed the
   tables): the versions of every library the numbers and the drawing go through, and ``python``;
 - ``recipe_sha256``: SHA-256 of the canonical JSON of everything else (`seal`): a recipe edited after
@@ -34,6 +36,8 @@ import hashlib
 import json
 import platform
 from typing import Any
+
+from report_builder import precision
 
 FORMAT = "report_builder figure recipe 1"
 """The ``recipe`` field of a version's provenance.json: which reader understands it."""
@@ -112,7 +116,7 @@ def result_config(config: dict[str, Any] | None, fig_id: str) -> dict[str, Any]:
 def recipe_fields(spec: Any, roles: Any, prov: dict[str, Any], judged: tuple[dict, dict] | None,
                   models: list[str], inline_limit: int, datasets: list[str] | None = None,
                   params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a version's provenance adds to `site.provenance.figure_provenance` to be a recipe.
+    """What a version's provenance adds to `citations.cite.figure_provenance` to be a recipe.
 
     Args:
         spec: the figure's `FigureSpec`; roles: its `Roles`; prov: the build provenance.
@@ -142,6 +146,7 @@ def recipe_fields(spec: Any, roles: Any, prov: dict[str, Any], judged: tuple[dic
         "tf32": prov.get("tf32"),
         "device_map": prov.get("device_map") or {},
         "python_version": prov.get("python_version"),
+        "precision": precision.describe(),
         "libraries": render_libraries(),
         "analysis_libraries": prov.get("libraries") or {},
     }

@@ -2,7 +2,7 @@
 
 Each side is a version folder (``figures/<id>/<hash>/``, or a figure's current folder ``figures/<id>/``),
 a ``provenance.json`` (its ``data.csv`` is read from the same folder when it is there), or a built
-site (its ``figures/<id>/`` current versions, figure by figure). The summary is `site.figure_diff`'s,
+site (its ``figures/<id>/`` current versions, figure by figure). The summary is `citations.figure_diff`'s,
 the same the Changes page shows: the inputs that differ and the numeric change of the data.
 
 Pitfall: every value printed comes from files a user may have downloaded from anywhere: the CLI
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from report_builder.errors import UsageError, for_terminal
-from report_builder.site import figure_diff
+from report_builder.citations import figure_diff
 from report_builder.values import check_path
 
 

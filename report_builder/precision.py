@@ -1,0 +1,210 @@
+"""Published precision (SPEC §8): the one rounding rule every published number goes through, and the
+tolerance within which two published numbers are "equal".
+
+**The rule.** A published float is rounded to `SIGNIFICANT` (6) significant digits, never to a step
+finer than `FLOOR` (1e-12: a magnitude below half of it publishes as 0); integers, and floats that hold
+an integer of `SIGNIFICANT` or more digits (a count in a float column), are exact and kept as they are;
+``-0.0`` publishes as ``0.0``; NaN and infinities are kept. Why six: float32 carries about 7.2 decimal
+digits, and the decomposition is exact only to ~1e-6 relative in float32 (its terms sum to the model's
+own tensor within that; the batched path, the chunk rule of another device class and another batch
+composition move results at ~1e-7 to 1e-6 relative). Six digits keep a step of 1e-6 to 1e-5 of the
+value: at or above the method's error, and still three or more digits beyond what either paper reports.
+The floor removes float64 residue around exact zeros (``2e-16`` beside ``0``).
+
+**The tolerance.** Rounding alone cannot make every number stable: a value that sits on a rounding
+boundary flips to the next step for any noise at all. Two published values are *equal within the rule*
+when they differ by at most `TOLERANCE_STEPS` steps of the rule at the larger magnitude (`steps`).
+A rebuild whose figure data equal the current version's within it keeps that version
+(`site.figure_files`); `reproduce` calls such a rebuild "equal within tolerance".
+
+Every writer of published numbers goes through `round_array` (``data.csv`` and ``paper_vs_ours.csv``:
+`citations.version_files.csv_text`; the chart's spec, data and scales: `round_json` in
+`site.spec_data.published_spec`; HTML tables: `site.htmltable`), so a number reads the same in the CSV,
+the spec and the page. Pitfall: round in one place and with one
+implementation: Python's ``round`` and this vectorised rule may differ on a float within a bit of a
+tie, so everything (scalars too) goes through `round_array`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+import numpy as np
+
+SIGNIFICANT = 6
+"""Significant digits of a published float."""
+FLOOR = 1e-12
+"""The finest step of the rule (an absolute floor for values near 0)."""
+TOLERANCE_STEPS = 2
+"""Two published values within this many steps of the rule (at the larger magnitude) are equal within
+tolerance: one step for a value that crossed a rounding boundary, one for a result whose own error
+(a small term, a ratio of two noisy sums) reaches the step."""
+
+_FLOOR_EXP = -12
+assert 10.0 ** _FLOOR_EXP == FLOOR
+
+RULE = (f"{SIGNIFICANT} significant digits, never finer than {FLOOR:g} (smaller magnitudes publish as 0); "
+        f"integers exact")
+"""The rule in one line (the Methods page and every recipe name it)."""
+
+
+def describe() -> dict[str, Any]:
+    """The rule as a recipe records it (``precision`` in ``provenance.json``)."""
+    return {"rule": RULE, "significant_digits": SIGNIFICANT, "floor": FLOOR, "tolerance_steps": TOLERANCE_STEPS}
+
+
+def _exponent(mag: np.ndarray) -> np.ndarray:
+    """``floor(log10(mag))`` for positive finite ``mag`` (0 elsewhere), corrected where log10 rounds."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log10(np.where(mag > 0, mag, 1.0)))
+    e = np.where(np.isfinite(e), e, 0.0)
+    e = e - (10.0 ** e > mag) + (10.0 ** (e + 1) <= mag)  # log10(1000) may be 2.9999999999999996
+    return e
+
+
+def step_of(values: Any) -> np.ndarray:
+    """The rule's step at each magnitude: ``10 ** max(exponent - (SIGNIFICANT - 1), log10 FLOOR)``."""
+    mag = np.abs(np.asarray(values, dtype=float))
+    exp = np.maximum(_exponent(mag) - (SIGNIFICANT - 1), _FLOOR_EXP)
+    return 10.0 ** exp
+
+
+def round_array(values: Any) -> np.ndarray:
+    """``values`` (any float array-like) rounded by the rule, as a float64 array of the same shape.
+
+    Each result is the double nearest to its decimal (``rint(x * 10**d) / 10**d``: an exact integer
+    divided by an exact power of ten, correctly rounded), so it prints with at most `SIGNIFICANT` digits.
+    """
+    x = np.asarray(values, dtype=float)
+    out = x.copy()
+    mag = np.abs(x)
+    finite = np.isfinite(x)
+    exact = finite & (mag >= 10.0 ** SIGNIFICANT) & (x == np.rint(x))  # counts held in floats
+    todo = finite & ~exact
+    if todo.any():
+        xs = x[todo]
+        d = np.minimum((SIGNIFICANT - 1) - _exponent(np.abs(xs)), -_FLOOR_EXP).astype(int)
+        r = np.empty_like(xs)
+        pos = d >= 0
+        scale = 10.0 ** np.abs(d)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r[pos] = np.rint(xs[pos] * scale[pos]) / scale[pos]
+            r[~pos] = np.rint(xs[~pos] / scale[~pos]) * scale[~pos]
+        out[todo] = r
+    return out + 0.0  # -0.0 -> 0.0
+
+
+def round_value(value: float) -> float:
+    """One float rounded by the rule (through `round_array`, the one implementation)."""
+    return float(round_array(np.array([value], dtype=float))[0])
+
+
+def _floats(node: Any) -> Iterator[float]:
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _floats(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _floats(v)
+    elif isinstance(node, float):
+        yield node
+
+
+def _put(node: Any, it: Iterator[float]) -> Any:
+    if isinstance(node, dict):
+        return {k: _put(v, it) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_put(v, it) for v in node]
+    if isinstance(node, float):
+        return next(it)
+    return node
+
+
+def round_json(obj: Any) -> Any:
+    """A copy of a JSON-plain object (dicts, lists, numbers, text) with every float rounded by the rule
+    (ints, bools and text untouched). A float that rounds to an integer stays a float (``2.0``)."""
+    found = list(_floats(obj))
+    if not found:
+        return obj
+    rounded = round_array(np.array(found, dtype=float))
+    return _put(obj, iter(float(v) for v in rounded))
+
+
+def steps(a: Any, b: Any) -> np.ndarray:
+    """How many steps of the rule (at the larger magnitude of each pair) ``a`` and ``b`` are apart,
+    element by element: 0 where both are equal (NaN beside NaN included), inf where only one is NaN or
+    an infinity differs."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(a - b)
+        out = diff / step_of(np.maximum(np.abs(a), np.abs(b)))
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    out = np.where(same, 0.0, out)
+    return np.where(np.isnan(out), math.inf, out)
+
+
+def within(a: Any, b: Any) -> bool:
+    """Whether every pair of ``a`` and ``b`` (same shape) is equal within the rule's tolerance."""
+    s = steps(a, b)
+    return bool(s.size == 0 or float(np.max(s)) <= TOLERANCE_STEPS * (1 + 1e-6))
+
+
+# ---------------------------------------------------------------- equal within the rule
+
+
+def _pairs(a: Any, b: Any, out: list[tuple[float, float]]) -> bool:
+    """Collect the number pairs of two JSON-plain objects into ``out``; False as soon as anything but a
+    number differs (keys, lengths, text, types). Text that differs but holds JSON on both sides (inline
+    data, `figures.charts.data.inline_data`) is compared parsed."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        out.append((float(a), float(b)))
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_pairs(a[k], b[k], out) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_pairs(x, y, out) for x, y in zip(a, b))
+    if isinstance(a, str) and isinstance(b, str):
+        if a == b:
+            return True
+        if a[:1] in "[{" and b[:1] in "[{":
+            import json
+
+            try:
+                pa, pb = json.loads(a), json.loads(b)
+            except ValueError:
+                return False
+            return _pairs(pa, pb, out)
+        return False
+    return a == b and type(a) is type(b)
+
+
+def json_within(a: Any, b: Any) -> bool:
+    """Whether two JSON-plain objects are the same but for numbers equal within the rule's tolerance."""
+    found: list[tuple[float, float]] = []
+    if not _pairs(a, b, found):
+        return False
+    if not found:
+        return True
+    x = np.array(found, dtype=float)
+    return within(x[:, 0], x[:, 1])
+
+
+def frames_within(a: Any, b: Any) -> bool:
+    """Whether two tables (pandas frames read from published CSVs) have the same columns, rows and
+    non-numeric cells, and numeric cells equal within the rule's tolerance, element by element."""
+    import pandas as pd
+
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return False
+    for k in range(a.shape[1]):
+        x, y = a.iloc[:, k], b.iloc[:, k]
+        num = [pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) for s in (x, y)]
+        if all(num):
+            if not within(x.to_numpy(dtype=float), y.to_numpy(dtype=float)):
+                return False
+        elif any(num) or [None if pd.isna(v) else v for v in x.tolist()] != [None if pd.isna(v) else v
+                                                                             for v in y.tolist()]:
+            return False
+    return True

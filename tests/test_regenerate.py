@@ -1,0 +1,136 @@
+"""Regenerate as a researcher does (issue #31), through the CLI: one results cache wherever you run, a swap of
+one model's source that keeps its name and figures, and ``-q`` that prints nothing but warnings.
+
+Tiny random BERTs (two configured: ``enc``, the primary encoder, and ``other``, a variant), one small
+dataset, three figures: ``k21-tab2`` (the primary encoder), ``k21-tab5`` (the variant) and ``k21-tab8``
+(every model). The user cache (``REPORT_BUILDER_CACHE``) is the test's own, so the default results cache
+starts empty. Builds: the first from directory A without ``--cache``; the same configuration from
+directory B (nothing new computed); then ``-q build --model enc=<other weights>`` from A.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from report_builder import guard
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ["k21-tab2", "k21-tab5", "k21-tab8"]
+
+
+def _cli(*args: str, cwd: Path, ucache: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "REPORT_BUILDER_CACHE": str(ucache)}
+    return subprocess.run([sys.executable, "-m", "report_builder", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=cwd)
+
+
+def _counts(stdout: str) -> tuple[int, int]:
+    m = re.search(r"^analyses: (\d+) computed, (\d+) reused", stdout, re.M)
+    assert m, stdout
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    from tests.test_pipeline import tiny_bert_dir
+
+    tmp = tmp_path_factory.mktemp("regen")
+    ucache = tmp / "ucache"
+    ucache.mkdir()
+    for memo in ("vendor", "evalsets", "freq"):  # derived data only (no results): saves rebuilding them
+        src = guard.user_cache_dir() / memo
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, ucache / memo, symlinks=False)
+    models = tmp / "models"
+    a, b, c = (tiny_bert_dir(models / n, seed) for n, seed in (("tiny-a", 0), ("tiny-b", 1), ("tiny-c", 2)))
+    cfg = {"models": [{"name": "enc", "source": str(a), "role": "primary_encoder"},
+                      {"name": "other", "source": str(c), "role": "variant"}],
+           "datasets": [{"id": "wiki", "n": 3, "k24_n": 1, "max_length": 32}],
+           "k24": {"top_k": 5, "examples": 1}, "figures": FIGURES}
+    work_a, work_b = tmp / "a", tmp / "b"
+    for w in (work_a, work_b):
+        w.mkdir()
+        (w / "cfg.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    common = ("build", "--config", "cfg.yaml", "--out", "site", "--threads", "1")
+    first = _cli(*common, "--no-progress", cwd=work_a, ucache=ucache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    site = work_a / "site"
+    before = {f: json.loads((site / "figures" / "versions.json").read_text())["current"][f] for f in FIGURES}
+    elsewhere = _cli(*common, "--no-progress", cwd=work_b, ucache=ucache)
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    swap = _cli("-q", *common, "--model", f"enc={b}", cwd=work_a, ucache=ucache)
+    assert swap.returncode == 0, swap.stderr[-3000:]
+    return {"tmp": tmp, "ucache": ucache, "a": work_a, "b": work_b, "first": first, "elsewhere": elsewhere,
+            "swap": swap, "before": before, "models": (a, b, c)}
+
+
+def test_a_build_from_another_directory_computes_nothing_new(builds):
+    computed, reused = _counts(builds["first"].stdout)
+    assert computed > 0 and reused == 0
+    assert _counts(builds["elsewhere"].stdout) == (0, computed)
+    results = builds["ucache"] / "results"  # the default: the user cache's, not ./.cache of either directory
+    assert (results / "last_build.json").is_file() and (results / guard.CACHE_MARKER).is_file()
+    assert not (builds["a"] / ".cache").exists() and not (builds["b"] / ".cache").exists()
+    assert (builds["b"] / "site" / "index.html").is_file()
+
+
+def test_swapping_one_models_source_keeps_its_name_and_both_models_figures(builds):
+    swap, site = builds["swap"], builds["a"] / "site"
+    assert swap.stderr == ""  # -q: nothing but warnings, a model load and the computation included
+    enc_tasks = [x for x in builds["first"].stderr.splitlines() if re.match(r"\s+computed enc\b", x)]
+    other_tasks = [x for x in builds["first"].stderr.splitlines() if re.match(r"\s+computed other\b", x)]
+    assert enc_tasks and other_tasks
+    assert _counts(swap.stdout) == (len(enc_tasks), len(other_tasks))  # only the swapped model's tasks
+    current = json.loads((site / "figures" / "versions.json").read_text())["current"]
+    tab8 = (site / "figures" / "k21-tab8" / "data.csv").read_text()
+    assert re.search(r"^enc,", tab8, re.M) and re.search(r"^other,", tab8, re.M)  # both models, same names
+    assert current["k21-tab5"] == builds["before"]["k21-tab5"]  # the other model's figure: same version
+    entry = json.loads((site / "history.json").read_text())["entries"][-1]
+    changed = {c["id"]: c for c in entry["changed"]}
+    assert set(changed) == {"k21-tab2", "k21-tab8"} and not entry["added"] and not entry["removed"]
+    for c in changed.values():
+        d = c["data"]
+        assert d["comparable"] and d["rows_added"] == 0 and d["rows_removed"] == 0 and d["values_changed"] > 0
+        what = {r["what"] for r in c["inputs"]}
+        assert "models.enc.fingerprint" in what and not any("other" in w for w in what)
+    page = (site / "changes.html").read_text()
+    assert "models.enc.fingerprint" in page and "rows added" not in page
+    old, new = changed["k21-tab2"]["old_permalink"], changed["k21-tab2"]["new_permalink"]
+    r = _cli("diff", str(site / old), str(site / new), cwd=builds["a"], ucache=builds["ucache"])
+    assert r.returncode == 0 and "models.enc.fingerprint" in r.stdout, r.stderr
+    assert re.search(r"\d+ of \d+ values changed", r.stdout) and "rows added" not in r.stdout
+
+
+def test_quiet_render_check_and_reproduce_print_nothing_but_results(builds, tmp_path, monkeypatch, capsys):
+    from report_builder import cli
+
+    a, ucache = builds["a"], builds["ucache"]
+    r = _cli("-q", "render", "--out", "site-again", cwd=a, ucache=ucache)
+    assert r.returncode == 0 and r.stderr == "" and (a / "site-again" / "index.html").is_file(), r.stderr[-2000:]
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(ucache))
+    monkeypatch.chdir(a)  # check and reproduce in this process (the same code path, without a start-up)
+    assert cli.main(["-q", "check", "--model", str(builds["models"][0]), "--text", "A short test."]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "max relative reconstruction error" in out
+    version = next(p for p in (a / "site" / "figures" / "k21-tab5").iterdir() if p.is_dir())
+    code = cli.main(["-q", "reproduce", str(version), "--cache", str(tmp_path / "rc"), "--model",
+                     f"other={builds['models'][2]}"])  # the recipe names the model's folder, not its path
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and out.strip().endswith(": identical"), err[-2000:]
+
+
+def test_render_without_a_recorded_build_names_the_caches_it_knows(builds):
+    r = _cli("render", "--cache", "nothing-here", cwd=builds["b"], ucache=builds["ucache"])
+    (line,) = r.stderr.splitlines()
+    assert r.returncode == 3 and line.startswith("error: no previous build recorded in nothing-here")
+    assert str(builds["ucache"] / "results") in line and "--cache DIR" in line
+    assert not (builds["b"] / "nothing-here").exists()
