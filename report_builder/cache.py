@@ -249,7 +249,7 @@ def is_entry(d: Path) -> bool:
         return False
     try:
         tables = json.loads((d / "meta.json").read_text(encoding="utf-8")).get("tables")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
     if not isinstance(tables, dict):
         return False

@@ -59,7 +59,7 @@ def read(cache_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The record of the last build in ``cache_dir``, or None when there is none (or it is unreadable)."""
     try:
         rec = json.loads(record_path(cache_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested too deeply: unreadable too
         return None
     return rec if isinstance(rec, dict) and "entries" in rec else None
 

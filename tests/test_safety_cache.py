@@ -346,3 +346,52 @@ def test_every_drawing_of_the_smoke_site_is_published_unchanged(smoke):
     for p in drawings:
         text = p.read_text(encoding="utf-8")
         assert svgsafe.problems(text) == [] and svgsafe.sanitise(text) is text, p
+
+
+def test_a_state_folder_with_links_or_special_files_is_refused_before_any_write(tmp_path):
+    from report_builder import housekeeping
+    from report_builder.config import from_dict
+    from report_builder.site import site_state
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cfg = from_dict({"preset": "smoke", "cache_dir": str(tmp_path / "cache"), "out_dir": str(tmp_path / "site")})
+    Cache(tmp_path / "cache")
+    state = site_state.site_state(tmp_path / "site", tmp_path / "cache")
+    cases = {"the output's folder": lambda: (state.root.parent.mkdir(),
+                                             state.root.symlink_to(outside, target_is_directory=True)),
+             "<cache>/site": lambda: state.root.parent.symlink_to(outside, target_is_directory=True),
+             "figure-renders": lambda: (state.root.mkdir(parents=True),
+                                        (state.root / "figure-renders").symlink_to(outside)),
+             "a FIFO build record": lambda: (state.root.mkdir(parents=True), os.mkfifo(state.record)),
+             "a linked manifest": lambda: (state.root.mkdir(parents=True),
+                                           state.manifest.symlink_to(outside / "m.json"))}
+    for what, plant in cases.items():
+        if (tmp_path / "cache" / "site").is_symlink():
+            (tmp_path / "cache" / "site").unlink()
+        shutil.rmtree(tmp_path / "cache" / "site", ignore_errors=True)
+        plant()
+        with pytest.raises(guard.UnsafeOutput, match="refusing to (use|read)"):
+            housekeeping.preflight(cfg)  # `build` and `render` check it before any work
+        assert list(outside.iterdir()) == [], what  # nothing written through the link (not even a probe)
+
+
+def test_the_fallback_carries_only_render_entries_from_the_old_site(tmp_path):
+    from report_builder.site import site_state
+
+    out, outside = tmp_path / "site", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "id_rsa").write_text("PRIVATE")
+    old = out / site_state.IN_OUT / "figure-renders"
+    entry = old / ("0123456789ab-vl" + "1.8.0")
+    entry.mkdir(parents=True)
+    (entry / "chart.svg").write_text("<svg/>")
+    (entry / "key").symlink_to(outside / "id_rsa")  # a link inside an entry
+    (old / "notes.txt").write_text("planted")  # a file that is no entry
+    (old / ("fedcba987654-vl" + "1.8.0")).symlink_to(outside, target_is_directory=True)  # a linked entry
+    state = site_state.site_state(out, None)
+    assert state.in_out
+    new = tmp_path / "new"
+    work = state.working(new)
+    carried = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
+    assert carried == [f"figure-renders/{entry.name}/chart.svg"]

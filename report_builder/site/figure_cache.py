@@ -58,9 +58,8 @@ ALL = "*"
 """The recorded reads of a figure that walked over every table."""
 NOT_STORED = ("provenance.json", "cite.bib")
 """Files of a figure's folder written again on every build (they name its date and commit)."""
-_ENTRY = re.compile(r"fig-(?P<id>[a-z0-9][a-z0-9-]*)-(?P<key>[0-9a-f]{24})")
-RENDER_ENTRY = re.compile(r"[0-9a-f]{12}-vl[\w.]+")
-"""Names of `figure_files.RenderCache` entries (drawings by content hash)."""
+_ENTRY = site_state.FIGURE_ENTRY
+RENDER_ENTRY = site_state.RENDER_ENTRY
 
 
 class ReadTracker(Mapping):
@@ -213,8 +212,10 @@ class FigureCache:
         for d in self._candidates(spec.id):
             try:
                 meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue
+            if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
+                continue  # not an entry as `put` writes it
             if meta.get("format") != FORMAT or meta.get("id") != spec.id or not site_state.verify(
                     self.secret, meta.get("mac"), d.name, _json({k: v for k, v in meta.items() if k != "mac"})):
                 continue  # another format, or not proved ours (edited, planted, another key): built again

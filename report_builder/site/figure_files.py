@@ -244,7 +244,7 @@ class RenderCache:
             if (d / "chart.svg").is_symlink() or (d / "chart.png").is_symlink():
                 return None
             svg, png = (d / "chart.svg").read_bytes(), (d / "chart.png").read_bytes()
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         s, p = hashlib.sha256(svg).hexdigest(), hashlib.sha256(png).hexdigest()
         if not isinstance(meta, dict) or meta.get("svg") != s or meta.get("png") != p or not verify(
