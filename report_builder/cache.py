@@ -33,9 +33,13 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from report_builder.filehash import sha256_of_file
+from report_builder.filehash import read_regular, sha256_of_file
 from report_builder import guard
 from report_builder.atomic import atomic_dir
+
+
+META_MAX = 64 << 20
+"""The largest ``meta.json`` of an entry that is read (a larger one is damage)."""
 
 
 def result_key(analysis: str, version: int, params: dict[str, Any]) -> str:
@@ -94,17 +98,18 @@ class Cache:
 
     @staticmethod
     def _load(d: Path) -> Entry | None:
-        """The verified entry in ``d``; None when absent; raises when present but damaged."""
+        """The verified entry in ``d``; None when absent; raises when present but damaged (a link, FIFO
+        or device among its files is damage: never followed or read)."""
         meta_p = d / "meta.json"
-        if not meta_p.exists():
+        if not os.path.lexists(meta_p):
             if d.exists() and any(d.iterdir()):
                 raise ValueError("meta.json is missing")
             return None
-        meta = json.loads(meta_p.read_text())
+        meta = json.loads(read_regular(meta_p, META_MAX))
         tables = {}
         for name, sha in meta["tables"].items():
             p = d / f"{name}.parquet"
-            if sha256_of_file(p) != sha:
+            if "/" in name or sha256_of_file(p, regular=True) != sha:
                 raise ValueError(f"{p.name} does not match its recorded hash")
             tables[name] = pd.read_parquet(p)
         return Entry(tables, meta, reused=True)
@@ -248,7 +253,7 @@ def is_entry(d: Path) -> bool:
     if d.name.startswith(".") or d.is_symlink() or not d.is_dir():
         return False
     try:
-        tables = json.loads((d / "meta.json").read_text(encoding="utf-8")).get("tables")
+        tables = json.loads(read_regular(d / "meta.json", META_MAX)).get("tables")
     except (OSError, ValueError, AttributeError, RecursionError):
         return False
     if not isinstance(tables, dict):

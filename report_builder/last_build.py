@@ -34,6 +34,7 @@ from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
 from report_builder.errors import ConfigError, DataError
+from report_builder.filehash import read_regular
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -41,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 RECORD = "last_build.json"
 FORMAT = 2
 INPUTS = "inputs"
+RECORD_MAX = 256 << 20
+"""The largest record that is read (a larger one, or a link or FIFO in its place, is no record)."""
 KEEP_LIMIT = 8 << 20
 """A local data file up to this size (8 MiB) is copied into the cache; a larger one is named and hashed only."""
 RESULT_KEYS = ("preset", "models", "datasets", "ig", "k21", "k24", "dtype", "device")
@@ -58,8 +61,8 @@ def record_path(cache_dir: str | os.PathLike) -> Path:
 def read(cache_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The record of the last build in ``cache_dir``, or None when there is none (or it is unreadable)."""
     try:
-        rec = json.loads(record_path(cache_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # nested too deeply: unreadable too
+        rec = json.loads(read_regular(record_path(cache_dir), RECORD_MAX))
+    except (OSError, ValueError, RecursionError):  # a link, a FIFO, too large, nested too deeply: unreadable
         return None
     return rec if isinstance(rec, dict) and "entries" in rec else None
 

@@ -253,8 +253,8 @@ def test_a_resigned_hostile_entry_is_published_without_script(tmp_path, monkeypa
     r2 = _render(tmp_path, site_url="https://example.org/x/")
     assert sorted(r2.rebuilt) == ["k21-dummy-fig", "k21-fig2"] and "k21-dummy-fig" in r2.drawn
     assert r2.hashes == r1.hashes
-    for name, data in _files(site).items():
-        if name.endswith((".html", ".svg", ".json")):
+    for name, data in _files(site).items():  # (the Guide's prose and its search index name these words)
+        if name.endswith((".html", ".svg", ".json")) and not name.startswith(("guide/", "search/")):
             text = data.decode("utf-8", "replace")
             assert not [w for w in HOSTILE if w in text], name
             assert not (name.endswith(".svg") and ("<script" in text or "<iframe" in text)), name
@@ -395,3 +395,48 @@ def test_the_fallback_carries_only_render_entries_from_the_old_site(tmp_path):
     work = state.working(new)
     carried = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
     assert carried == [f"figure-renders/{entry.name}/chart.svg"]
+
+
+def test_links_and_fifos_in_a_cache_are_never_followed_or_read(tmp_path):
+    """A FIFO would hang the build that reads it, a link would read (or lock) a file outside the cache: each
+    one in a cache's records, entries, render entries and lock is damage or refused, at once."""
+    import signal
+
+    from report_builder import last_build
+    from report_builder.site import figure_cache, figure_files
+
+    signal.alarm(60)  # a read that blocks fails the test instead of hanging it
+    try:
+        c = _cache(tmp_path / "cache")
+        entry = c.path("k21_mixing", "a" * 20)
+        (entry / "meta.json").unlink()
+        os.mkfifo(entry / "meta.json")
+        assert c.get("k21_mixing", "a" * 20) is None and "corrupt" in c.log[-1]
+        os.mkfifo(tmp_path / "cache" / "last_build.json")
+        assert last_build.read(tmp_path / "cache") is None
+        renders = tmp_path / "renders"
+        d = renders / ("0123456789ab-vl" + figure_files.vlc.__version__)
+        d.mkdir(parents=True)
+        for name in ("meta.json", "chart.png"):
+            (d / name).write_text("{}")
+        os.mkfifo(d / "chart.svg")
+        assert figure_files.RenderCache(renders, b"k" * 32).get("0123456789ab") is None
+        (d / "chart.svg").unlink()
+        (d / "chart.svg").symlink_to(tmp_path / "outside.svg")
+        (tmp_path / "outside.svg").write_text("<svg/>")
+        assert figure_files.RenderCache(renders, b"k" * 32).get("0123456789ab") is None
+        fig = renders / ("fig-k21-fig2-" + "0" * 24)
+        fig.mkdir()
+        os.mkfifo(fig / "meta.json")
+        from report_builder.figures.registry import figure
+
+        fc = figure_cache.FigureCache(renders, {}, None, judged=lambda: {}, secret=b"k" * 32)
+        assert fc.get(figure("k21-fig2")) is None
+        other = tmp_path / "other"
+        _cache(other)
+        os.mkfifo(other / guard.CACHE_LOCK)
+        with pytest.raises(guard.UnsafeOutput, match="not a regular file"):
+            with cache_mod.using(other, "build"):
+                pass
+    finally:
+        signal.alarm(0)

@@ -50,10 +50,12 @@ from report_builder import guard
 from report_builder.figures.spec import FigureSpec
 from report_builder.site import site_state, svgsafe
 from report_builder.site.render_code import files_digest
-from report_builder.filehash import sha256_of_file
+from report_builder.filehash import read_regular, sha256_of_file
 
 FORMAT = 2
 """Version of the entry layout and of what goes into the key."""
+META_MAX = 64 << 20
+"""The largest ``meta.json`` of an entry that is read (a larger one is not used)."""
 ALL = "*"
 """The recorded reads of a figure that walked over every table."""
 NOT_STORED = ("provenance.json", "cite.bib")
@@ -211,8 +213,8 @@ class FigureCache:
         """The stored entry of ``spec`` whose key equals the key of its inputs now, or None."""
         for d in self._candidates(spec.id):
             try:
-                meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):
+                meta = json.loads(read_regular(d / "meta.json", META_MAX))
+            except (OSError, ValueError, RecursionError):  # a link, a FIFO, too large, not JSON
                 continue
             if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
                 continue  # not an entry as `put` writes it

@@ -28,6 +28,7 @@ import pandas as pd
 import vl_convert as vlc
 
 from report_builder import guard, precision, schema
+from report_builder.filehash import read_regular
 from report_builder.citations.version_files import read_csv, version_hash, write_csv
 from report_builder.site import svgsafe
 from report_builder.site.figure_cache import RENDER_ENTRY
@@ -239,11 +240,9 @@ class RenderCache:
         from report_builder.site.site_state import verify
 
         d = self._dir(content_hash)
-        try:
-            meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
-            if (d / "chart.svg").is_symlink() or (d / "chart.png").is_symlink():
-                return None
-            svg, png = (d / "chart.svg").read_bytes(), (d / "chart.png").read_bytes()
+        try:  # regular files only: a link, FIFO or device is never read
+            meta = json.loads(read_regular(d / "meta.json", 1 << 16))
+            svg, png = read_regular(d / "chart.svg", svgsafe.MAX_BYTES), read_regular(d / "chart.png", 1 << 30)
         except (OSError, ValueError, RecursionError):
             return None
         s, p = hashlib.sha256(svg).hexdigest(), hashlib.sha256(png).hexdigest()

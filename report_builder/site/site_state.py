@@ -133,7 +133,7 @@ def check(state: SiteState) -> None:
     folders = [state.root, state.root / "figure-renders"] + ([] if state.in_out else [state.root.parent])
     for p in folders:
         if p.is_symlink() or (p.exists() and not p.is_dir()):
-            raise UnsafeOutput(f"refusing to use {p} as the output's render state: it is "
+            raise UnsafeOutput(f"refusing to use {p} for the output's state folder: it is "
                                f"{'a symbolic link' if p.is_symlink() else 'not a folder'}, which report_builder "
                                "never makes; remove it (the renders are made again)")
     for p in (state.record, state.manifest):
