@@ -36,6 +36,7 @@ import pandas as pd
 from report_builder.filehash import read_regular, sha256_of_file
 from report_builder import guard
 from report_builder.atomic import atomic_dir
+from report_builder.errors import UnsafeOutput
 
 
 META_MAX = 64 << 20
@@ -90,6 +91,12 @@ class Cache:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def path(self, analysis: str, key: str) -> Path:
+        """The entry's folder; `UnsafeOutput` when ``results`` or the analysis' folder is a symbolic link
+        (a copied or tampered cache: nothing is read, locked or written through it)."""
+        for p in (self.root, self.root / analysis):
+            if p.is_symlink():
+                raise UnsafeOutput(f"refusing to use {p}: it is a symbolic link, which report_builder never makes "
+                                   "in a results cache; remove it (its results are computed again) or use another --cache")
         return self.root / analysis / key
 
     def lock(self, analysis: str, key: str):
@@ -100,6 +107,8 @@ class Cache:
     def _load(d: Path) -> Entry | None:
         """The verified entry in ``d``; None when absent; raises when present but damaged (a link, FIFO
         or device among its files is damage: never followed or read)."""
+        if d.is_symlink():
+            raise ValueError("the entry is a symbolic link")
         meta_p = d / "meta.json"
         if not os.path.lexists(meta_p):
             if d.exists() and any(d.iterdir()):
@@ -232,9 +241,9 @@ class Cache:
         """Folders where this cache's temporary dirs and files may be left: the cache itself (its JSON
         records, `atomic.write_text`), each analysis folder, and the reproduced figures' folder."""
         parents = [self.base] if self.base.is_dir() else []
-        if self.root.is_dir():
-            parents += [a for a in self.root.iterdir() if a.is_dir()]
-        if self.reproduced.is_dir():
+        if self.root.is_dir() and not self.root.is_symlink():  # never a folder a link leads to
+            parents += [a for a in self.root.iterdir() if a.is_dir() and not a.is_symlink()]
+        if self.reproduced.is_dir() and not self.reproduced.is_symlink():
             parents.append(self.reproduced)
         return parents
 

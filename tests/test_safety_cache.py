@@ -432,6 +432,21 @@ def test_links_and_fifos_in_a_cache_are_never_followed_or_read(tmp_path):
 
         fc = figure_cache.FigureCache(renders, {}, None, judged=lambda: {}, secret=b"k" * 32)
         assert fc.get(figure("k21-fig2")) is None
+        # an entry, an analysis folder or the results folder that is a link: not read, nothing written through it
+        outside = tmp_path / "outside"
+        shutil.copytree(c.path("k21_mixing", "a" * 20).parent, outside / "k21_mixing")
+        shutil.rmtree(c.root / "k21_mixing")
+        (c.root / "k21_mixing").mkdir()
+        (c.root / "k21_mixing" / ("b" * 20)).symlink_to(outside / "k21_mixing" / ("a" * 20))
+        assert c.get("k21_mixing", "b" * 20) is None
+        shutil.rmtree(c.root / "k21_mixing")
+        (c.root / "k21_mixing").symlink_to(outside / "k21_mixing")
+        before = _tree(outside)
+        for call in (lambda: c.get("k21_mixing", "a" * 20),
+                     lambda: c.get_or_compute("k21_mixing", 1, {}, lambda: ({"t": pd.DataFrame({"x": [1]})}, {}))):
+            with pytest.raises(guard.UnsafeOutput, match="symbolic link"):
+                call()
+        assert _tree(outside) == before and c.sweep() == []
         other = tmp_path / "other"
         _cache(other)
         os.mkfifo(other / guard.CACHE_LOCK)
