@@ -1,6 +1,7 @@
 """Build configuration: frozen dataclasses, YAML loading with key-naming errors, presets, the thread policy.
 
-Presets: ``default`` (offline: MiniLM + SmolLM2 on the offline sets, ~15 min on 2 cores),
+Presets: ``default`` (offline: MiniLM + SmolLM2 on the offline sets; 7 min from an empty cache on an idle
+2-core CPU, 2-3x that on busy cores),
 ``smoke`` (same models, a few sequences, for tests and quick looks), ``paper`` (the papers' models
 and data; needs the model hub and a GPU). A YAML file may start from a preset (``preset: default``)
 and override any key. Pitfall: every key that changes a result must reach the analyses' cache keys.

@@ -87,11 +87,10 @@ class _Handler(logging.StreamHandler):
     written and drawn again after it."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        from report_builder.executors.progress import clear_for_log
+        from report_builder.executors.progress import around_log
 
-        redraw = clear_for_log()
-        super().emit(record)
-        redraw()
+        with around_log():
+            super().emit(record)
 
 
 def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) -> None:

@@ -134,3 +134,97 @@ def test_render_without_a_recorded_build_names_the_caches_it_knows(builds):
     assert r.returncode == 3 and line.startswith("error: no previous build recorded in nothing-here")
     assert str(builds["ucache"] / "results") in line and "--cache DIR" in line
     assert not (builds["b"] / "nothing-here").exists()
+
+
+# ------------------------------------------------------------------ the smaller items, without a build
+
+
+def test_an_unknown_or_mixed_model_item_is_one_line(capsys, tmp_path):
+    from report_builder import cli
+
+    for args, want in ((["--model", "MiniLM=x"], "did you mean MiniLM-L6? (configured: MiniLM-L6, SmolLM2-135M)"),
+                       (["--model", "nobody=x"], "no configured model is named 'nobody' (configured: MiniLM-L6"),
+                       (["--model", "MiniLM-L6=minilm", "--model", "smollm2"], "not both"),
+                       (["--model", "MiniLM-L6=a", "--model", "MiniLM-L6=b"], "given twice")):
+        code = cli.main(["build", "--preset", "smoke", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "s"),
+                         *args])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and len(err.splitlines()) == 1 and want in err, err
+    assert not (tmp_path / "c").exists() and not (tmp_path / "s").exists()
+
+
+def test_a_misspelt_config_key_or_preset_gets_did_you_mean(capsys, tmp_path):
+    from report_builder import cli
+
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text("model:\n  - {name: m, source: minilm, role: primary_encoder}\ndatasets: [{id: wiki}]\n")
+    assert cli.main(["plan", "--config", str(cfg)]) == 3
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: config.model: unknown key; did you mean `models`?")
+    assert cli.main(["build", "--preset", "smok"]) == 2  # one line, not the whole usage
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "error: --preset 'smok': no such preset; did you mean smoke? (presets: default, smoke, paper)"
+
+
+def test_list_models_keeps_configured_and_embedded_apart(capsys):
+    from report_builder import cli
+
+    assert cli.main(["list", "models", "--preset", "smoke"]) == 0
+    out = capsys.readouterr().out
+    mine, embedded = out.split("\n\n")
+    assert mine.startswith("configured models") and "MiniLM-L6" in mine and "gemma3-270m" not in mine
+    assert embedded.startswith("embedded models") and "gemma3-270m" in embedded and "MiniLM-L6 " not in embedded
+    assert cli.main(["list", "models", "--preset", "smoke", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["configured"] for r in rows[:2]] == ["yes", "yes"] and {r["configured"] for r in rows[2:]} == {"no"}
+
+
+def test_an_earlier_projects_cache_is_said_in_one_warning(tmp_path, monkeypatch):
+    from report_builder import caches
+    from report_builder.config import Config
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "u"))
+    monkeypatch.chdir(tmp_path)
+    assert Config().cache_dir == str(tmp_path / "u" / "results") and caches.legacy_note(Config().cache_dir) is None
+    (tmp_path / ".cache" / "report_builder").mkdir(parents=True)
+    assert caches.legacy_note(Config().cache_dir) is None  # not the tool's: nothing to say
+    (tmp_path / ".cache" / "report_builder" / guard.CACHE_MARKER).write_text("")
+    note = caches.legacy_note(Config().cache_dir)
+    assert "--cache .cache/report_builder" in note and str(tmp_path / "u" / "results") in note
+    assert caches.legacy_note(str(tmp_path / "elsewhere")) is None  # an explicit --cache: nothing to say
+
+
+def test_the_gguf_conversion_is_quiet_with_q(caplog):
+    """The GGUF tensor bar is a plain tqdm of transformers: `-q`/`--no-progress` turn it off for the
+    conversion, and the conversion's line goes to the log (stderr; silent with -q), not to stdout."""
+    from transformers import modeling_gguf_pytorch_utils as g
+    from transformers.utils import logging as tl
+
+    from report_builder.models import convert
+
+    was, bar = tl.is_progress_bar_enabled(), g.tqdm
+    try:
+        tl.disable_progress_bar()
+        with convert._gguf_bar():
+            assert g.tqdm is not bar and g.tqdm(range(2)).disable
+        assert g.tqdm is bar
+        tl.enable_progress_bar()
+        with convert._gguf_bar():
+            assert g.tqdm is bar
+    finally:
+        (tl.enable_progress_bar if was else tl.disable_progress_bar)()
+    source = Path(convert.__file__).read_text()
+    assert not re.search(r"(?<![\w.])print\(", source) and "log.info(for_terminal(f\"converting" in source
+
+
+def test_a_caption_names_the_model_of_each_role():
+    from report_builder.figures.spec import Roles
+    from report_builder.site.pages import named_caption
+
+    roles = Roles(primary_encoder="MiniLM_L6", primary_causal="Smol<2>", encoders=(), variants=(), seed_group=(),
+                  datasets=("wiki",))
+    got = named_caption("Primary encoder on the primary dataset; rows: the primary encoder and the primary causal "
+                        "model.", roles)
+    assert got.startswith("Primary encoder (MiniLM\\_L6) on the primary dataset")  # Markdown-escaped, once
+    assert got.count("MiniLM") == 1 and "primary causal model (Smol&lt;2&gt;)" in got
+    assert named_caption("Primary encoder.", Roles(None, None, (), (), (), ())) == "Primary encoder."

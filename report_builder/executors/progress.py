@@ -21,6 +21,7 @@ import shutil
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from report_builder.errors import for_terminal, terminal_width
@@ -46,12 +47,24 @@ def active() -> "BuildProgress | None":
 
 
 def clear_for_log() -> Callable[[], None]:
-    """Clear the line before a log record is written; returns what redraws it afterwards."""
+    """Clear the line before a log record is written; returns what redraws it afterwards (call both under
+    `around_log`, so the refresh thread cannot draw in between)."""
     line = _active
     if line is None or not line.tty:
         return lambda: None
     line.erase()
     return line.draw
+
+
+@contextmanager
+def around_log() -> Iterator[None]:
+    """The line cleared while the block writes a log record, drawn again after it."""
+    with _lock:
+        redraw = clear_for_log()
+        try:
+            yield
+        finally:
+            redraw()
 
 
 def duration(seconds: float) -> str:

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import altair as alt
 
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+FONT = "Arial, 'Liberation Sans', Helvetica, 'Helvetica Neue', sans-serif"
+"""Fonts with Arial's metrics first: the static ``chart.svg`` is laid out with text widths measured by
+vl-convert (Arial, or its metric twin Liberation Sans), and a browser showing that SVG draws it with the
+first family it has, so a wider one (``system-ui`` is DejaVu Sans on many Linux systems) would run legend
+titles and subtitles past the drawing's edge ("row-normalised val")."""
 # Colour-blind-safe categorical palette (Okabe-Ito) and a sequential scheme for maps.
 CATEGORICAL = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SEQUENTIAL = "blues"

@@ -13,7 +13,7 @@ res.to_frame("k24_maps")                # tidy DataFrame with the result table's
 res.plot(3, "ATB")                      # an Altair chart titled "..., layer 3"
 res.show(layer=3, scope="ATB", normalise=None)   # the interactive view with explicit options
 
-tables = rb.load_results(".cache/report_builder")   # the last build's result tables
+tables = rb.load_results()                          # the last build's result tables (default results cache)
 rb.build("smoke", out_dir="my-site")                # the whole report: `api.build`, as `report-builder build`
 ```
 
@@ -227,7 +227,7 @@ def decompose(
                          sequences=seqs, n_layers=lm.n_layers)
 
 
-def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str, pd.DataFrame]:
+def load_results(path: str | os.PathLike | None = None) -> dict[str, pd.DataFrame]:
     """The results of a build as DataFrames, from its cache folder or from a built site.
 
     Layers count from 1 in both, as on the site (the cache's parquet tables count from 0 and are
@@ -236,7 +236,8 @@ def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str,
     bare names), and ``frame.attrs["units"]`` gives each such column's unit in words (``schema.UNITS``).
 
     Args:
-        path: A results cache (holding ``last_build.json``): gives the result tables of the last
+        path: A results cache (holding ``last_build.json``; default: the default results cache,
+            ``<user cache>/results``, which builds use from any directory): gives the result tables of the last
             build, by table name (``k21_tokens``, ``k24_ctx``, … as in ARCHITECTURE.md). Or a built
             site folder: gives each figure's data (``figures/<id>/data.csv``), by figure id, with text
             cells as the tables hold them (the ``'`` that keeps a spreadsheet from reading ``=…`` as a
@@ -248,6 +249,10 @@ def load_results(path: str | os.PathLike = ".cache/report_builder") -> dict[str,
     Raises:
         FileNotFoundError: ``path`` is neither a cache with a recorded build nor a built site.
     """
+    if path is None:
+        from report_builder.caches import default_dir
+
+        path = default_dir()
     p = Path(path)
     if (p / "last_build.json").is_file():
         from report_builder import config as C

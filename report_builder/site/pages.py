@@ -39,7 +39,25 @@ def environment() -> jinja2.Environment:
     env.filters["table"] = lambda df, *a, **k: Markup(htmltable.to_html(df, *a, **k))
     env.filters["fmt"] = htmltable.fmt
     env.filters["md"] = lambda text: Markup(md_escape(text))
+    env.filters["named"] = named_caption
     return env
+
+
+ROLE_WORDS = (("primary encoder", "primary_encoder"), ("primary causal model", "primary_causal"))
+"""Words of a figure's caption that name a role, and the `Roles` field naming its model (`named_caption`)."""
+
+
+def named_caption(caption: str, roles: Any) -> Markup:
+    """A figure's caption (trusted, from its declaration) for the page, each role it names followed by the
+    model that plays it in this build: "Primary encoder (MiniLM-L6) on the primary …" (the first time
+    each role is named; the model's name Markdown-escaped)."""
+    out = str(html.escape(str(caption), quote=False))
+    for words, attr in ROLE_WORDS:
+        name = getattr(roles, attr, None)
+        m = re.search(re.escape(words), out, re.I) if name else None
+        if m:
+            out = f"{out[:m.end()]} ({md_escape(name)}){out[m.end():]}"
+    return Markup(out)
 
 
 # characters Python-Markdown (and the tables extension) let a backslash escape

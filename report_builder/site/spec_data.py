@@ -5,7 +5,9 @@ datasets moved to content-hashed files, and two specs compared by content.
   data (`figures.charts.data.inline_data`: text) parsed and rounded too, and each named dataset renamed
   after its rounded values (Altair names it by a hash of the unrounded ones, which float noise changes).
 - `externalise`: the page's copy of a spec, datasets above the inline limit written to
-  ``data-<hash>.json`` beside it.
+  ``data-<hash>.json`` beside it, each with a script twin ``data-<hash>.json.js`` (`data_script`) that
+  the page's charts.js loads instead, so a site opened from disk (file://, where a page may not fetch a
+  file) shows every interactive chart too.
 - `comparable_spec`: a spec with its dataset names replaced by their order of reference, so specs whose
   data differ only within the precision compare equal (`precision.json_within`).
 
@@ -103,6 +105,16 @@ def _url_format(fmt_: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+DATA_SCRIPT = "window.rbData = window.rbData || {};\nwindow.rbData[{url}] = {value};\n"
+"""``<data file>.js``: the data file's text for charts.js under its URL, as a JSON string literal (ASCII
+only: no character can end the script early), parsed by charts.js for JSON data, kept as text for CSV."""
+
+
+def data_script(url: str, text: str) -> str:
+    """The script twin of a data file (`DATA_SCRIPT`)."""
+    return DATA_SCRIPT.replace("{url}", json.dumps(url)).replace("{value}", json.dumps(text))
+
+
 def externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit: int,
                  files: dict[str, str]) -> dict[str, Any]:
     """Copy of ``spec`` with datasets above ``inline_limit`` moved to content-hashed JSON files."""
@@ -114,9 +126,14 @@ def externalise(spec: dict[str, Any], fig_dir: Path, rel_dir: str, inline_limit:
         text = values if isinstance(values, str) else json.dumps(values, separators=(",", ":"))
         ext = (fmt_ or {}).get("type", "json") if isinstance(values, str) else "json"
         name = f"data-{sha(text)}.{ext}"
+        url = f"{rel_dir}/{name}"
         (fig_dir / name).write_text(text, encoding="utf-8")
-        files[name] = f"{rel_dir}/{name}"
-        return f"{rel_dir}/{name}"
+        files[name] = url
+        # the same data as a script (`DATA_SCRIPT`): charts.js loads it with a <script> element, which a
+        # page opened from disk (file://) may do where it may not fetch a file
+        (fig_dir / f"{name}.js").write_text(data_script(url, text), encoding="utf-8")
+        files[f"{name}.js"] = f"{url}.js"
+        return url
 
     formats = _dataset_formats(page)
     for name, values in list(page.get("datasets", {}).items()):

@@ -1,6 +1,9 @@
 /* report_builder: embed every <div class="rb-chart" data-spec="..."> with the vendored vega-embed.
- * The spec is inline (HTML-escaped JSON); large data sits in content-hashed JSON files next to the
- * figure's other assets and is loaded by relative URL. The page adapts the spec, never the files:
+ * The spec is inline (HTML-escaped JSON); large data sits in content-hashed files next to the figure's
+ * other assets (data-<hash>.json, named by URL in the spec), each with a script twin (data-<hash>.json.js,
+ * `window.rbData[url] = "<the file's text>"`) that is loaded with a <script> element and put into the spec
+ * as inline values: browsers refuse to fetch files for a page opened from disk (file://), not to run a
+ * script beside it, so every chart works from disk as over HTTP. The page adapts the spec, never the files:
  * in the dark scheme (material's "slate") chart text, axes and grid get light colours; on a narrow
  * window side-by-side panels are stacked and legends go below, so nothing is off-screen. Charts are
  * re-embedded when the scheme is toggled or the window crosses the narrow width. */
@@ -71,6 +74,59 @@
     return spec;
   }
 
+  function urlNodes(node, out) {  // every object of the spec whose data is {url: ...}
+    if (!node || typeof node !== "object") return out;
+    if (Array.isArray(node)) { node.forEach(function (n) { urlNodes(n, out); }); return out; }
+    if (node.data && typeof node.data === "object" && typeof node.data.url === "string") out.push(node);
+    for (var k in node) {
+      if (Object.prototype.hasOwnProperty.call(node, k) && k !== "data") urlNodes(node[k], out);
+    }
+    return out;
+  }
+
+  var scripts = {};
+  function loadData(url) {  // the data file's script twin, once per page
+    if (!/^figures\/[A-Za-z0-9._-]+\/data-[0-9a-f]+\.[a-z]+$/.test(url)) {
+      return Promise.reject(new Error("unexpected data URL " + url));
+    }
+    if (!scripts[url]) {
+      scripts[url] = new Promise(function (resolve, reject) {
+        var s = document.createElement("script");
+        s.src = url + ".js";
+        s.onload = function () { resolve(); };
+        s.onerror = function () { reject(new Error("cannot load " + url + ".js")); };
+        document.head.appendChild(s);
+      });
+    }
+    return scripts[url];
+  }
+
+  function inlineData(spec) {  // every {url} data of the spec as inline values, from the script twins
+    var nodes = urlNodes(spec, []);
+    return Promise.all(nodes.map(function (n) { return loadData(n.data.url); })).then(function () {
+      nodes.forEach(function (n) {
+        var text = (window.rbData || {})[n.data.url], fmt = n.data.format || {};
+        if (typeof text !== "string") throw new Error("no data loaded for " + n.data.url);
+        if (!fmt.type || fmt.type === "json") {
+          n.data = { values: JSON.parse(text), format: { parse: fmt.parse === undefined ? null : fmt.parse } };
+        } else {
+          n.data = { values: text, format: fmt };
+        }
+      });
+      return spec;
+    });
+  }
+
+  function showStatic(el, err) {  // the drawn chart.svg, when the data cannot be loaded at all
+    console.error("report_builder: chart " + el.id + ": " + (err && err.message || err));
+    if (!el.querySelector("img.rb-static")) {
+      var fig = el.getAttribute("data-figure");
+      el.innerHTML = '<img class="rb-static" alt="' + fig + '" src="figures/' + fig + '/chart.svg">' +
+        '<p class="rb-caption">Static chart: the data of the interactive version could not be loaded.</p>';
+    }
+    el.classList.add("rb-chart--done", "rb-chart--static");
+  }
+
   function embed(el) {
     var spec;
     try {
@@ -80,18 +136,14 @@
       return Promise.resolve();
     }
     if (el._rbView) { el._rbView.finalize(); el._rbView = null; }
-    if (location.protocol === "file:" && el.getAttribute("data-spec").indexOf('"url":') >= 0) {
-      // Browsers refuse to fetch data files from file:// pages: show the static SVG instead.
-      if (!el.querySelector("img.rb-static")) {
-        var fig = el.getAttribute("data-figure");
-        el.innerHTML = '<img class="rb-static" alt="' + fig + '" src="figures/' + fig + '/chart.svg">' +
-          '<p class="rb-caption">Static chart: this figure loads its data from a file, which browsers do ' +
-          "not allow for pages opened from disk. Serve the site over HTTP (<code>report-builder serve</code>) " +
-          "for the interactive version.</p>";
-      }
-      el.classList.add("rb-chart--done", "rb-chart--static");
-      return Promise.resolve();
+    if (urlNodes(spec, []).length) {
+      return inlineData(spec).then(function (inlined) { return draw(el, inlined); },
+                                   function (err) { showStatic(el, err); });
     }
+    return draw(el, spec);
+  }
+
+  function draw(el, spec) {
     var opts = {
       renderer: "svg",
       actions: { export: true, source: true, compiled: false, editor: false },

@@ -128,3 +128,60 @@ def test_file_url_page_works(browser, served):
         assert page.eval_on_selector_all(".rb-chart", "els => els.length") >= (1 if name == "k21.html" else 0)
         ctx.close()
         assert not problems, f"{name} from file://:\n" + "\n".join(problems)
+
+
+def test_large_data_charts_work_from_disk(browser, tmp_path):
+    """A chart whose data sits in a file (the K24 maps explorer's, on a real site) is interactive from
+    disk too: charts.js loads the data's script twin (a page opened from file:// may not fetch a file)."""
+    report, _ = h.render_dummy_site(tmp_path, inline_limit=100)
+    site = tmp_path / "site"
+    twins = list(site.glob("figures/*/data-*.json.js"))
+    assert twins and all(p.with_suffix("").is_file() for p in twins)
+    checked = 0
+    for name in ("k21.html", "k24.html"):
+        if not (site / name).is_file():
+            continue
+        page, ctx, problems = _open(browser, (site / name).resolve().as_uri(), "file://")
+        static = page.eval_on_selector_all(".rb-chart img.rb-static", "els => els.length")
+        checked += page.eval_on_selector_all(".rb-chart svg.marks", "els => els.length")
+        ctx.close()
+        assert not problems and static == 0, f"{name} from file://: {problems}"
+    assert checked >= 1
+
+
+def test_chart_actions_sit_beside_the_chart(browser, served):
+    """vega-embed's actions button stays in the space beside the chart (material's <details> styling
+    once widened it over the last panel)."""
+    base, _, _, _ = served
+    overlaps = []
+    for name in ("k21.html", "k24.html"):
+        page, ctx, problems = _open(browser, f"{base}/{name}", base)
+        overlaps += page.evaluate("""() => [...document.querySelectorAll('.rb-chart')].flatMap(el => {
+            const s = el.querySelector('details > summary'), svg = el.querySelector('svg.marks');
+            if (!s || !svg) return [];
+            const a = s.getBoundingClientRect(), b = svg.getBoundingClientRect();
+            const hit = a.left < b.right - 1 && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+            return hit || a.width > 40 ? [el.id + ': button ' + Math.round(a.left) + '-' + Math.round(a.right)
+                                          + ', chart ' + Math.round(b.left) + '-' + Math.round(b.right)] : [];
+        })""")
+        ctx.close()
+        assert not problems, problems
+    assert not overlaps, overlaps
+
+
+def test_static_drawings_keep_their_text_inside(browser, served):
+    """Every chart.svg, shown by a browser with its own fonts, keeps its text inside the drawing (the
+    theme names Arial-metric fonts first, the ones vl-convert measured the layout with)."""
+    _, site, _, _ = served
+    ctx = browser.new_context(viewport={"width": 2400, "height": 900})
+    page = ctx.new_page()
+    outside = []
+    for svg in sorted(site.glob("figures/*/chart.svg")):
+        page.goto(svg.resolve().as_uri())
+        outside += [f"{svg.parent.name}: {t}" for t in page.evaluate("""() => {
+            const s = document.querySelector('svg'), w = +s.getAttribute('width');
+            return [...s.querySelectorAll('text')].filter(t => { const r = t.getBoundingClientRect();
+                return r.width && (r.right > w + 1 || r.left < -1); }).map(t => t.textContent.slice(0, 60));
+        }""")]
+    ctx.close()
+    assert not outside, outside
