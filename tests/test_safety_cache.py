@@ -455,3 +455,32 @@ def test_links_and_fifos_in_a_cache_are_never_followed_or_read(tmp_path):
                 pass
     finally:
         signal.alarm(0)
+
+
+@pytest.mark.slow
+def test_a_resigned_entry_cannot_carry_a_script_of_its_own(tmp_path, monkeypatch):
+    """A chart's large data has a script twin (``data-<hash>.json.js``) that the page loads: an entry signed
+    with the right key whose twin says anything else than its data file, or that carries a page, is built
+    again; the published twin is the genuine one."""
+    import hashlib
+
+    from report_builder.site import figure_cache, site_state
+
+    monkeypatch.setenv("REPORT_BUILDER_CONFIG", str(tmp_path / "config"))
+    _render(tmp_path, inline_limit=10)  # the chart's data goes to a file and its twin
+    site = tmp_path / "site"
+    (twin,) = (site / "figures" / "k21-dummy-fig").glob("data-*.json.js")
+    genuine = twin.read_bytes()
+    state = site_state.site_state(site, tmp_path / "cache")
+    (entry,) = (state.root / "figure-renders").glob("fig-k21-dummy-fig-*")
+    for name, text in ((twin.name, "alert('PWNED-twin')"), ("notes.html", "<script>alert('PWNED-page')</script>")):
+        (entry / "files" / name).write_text(text)
+        meta = json.loads((entry / "meta.json").read_text())
+        meta["files"][name] = hashlib.sha256(text.encode()).hexdigest()
+        meta["mac"] = site_state.mac(state.key(), entry.name, figure_cache._json({k: v for k, v in meta.items()
+                                                                                  if k != "mac"}))
+        (entry / "meta.json").write_text(json.dumps(meta))
+        r = _render(tmp_path, inline_limit=10, site_url=f"https://example.org/{len(name)}/")
+        assert r.rebuilt == ["k21-dummy-fig"], name
+        assert twin.read_bytes() == genuine and not (site / "figures" / "k21-dummy-fig" / "notes.html").exists()
+        (entry,) = (state.root / "figure-renders").glob("fig-k21-dummy-fig-*")  # the entry stored again

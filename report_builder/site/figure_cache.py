@@ -238,6 +238,8 @@ class FigureCache:
                 return False
             if name.endswith(".svg") and not svgsafe.is_safe(p.read_bytes()):
                 return False  # a drawing holding more than charts draw (script, links): built again
+            if name.endswith(_ACTIVE) or (name.endswith(".js") and not _data_twin(hit, name)):
+                return False  # script or markup a browser would run: only a data file's own twin is
         fig_dir.mkdir(parents=True, exist_ok=True)
         try:
             for name in files:
@@ -294,6 +296,27 @@ class FigureCache:
             if d.is_dir() and d.name not in self.used and _ENTRY.fullmatch(d.name):
                 shutil.rmtree(d, ignore_errors=True)
         guard.sweep([self.root], (".fig-",), legacy_age_s=None)
+
+
+_ACTIVE = (".html", ".htm", ".xhtml", ".xml", ".mjs", ".svgz")
+"""Files a figure's folder never holds and a browser would run or render as a page."""
+_TWIN = re.compile(r"data-[0-9a-f]{12}\.[a-z]+\.js")
+
+
+def _data_twin(hit: Hit, name: str) -> bool:
+    """Whether the stored ``name`` is the script twin of a data file of the same entry, byte for byte
+    what `spec_data.data_script` makes of that file (so a signed entry cannot carry other script)."""
+    from report_builder.site.spec_data import data_script
+
+    base = name[:-3]
+    if not _TWIN.fullmatch(name) or base not in hit.meta.get("files", {}):
+        return False
+    try:
+        text = read_regular(hit.path / "files" / base, 1 << 30).decode("utf-8")
+        have = read_regular(hit.path / "files" / name, 1 << 31).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return have == data_script(f"figures/{hit.meta.get('id')}/{base}", text)
 
 
 _NUMERIC = re.compile(r"u?int(8|16|32|64)|float(32|64)|bool")
