@@ -36,9 +36,11 @@ import pandas as pd
 from report_builder.filehash import read_regular, sha256_of_file
 from report_builder import guard
 from report_builder.atomic import atomic_dir
-from report_builder.errors import UnsafeOutput
+from report_builder.errors import UnsafeOutput, shown
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+"""An analysis id or entry key as a path component: no separator, no leading dot (no ``..``), bounded."""
 META_MAX = 64 << 20
 """The largest ``meta.json`` of an entry that is read (a larger one is damage)."""
 
@@ -93,6 +95,11 @@ class Cache:
     def path(self, analysis: str, key: str) -> Path:
         """The entry's folder; `UnsafeOutput` when ``results`` or the analysis' folder is a symbolic link
         (a copied or tampered cache: nothing is read, locked or written through it)."""
+        for name in (analysis, key):  # from a record read back (`last_build`): checked before it is joined
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise UnsafeOutput(f"refusing to use the cache entry {shown(analysis)}/{shown(key)} of {self.base}: "
+                                   "not a name report_builder gives an entry (a tampered build record?); run "
+                                   "`report-builder build` again")
         for p in (self.root, self.root / analysis):
             if p.is_symlink():
                 raise UnsafeOutput(f"refusing to use {p}: it is a symbolic link, which report_builder never makes "

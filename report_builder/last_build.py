@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,8 @@ RECORD_MAX = 256 << 20
 """The largest record that is read (a larger one, or a link or FIFO in its place, is no record)."""
 KEEP_LIMIT = 8 << 20
 """A local data file up to this size (8 MiB) is copied into the cache; a larger one is named and hashed only."""
+_KEPT = re.compile(r"inputs/[0-9a-f]{16}/(?!\.\.?$)[^/\\\0]{1,255}")
+"""The form of a kept copy's path in the record (`_keep_inputs`): anything else is no copy."""
 RESULT_KEYS = ("preset", "models", "datasets", "ig", "k21", "k24", "dtype", "device")
 """Configuration keys that change results or what the figures show: a render's configuration must agree
 with the record on each."""
@@ -166,9 +169,15 @@ def tables_from_cache(cfg: "Config | str | os.PathLike") -> "tuple[dict[str, pd.
         raise FileNotFoundError(f"no previous build recorded in {p}; {where_builds_are(cache_dir)}")
     from report_builder.analyses.assemble import concat_tables
 
+    entries = meta.get("entries")
+    if not (isinstance(entries, list) and all(isinstance(e, (list, tuple)) and len(e) == 2
+                                              and all(isinstance(x, str) for x in e) for e in entries)
+            and isinstance(meta.get("provenance"), dict)):  # read back: its form is checked before use
+        raise DataError(f"the build record {p} is damaged (its entries or provenance are not as a build writes "
+                        "them); run `report-builder build` again")
     cache = Cache(cache_dir)
     parts, missing = [], []
-    for analysis, key in meta["entries"]:
+    for analysis, key in entries:
         e = cache.get(analysis, key)
         if e is None:
             missing.append(f"{analysis}/{key}")
@@ -292,14 +301,14 @@ def recorded_config(cache_dir: str | os.PathLike) -> Config:
         raise FileNotFoundError(f"no build recorded in {record_path(cache_dir)} with its configuration; run "
                                 "`report-builder build` first")
     cfg = replace(from_dict(meta["config"]), cache_dir=str(cache_dir))
-    inputs = meta.get("inputs") or {}
+    inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
     datasets = []
     for dc in cfg.datasets:
-        info = inputs.get(dc.id) or {}
+        info = inputs.get(dc.id) if isinstance(inputs.get(dc.id), dict) else {}
         if info.get("kind") == "file":
             path = _data_file(dc, cfg.data_dir)
             if path is None or sha256_of_file(path) != info.get("sha256"):
-                if not info.get("kept"):
+                if not (isinstance(info.get("kept"), str) and _KEPT.fullmatch(info["kept"])):  # read back: no traversal
                     raise DataError(f"dataset {dc.id!r}: its file {info.get('file')} (sha256 "
                                     f"{str(info.get('sha256'))[:16]}…, {info.get('bytes')} bytes) is not here and the "
                                     f"cache keeps no copy (larger than {KEEP_LIMIT >> 20} MiB); put it back")

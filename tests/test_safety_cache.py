@@ -484,3 +484,27 @@ def test_a_resigned_entry_cannot_carry_a_script_of_its_own(tmp_path, monkeypatch
         assert r.rebuilt == ["k21-dummy-fig"], name
         assert twin.read_bytes() == genuine and not (site / "figures" / "k21-dummy-fig" / "notes.html").exists()
         (entry,) = (state.root / "figure-renders").glob("fig-k21-dummy-fig-*")  # the entry stored again
+
+
+def test_a_tampered_build_record_never_reaches_outside_the_cache(tmp_path):
+    """Entry names read back from ``last_build.json`` are checked before they are joined into a path: a
+    traversal (which a damaged-entry clean-up would have removed) or a malformed record is one line."""
+    from report_builder import last_build
+    from report_builder.errors import DataError
+
+    victim = tmp_path / "victim" / "k"
+    victim.mkdir(parents=True)
+    (victim / "meta.json").write_text("damaged")  # would be removed as a damaged entry
+    c = _cache(tmp_path / "cache")
+    record = c.base / "last_build.json"
+    for entries, err in (([["../../victim", "k"]], guard.UnsafeOutput), ([["k21_mixing", "../../../victim/k"]],
+                                                                           guard.UnsafeOutput),
+                         ([["k21_mixing"]], DataError), ("all", DataError), ([[1, 2]], DataError)):
+        record.write_text(json.dumps({"format": 2, "entries": entries, "provenance": {}}))
+        with pytest.raises(err, match="tampered build record|damaged"):
+            last_build.tables_from_cache(c.base)
+        assert (victim / "meta.json").is_file()
+    record.write_text(json.dumps({"format": 2, "entries": [], "provenance": {}, "config": {"preset": "smoke"},
+                                  "inputs": {"wiki": {"kind": "file", "sha256": "0", "kept": "../../victim/k/meta.json"}}}))
+    with pytest.raises(DataError, match="keeps no copy"):  # a kept copy named outside the cache is no copy
+        last_build.recorded_config(c.base)
