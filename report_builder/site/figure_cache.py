@@ -205,7 +205,7 @@ class FigureCache:
             if self.root.is_dir():
                 for d in sorted(self.root.iterdir()):
                     m = _ENTRY.fullmatch(d.name)
-                    if m and d.is_dir():
+                    if m and d.is_dir() and not d.is_symlink():
                         self._entries.setdefault(m.group("id"), []).append(d)
         return self._entries.get(fig_id, [])
 

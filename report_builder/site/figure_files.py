@@ -240,6 +240,8 @@ class RenderCache:
         from report_builder.site.site_state import verify
 
         d = self._dir(content_hash)
+        if d.is_symlink():
+            return None
         try:  # regular files only: a link, FIFO or device is never read
             meta = json.loads(read_regular(d / "meta.json", 1 << 16))
             svg, png = read_regular(d / "chart.svg", svgsafe.MAX_BYTES), read_regular(d / "chart.png", 1 << 30)
