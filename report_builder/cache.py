@@ -77,6 +77,9 @@ class Cache:
         if create:
             guard.mark_cache(self.base)
         self.root = self.base / "results"
+        if create and self.root.is_symlink():  # entries would be written and removed through it
+            raise guard.UnsafeOutput(f"refusing to use the cache {self.base}: its results folder is a symbolic link "
+                                     f"(to {os.readlink(self.root)}), which report_builder never makes; remove the link")
         self.log: list[str] = []
 
     @classmethod

@@ -79,6 +79,7 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
         state = site_state(out, Path(cfg.cache_dir))
         check_state(state)  # no link or special file in it: nothing below is written through one
         if not state.in_out:
+            state.ensure()  # no link on the way from the cache (refused, never written through)
             guard.check_writable(state.root, "the output's state folder in the cache", "--cache")
         guard.check_site_lock(out, state.lock_file)
         # the temporary files of its records (manifest, build record, the render key)
@@ -102,15 +103,17 @@ OWN_FILES = ("last_build.json", "summary_lines.json")
 """Files the tool writes at the top of a results cache (`last_build`, `site.summary`)."""
 
 
-def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = None) -> str:  # noqa: A002
+def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = None,  # noqa: A002
+          log=None) -> str:
     """Remove what the tool wrote, and only that: the results cache's entries (`Cache.clean`), the
     outputs' state folders in it (figure renders, build records: `site_state.clean`), its records, and
     the site — a directory carrying the site marker. Creates nothing: a missing cache stays missing
     and no lock file is left. The line says what was removed and what was left (not provably the tool's).
 
-    The site's published figure versions and its history stay (`citations.permalinks.clean_site`) unless
-    ``versions_older_than`` (``30d`` or a date) removes those created before it but the current ones
-    (``all``: every version, and the site folder with them).
+    The site's published figure versions and its history stay (`citations.site_clean.clean_site`: a
+    damaged versions index keeps every version folder) unless ``versions_older_than`` (``30d`` or a date)
+    removes those created before it but the current ones (``all``: every version, and the site folder
+    with them); each one removed is named.
 
     ``all`` also removes the converted models, the cached evaluation sets and `reproduce`'s default
     cache (``<user cache>/reproduce``, when it carries the cache marker) in the user cache, and stale
@@ -121,7 +124,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     import shutil
 
     from report_builder.site import site_state
-    from report_builder.citations.permalinks import clean_site, parse_age
+    from report_builder.citations.site_clean import clean_site, parse_age
 
     try:
         cutoff = parse_age(versions_older_than) if versions_older_than is not None else None
@@ -148,9 +151,11 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     if out.exists():
         with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
             guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
-            kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all")
+            kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all",
+                                    log=log or _warn)
         done.append(f"the site {out}/" + (f" (kept its {kept} published figure versions and the history)"
-                                          if kept else "") + (f", {gone} figure versions" if gone else ""))
+                                          if kept else "") + (f", {len(gone)} figure versions ({', '.join(gone)})"
+                                                              if gone else ""))
     swept = guard.sweep([Path(os.path.abspath(out)).parent], guard.site_temp_prefixes(out), legacy_age_s=None)
     if all:
         from report_builder.models.convert import models_dir
@@ -229,6 +234,12 @@ def _clean_cache(cache: Cache, done: list[str], left: list[Path]) -> None:
     else:
         left += [c for c in sorted(cache_dir.iterdir()) if c.name != guard.CACHE_MARKER and c not in
                  (cache.root, cache_dir / site_state.SITE_DIR, cache.reproduced, cache_dir / INPUTS)]
+
+
+def _warn(line: str) -> None:
+    import logging
+
+    logging.getLogger("report_builder").warning(line.removeprefix("warning: "))
 
 
 REPRODUCE_CACHE = "reproduce"

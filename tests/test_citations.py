@@ -6,11 +6,17 @@ for byte, the current figure is the new one, the history and the Changes page sa
 by how much; ``reproduce`` rebuilds the first version from another directory with an empty cache
 (identical) and names the reason when its recipe was edited; ``diff`` names the changed input; a
 damaged version is not republished silently; ``clean`` keeps the versions unless asked.
+
+Issue #30: the same site and cache tampered with as an attacker would (traversal ids and hashes, links and
+hard links at every level, a planted file, damaged indexes), then ``build``, ``render``, ``clean`` (every
+flag), ``reproduce`` and ``diff`` over them: a sentinel folder outside and the tree around the site and
+the cache are unchanged, the new site holds only what the build made, a damaged index keeps every version.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +62,7 @@ def builds(tmp_path_factory):
     r = _cli(*common, "--set", "datasets.0.n=4", "--set", "k24.top_k=6", cwd=work)  # top_k: no K21 figure's input
     assert r.returncode == 0, r.stderr[-3000:]
     h2 = json.loads((work / "site" / "figures" / "versions.json").read_text())["current"][FIG]
+    shutil.copytree(work, tmp / "pristine", symlinks=True)  # for the hostile variants (the tests below edit work/)
     return work, model, h1, h2, first
 
 
@@ -204,3 +211,177 @@ def test_a_damaged_version_is_not_republished_silently_and_clean_keeps_versions(
     assert r.returncode == 0 and "kept its 2 published figure versions" in r.stdout  # both are current
     r = _cli("clean", "--cache", "cache", "--out", "site", "--versions-older-than", "all", cwd=work)
     assert r.returncode == 0 and not site.exists(), r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- a hostile earlier site and cache (issue #30)
+
+SECOND = ("--set", "datasets.0.n=4", "--set", "k24.top_k=6")  # the second build's settings: nothing to compute
+
+
+def _hostile(builds, tmp: Path) -> tuple[Path, Path]:
+    """A copy of the built site and cache, tampered with: traversal ids and hashes in versions.json, an
+    unknown id, wrong hash forms, a file name out of its folder; a version folder that is a link to the
+    sentinel (listed with its files' hashes); a file of the current version a link to the sentinel's
+    secret (listed with the secret's hash); the old version's page and a planted file hard links to a
+    sentinel file; a planted page in a version folder; links at the top, in figures/ and in history/;
+    a history entry with a script link and one of the wrong type; a manifest with a traversal id.
+    Returns (the work folder, the sentinel)."""
+    from tests.citations import synthetic as syn
+
+    work, s = tmp / "work", syn.sentinel(tmp)
+    shutil.copytree(builds[0].parent / "pristine", work, symlinks=True)
+    site, h1, h2 = work / "site", builds[2], builds[3]
+    vj = site / "figures" / "versions.json"
+    idx = json.loads(vj.read_text())
+    good = idx["figures"][FIG][h1]
+    for fid in ("../../sentinel", str(s), "k21-nope", "K21-FIG3"):
+        idx["figures"][fid] = {"aaaaaaaaaaaa": good}
+    for h in ("../../../sentinel", "AAAAAAAAAAAA", "abc", "0123456789abcd"):
+        idx["figures"][FIG][h] = good
+    idx["figures"][FIG]["bbbbbbbbbbbb"] = {**good, "files": {**good["files"], "../../../../sentinel/secret.txt": "0" * 64}}
+    idx["current"]["../../sentinel"] = "aaaaaaaaaaaa"
+    os.symlink(s / "fake", site / "figures" / FIG / "aaaaaaaaaaaa")
+    idx["figures"][FIG]["aaaaaaaaaaaa"] = {**good, "files": {n: syn.sha((s / "fake" / n).read_bytes()) for n in good["files"]}}
+    cur = site / "figures" / FIG / h2
+    (cur / "cite.bib").unlink()
+    os.symlink(s / "secret.txt", cur / "cite.bib")
+    idx["figures"][FIG][h2]["files"]["cite.bib"] = syn.sha((s / "secret.txt").read_bytes())
+    old = site / "figures" / FIG / h1
+    (old / "index.html").unlink()
+    os.link(s / "hard.txt", old / "index.html")
+    os.link(s / "hard.txt", site / "figures" / FIG / "hard.txt")
+    (old / "planted.html").write_text("<script>alert(1)</script>")
+    os.symlink(s, site / "sentinel-link")
+    os.symlink(s, site / "figures" / "k21-tab2")
+    vj.write_text(json.dumps(idx))
+    hj = site / "history.json"
+    hist = json.loads(hj.read_text())
+    evil = json.loads(json.dumps(hist["entries"][-1]))
+    evil["changed"][0]["chart"] = "../sentinel/page.svg"
+    evil["added"] = [{"id": FIG, "title": "x", "hash": h2, "permalink": "javascript:alert(1)//"}]
+    hist["entries"] += [evil, {"id": "x", "changed": "nope"}]
+    hj.write_text(json.dumps(hist))
+    os.symlink(s / "page.svg", site / "history" / FIG / "linked.svg")
+    (site / "history" / "planted.svg").write_text((s / "page.svg").read_text())
+    mj = site / "figures" / "manifest.json"
+    mj.write_text(json.dumps({**json.loads(mj.read_text()), "base": [1, 2], "figures": {"../../x": {"hash": "../y"}}}))
+    return work, s
+
+
+def _no_foreign_file(site: Path, h1: str, h2: str) -> None:
+    """The new site holds no link, no planted or sentinel file, and only the versions the builds made."""
+    assert not [p for p in site.rglob("*") if p.is_symlink()]
+    names = {p.relative_to(site).as_posix() for p in site.rglob("*")}
+    assert not [n for n in names if any(w in n for w in ("planted", "sentinel", "hard.txt", "linked", "k21-tab2",
+                                                         "aaaaaaaaaaaa", ".tmp-"))], names
+    assert {p.name for p in (site / "figures" / FIG).iterdir() if p.is_dir()} == {h1, h2}
+    assert set(json.loads((site / "figures" / "versions.json").read_text())["figures"][FIG]) == {h1, h2}
+
+
+def test_a_build_over_a_hostile_earlier_site_touches_nothing_outside_and_publishes_only_its_own(builds, tmp_path):
+    from tests.citations import synthetic as syn
+
+    _, _, h1, h2, first = builds
+    work, s = _hostile(builds, tmp_path)
+    site, cache = work / "site", work / "cache"
+    around = syn.snapshot(tmp_path, skip=(site, cache))
+    r = _cli("build", "--config", "cfg.yaml", "--cache", "cache", "--out", "site", "--no-progress", "--threads", "1",
+             *SECOND, cwd=work)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert syn.snapshot(tmp_path, skip=(site, cache)) == around and (s / "hard.txt").read_text().startswith("hard")
+    warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+    assert any("versions.json: 9 malformed entries ignored" in w for w in warn), warn
+    assert any(f"figures/{FIG}/{h2}/" in w and "cite.bib: a symbolic link" in w for w in warn), warn
+    assert any("aaaaaaaaaaaa" in w and "not republished" in w for w in warn), warn
+    assert any("history.json: entry 3" in w and "entry 4" in w for w in warn), warn
+    _no_foreign_file(site, h1, h2)
+    assert _version_files(site / "figures" / FIG / h1) == first  # the cited version, byte for byte
+    assert "javascript" not in (site / "changes.html").read_text().replace("javascripts/", "")
+    assert "k21-nope" not in (site / "figures" / "versions.json").read_text()
+
+
+def test_render_over_a_damaged_index_keeps_every_version_and_the_history(builds, tmp_path):
+    """A truncated versions.json, a history.json nested too deep, a history/ folder that is a link and a
+    results cache whose state folder is a link: the render refuses the cache in one line, then (the
+    link removed) keeps both versions, rebuilds the index from their folders and keeps history.json as it was."""
+    from tests.citations import synthetic as syn
+
+    _, _, h1, h2, first = builds
+    work, s = tmp_path / "work", syn.sentinel(tmp_path)
+    shutil.copytree(builds[0].parent / "pristine", work, symlinks=True)
+    site, cache = work / "site", work / "cache"
+    vj, hj = site / "figures" / "versions.json", site / "history.json"
+    vj.write_text(vj.read_text()[:200])
+    hj.write_text('{"entries": ' + "[" * 200 + "]" * 200 + "}")
+    shutil.rmtree(site / "history")
+    os.symlink(s, site / "history")
+    shutil.move(cache / "site", s / "state")
+    os.symlink(s / "state", cache / "site")
+    around = syn.snapshot(tmp_path, skip=(site, cache))
+    r = _cli("render", "--cache", "cache", "--out", "site", cwd=work)
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert r.returncode == 3 and "cache/site" in line and "symbolic link" in line, r.stderr[-2000:]
+    (cache / "site").unlink()
+    r = _cli("render", "--cache", "cache", "--out", "site", cwd=work)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+    assert any("versions.json cannot be used" in w and "every version folder found (3) is kept" in w for w in warn), warn
+    assert any("history.json cannot be read" in w and "kept as it is" in w for w in warn), warn
+    assert hj.read_text() == '{"entries": ' + "[" * 200 + "]" * 200 + "}"
+    assert not [p for p in site.rglob("*") if p.is_symlink()]
+    assert set(json.loads(vj.read_text())["figures"][FIG]) == {h1, h2}
+    assert _version_files(site / "figures" / FIG / h1) == first
+    assert syn.snapshot(tmp_path, skip=(site, cache)) == around
+
+
+def test_clean_reproduce_and_diff_over_a_hostile_site_and_cache(builds, tmp_path, capsys, monkeypatch):
+    """``clean`` with every flag, ``reproduce`` and ``diff`` (in-process) over the hostile site: refused in
+    one line where they must be, nothing outside --out/--cache written or removed."""
+    from report_builder import cli
+    from tests.citations import synthetic as syn
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "user-cache"))
+    model, h1, h2 = builds[1], builds[2], builds[3]
+    work, s = _hostile(builds, tmp_path)
+    site, cache = work / "site", work / "cache"
+    os.symlink(s, cache / "reproduced")
+    forged = tmp_path / "forged"  # a copy of a version with a traversal id as its figure
+    shutil.copytree(site / "figures" / FIG / h1, forged)
+    rec = json.loads((forged / "provenance.json").read_text())
+    (forged / "provenance.json").write_text(json.dumps({**rec, "figure": {**rec["figure"], "id": "../../../sentinel"}}))
+    around = syn.snapshot(tmp_path, skip=(site, cache, tmp_path / "user-cache"))
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err and "internal error" not in err, err
+        return code, out, err
+
+    # reproduce: a version folder that is a link; a recipe naming a traversal id; the cache's reproduced/ a link
+    code, _, err = run("reproduce", str(site / "figures" / FIG / "aaaaaaaaaaaa"), "--cache", str(cache), "--no-progress")
+    assert code == 2 and "symbolic link" in err
+    code, _, err = run("reproduce", str(forged), "--cache", str(cache), "--no-progress")
+    assert code == 2 and "figure.id is not a registered figure id" in err
+    code, _, err = run("reproduce", str(site / "figures" / FIG / h1), "--cache", str(cache), "--no-progress",
+                       "--model", f"tiny={model}")
+    assert code == 3 and "reproduced" in err and "symbolic link" in err, err
+    (cache / "reproduced").unlink()
+    # diff: a link refused, two hostile sites compared by their registered figures only
+    code, _, err = run("diff", str(site / "figures" / FIG / "aaaaaaaaaaaa"), str(site / "figures" / FIG / h1))
+    assert code == 2 and "symbolic link" in err
+    code, out, _ = run("diff", str(site), str(builds[0].parent / "pristine" / "site"))
+    assert code == 0 and "k21-tab2" not in out
+    # clean, every flag
+    code, out, err = run("clean", "--cache", str(cache), "--out", str(site))
+    assert code == 0 and "kept its 3 published figure versions" in out, out + err  # k21-fig3's two, k21-fig2's
+    assert len([ln for ln in err.splitlines() if "versions.json" in ln]) == 1
+    walked = [*(site / "figures").iterdir(), *(site / "figures" / FIG).iterdir()]  # a version's own files are kept
+    assert not [p for p in walked if p.is_symlink()] and not (site / "sentinel-link").is_symlink()
+    code, out, _ = run("clean", "--cache", str(cache), "--out", str(site), "--versions-older-than", "2000-01-01")
+    assert code == 0 and "kept its 3 published figure versions" in out and "figure versions (" not in out
+    code, out, _ = run("clean", "--cache", str(cache), "--out", str(site), "--versions-older-than", "0d")
+    assert code == 0 and f"1 figure versions (figures/{FIG}/{h1}/)" in out, out
+    code, out, _ = run("clean", "--cache", str(cache), "--out", str(site), "--all", "--versions-older-than", "all")
+    assert code == 0 and not site.exists(), out
+    assert syn.snapshot(tmp_path, skip=(site, cache, tmp_path / "user-cache")) == around
+    assert (s / "secret.txt").read_text() == "private key\n" and (s / "hard.txt").read_text().startswith("hard")

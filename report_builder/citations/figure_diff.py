@@ -171,13 +171,10 @@ def _short(value: Any, n: int = 60) -> str:
 
 def read_data(path: Path) -> pd.DataFrame | None:
     """A version's ``data.csv`` as the table had it (`version_files.read_csv`: text kept as text, the
-    spreadsheet guard undone), or None when unreadable."""
-    from report_builder.citations.version_files import read_csv
+    spreadsheet guard undone), read bounded (`readback.read_data`), or None when unreadable."""
+    from report_builder.citations.readback import read_data
 
-    try:
-        return read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError):
-        return None
+    return read_data(Path(path).parent, Path(path).name)
 
 
 def _numeric(df: pd.DataFrame, col: str) -> bool:

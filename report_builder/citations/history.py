@@ -10,6 +10,12 @@ differ between its two recipes (`figure_diff.inputs_diff`), the numeric change o
 (`figure_diff.data_summary`) and, for line and heatmap figures, a difference chart. The Changes page
 (`history_html`) shows it newest first.
 
+The previous history is read back through `earlier_site.read_history` (bounded, every entry checked:
+its figure ids registered, hashes of their form, permalinks and chart paths the ones they give): a
+malformed entry is left out of the Changes page with one warning and kept in the file; an unreadable
+file is kept as it was, and this build adds no entry to it. A difference chart is carried into the next
+site only with the SHA-256 its entry records (``chart_sha256``).
+
 Pitfall: every string here may come from a model, dataset or config name: `history_html` escapes
 everything it prints (it is inserted as trusted HTML).
 """
@@ -21,23 +27,29 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from report_builder.citations import figure_diff
-from report_builder.citations.permalinks import permalink
+from report_builder.citations import earlier_site, figure_diff
 from report_builder.citations.recipe import canonical
+from report_builder.citations.version_files import HISTORY_ASSETS as ASSETS
+from report_builder.citations.version_files import chart_path, permalink  # noqa: F401 - history.chart_path
 
-HISTORY = "history.json"
-ASSETS = "history"
+HISTORY = earlier_site.HISTORY
 FORMAT = "report_builder report history 1"
 
 
-def read(site: Path) -> list[dict[str, Any]]:
-    """The entries of a site's history (oldest first); empty when it has none or it is unreadable."""
-    try:
-        data = json.loads((Path(site) / HISTORY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    entries = data.get("entries") if isinstance(data, dict) else None
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+def read(site: Path, log: Callable[[str], Any] = print) -> earlier_site.History:
+    """A site's history (`earlier_site.History`: its valid entries oldest first, every entry as read);
+    one warning line when the file cannot be read (kept as it was, or -- a link, a special or an
+    oversized file -- replaced) or entries are malformed (left out of the Changes page)."""
+    past = earlier_site.read_history(Path(site))
+    where = Path(site) / HISTORY
+    if past.damaged is not None:
+        log(f"warning: {where} cannot be read ({past.damaged}): " + (
+            "it is kept as it is and this build adds no entry to it (repair or remove it to resume the history)"
+            if past.raw_bytes is not None else "it cannot be kept; the history starts again with this build"))
+    elif past.skipped:
+        log(f"warning: {where}: " + "; ".join(f"entry {k} {why}" for k, why in past.skipped.items())
+            + ": left out of the Changes page, kept in the file")
+    return past
 
 
 def _models(prov: dict[str, Any]) -> dict[str, Any]:
@@ -91,11 +103,6 @@ def _fig(fid: str, h: str, titles: dict[str, dict[str, str]]) -> dict[str, Any]:
     return {"id": fid, "title": t.get("title", ""), "hash": h, "permalink": permalink(fid, h)}
 
 
-def chart_path(fig_id: str, old: str, new: str) -> str:
-    """Site-relative path of the difference chart of a figure's change from version ``old`` to ``new``."""
-    return f"{ASSETS}/{fig_id}/{old}-{new}-difference.svg"
-
-
 def dumps(entries: list[dict[str, Any]]) -> str:
     return json.dumps({"format": FORMAT, "entries": entries}, indent=1, ensure_ascii=False) + "\n"
 
@@ -138,7 +145,8 @@ def _changed_html(c: dict[str, Any], present: set[str]) -> str:
                 f'chart.png" alt="new version {_e(c["new"])}" loading="lazy"><figcaption>new {_code(c["new"])}'
                 f'</figcaption></figure></div>')
     chart = (f'<figure class="rb-difference"><img src="{_e(c["chart"])}" alt="difference chart of {_e(c["id"])}" '
-             f'loading="lazy"><figcaption>Difference chart (new − old)</figcaption></figure>') if c.get("chart") else ""
+             f'loading="lazy"><figcaption>Difference chart (new − old)</figcaption></figure>') \
+        if c.get("chart") and c["chart"] in present else ""
     return (f"{head}<p><strong>Inputs that differ</strong></p>{_inputs_list(c.get('inputs') or [])}"
             f"<p><strong>Data</strong>: {_e(figure_diff.describe_data(data)) if data else 'not compared'}</p>{imgs}{chart}")
 
@@ -178,7 +186,8 @@ def entry_html(entry: dict[str, Any], number: int, present: set[str]) -> str:
 
 
 def history_html(entries: list[dict[str, Any]], present: set[str]) -> str:
-    """The whole history, newest first (``present``: the permalinks the new site holds)."""
+    """The whole history, newest first (``present``: the permalinks and difference charts the new site
+    holds)."""
     if not entries:
         return "<p>No build has been recorded yet.</p>"
     return "\n\n".join(entry_html(e, k + 1, present) for k, e in reversed(list(enumerate(entries))))

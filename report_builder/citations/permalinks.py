@@ -12,9 +12,12 @@ The site is replaced as a whole on every build (`site.build`), so `Versions.publ
 earlier version into the new site before the swap: hard links where the filesystem allows (copies
 elsewhere), each file verified first against the SHA-256 the index recorded when the version was
 created (``figures/versions.json``) and the content hash recomputed from ``spec.json`` and
-``data.csv``. A version that no longer matches is not republished silently: one warning line names
-it (and it is recreated only when this build produced the same content hash). ``clean`` keeps every
-version unless asked (`clean_site`).
+``data.csv``, then carried only when the bytes carried have that SHA-256 (`earlier_site.carry`). A
+version that no longer matches is not republished silently: one warning line names it (and it is
+recreated only when this build produced the same content hash). The earlier site is read only through
+`earlier_site` (ids, hashes and file names validated; a damaged index keeps every folder); everything
+is written into the new site by temporary sibling and rename (`atomic.replace_inside`). ``clean`` keeps
+every version unless asked (`site_clean`).
 
 Pitfall: nothing inside a version folder may depend on the build that carries it (no build date,
 no "current" flag) except ``index.html``; a version's ``cite.bib`` names the address it was first
@@ -22,34 +25,18 @@ published at.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import os
-import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from report_builder import guard
-from report_builder.atomic import replace_file, write_text
-from report_builder.citations import recipe
-from report_builder.filehash import sha256_of_file
-from report_builder.citations.version_files import version_hash
+from report_builder import atomic
+from report_builder.citations import earlier_site, readback, recipe
+from report_builder.citations.version_files import (FILES, HASH, OPTIONAL, PAGE, permalink,  # noqa: F401
+                                                    version_hash)
 
-FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib")
-"""Every version's files (all required)."""
-OPTIONAL = ("paper_vs_ours.csv",)
-"""Files a version holds when its figure has them."""
-PAGE = "index.html"
-INDEX = "figures/versions.json"
+INDEX = earlier_site.INDEX
 INDEX_FORMAT = "report_builder figure versions 1"
-HASH = re.compile(r"[0-9a-f]{12}")
-
-
-def permalink(fig_id: str, content_hash: str) -> str:
-    """The site-relative permalink of a version: ``figures/<id>/<hash>/``."""
-    return f"figures/{fig_id}/{content_hash}/"
 
 
 def permalink_url(site_url: str | None, fig_id: str, content_hash: str) -> str:
@@ -57,64 +44,6 @@ def permalink_url(site_url: str | None, fig_id: str, content_hash: str) -> str:
     permalink without a ``site_url``."""
     rel = permalink(fig_id, content_hash)
     return (site_url.rstrip("/") + "/" + rel) if site_url else rel
-
-
-
-def content_hash_of(folder: Path) -> set[str]:
-    """The content hashes a version folder's ``spec.json`` and ``data.csv`` give (with and without the
-    drawn ``chart.svg``, which a diagram's hash covers), as `site.figure_files.write_figure_files` makes them."""
-    spec = (folder / "spec.json").read_text(encoding="utf-8")
-    csv = (folder / "data.csv").read_text(encoding="utf-8")
-    out = {version_hash(spec, csv)}
-    svg = folder / "chart.svg"
-    if svg.is_file():
-        out.add(version_hash(spec, csv, svg.read_text(encoding="utf-8")))
-    return out
-
-
-def read_index(site: Path) -> dict[str, Any]:
-    """A site's version index (``{"current": {id: hash}, "figures": {id: {hash: record}}}``); empty when
-    missing or unreadable."""
-    try:
-        data = json.loads((Path(site) / INDEX).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"current": {}, "figures": {}}
-    if not isinstance(data, dict) or not isinstance(data.get("figures"), dict):
-        return {"current": {}, "figures": {}}
-    data.setdefault("current", {})
-    return data
-
-
-def check_version(site: Path, fig_id: str, content_hash: str, record: dict[str, Any]) -> str | None:
-    """Why the version ``fig_id``/``content_hash`` of ``site`` cannot be republished, or None when every
-    file matches the SHA-256 recorded at its creation and its content hash matches its name."""
-    folder = Path(site) / permalink(fig_id, content_hash)
-    files = record.get("files") or {}
-    if not HASH.fullmatch(content_hash) or not set(FILES) <= set(files):
-        return "its index entry is incomplete"
-    if not folder.is_dir():
-        return "its folder is missing"
-    for name, digest in files.items():
-        p = folder / name
-        if not p.is_file() or p.is_symlink():
-            return f"{name} is missing"
-        if sha256_of_file(p) != digest:
-            return f"{name} was changed after it was published"
-    try:
-        if content_hash not in content_hash_of(folder):
-            return "spec.json and data.csv no longer give its content hash"
-    except (OSError, UnicodeDecodeError):
-        return "spec.json or data.csv cannot be read"
-    return None
-
-
-def link_or_copy(src: Path, dst: Path) -> None:
-    """``dst`` as a hard link to ``src`` (a copy where the filesystem refuses links)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 @dataclass
@@ -129,44 +58,76 @@ class Versions:
     out_dir: Path
     site_url: str | None = None
     log: Callable[[str], Any] = print
-    index: dict[str, Any] = field(default_factory=dict)
+    svg_ok: Callable[[bytes], bool] | None = None  # what a carried chart.svg must pass (`site.svgsafe.is_safe`)
+    index: earlier_site.Index = field(default_factory=earlier_site.Index)
     checked: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (id, hash) -> why damaged
     new: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> {"hash", "created", "title", "paper"}
     current: dict[str, str] = field(default_factory=dict)  # this build's id -> hash
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # this build's id -> provenance record
+    bibs: dict[str, str] = field(default_factory=dict)  # this build's new versions: id -> cite.bib
     titles: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> {"title", "paper", "page"}
+    old: dict[tuple[str, str], readback.Record] = field(default_factory=dict)  # earlier versions' records read
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
-        self.index = read_index(self.out_dir)
+        self._read = earlier_site.read_index(self.out_dir)
+        self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)
 
     @property
     def previous_current(self) -> dict[str, str]:
         """The previous site's current version of each figure."""
-        return dict(self.index.get("current") or {})
+        return dict(self.index.current)
 
-    def published(self, fig_id: str, content_hash: str) -> dict[str, Any] | None:
-        """The index record of a version the previous site published, or None."""
-        return (self.index["figures"].get(fig_id) or {}).get(content_hash)
+    def published(self, fig_id: str, content_hash: str) -> earlier_site.Version | None:
+        """A version the previous site published (validated), or None."""
+        return self.index.get(fig_id, content_hash)
 
     def intact(self, fig_id: str, content_hash: str) -> bool:
         """Whether a previously published version still matches its hashes (checked once; a damaged
         one is reported in one warning line)."""
         key = (fig_id, content_hash)
         if key not in self.checked:
-            rec = self.published(fig_id, content_hash)
-            self.checked[key] = "it is not in the index" if rec is None else check_version(
-                self.out_dir, fig_id, content_hash, rec)
-            if rec is not None and self.checked[key] is not None:
-                self.log(f"warning: {permalink(fig_id, content_hash)} of {self.out_dir} is damaged "
-                         f"({self.checked[key]}): not republished")
+            v = self.published(fig_id, content_hash)
+            self.checked[key] = "it is not in the index" if v is None else earlier_site.check_version(
+                self.out_dir, v, self.svg_ok)
+            if v is not None and self.checked[key] is not None:
+                self._damaged(fig_id, content_hash)
         return self.checked[key] is None
 
+    def _damaged(self, fig_id: str, content_hash: str) -> None:
+        self.log(f"warning: {permalink(fig_id, content_hash)} of {self.out_dir} is damaged "
+                 f"({self.checked[(fig_id, content_hash)]}): not republished")
+
     def old_folder(self, fig_id: str, content_hash: str) -> Path | None:
-        """The previous site's folder of an intact version, or None."""
+        """The previous site's folder of an intact version (validated id and hash, its files checked), or None."""
         if self.published(fig_id, content_hash) is None or not self.intact(fig_id, content_hash):
             return None
         return self.out_dir / permalink(fig_id, content_hash)
+
+    def carry_file(self, fig_id: str, content_hash: str, name: str, dst_dir: Path) -> bool:
+        """Copy the file ``name`` of an intact earlier version into ``dst_dir`` (replacing what is there) when
+        its record lists it and the bytes carried have its recorded SHA-256 (`earlier_site.carry`)."""
+        v = self.published(fig_id, content_hash)
+        if v is None or name not in v.files or not self.intact(fig_id, content_hash):
+            return False
+        return earlier_site.carry(self.out_dir, v.permalink + name, Path(dst_dir), name, v.files[name]) is not None
+
+    def old_record(self, fig_id: str, content_hash: str) -> readback.Record | None:
+        """The record (provenance.json) of an intact earlier version, read once; None when there is none."""
+        key = (fig_id, content_hash)
+        if key not in self.old and self.published(fig_id, content_hash) is not None and self.intact(*key):
+            try:
+                self.old[key] = readback.read_record(self.out_dir / permalink(*key), *key)
+            except (OSError, readback.BadRecord) as e:
+                self.checked[key] = f"provenance.json: {e}"
+                self._damaged(*key)
+        return self.old.get(key)
+
+    def old_data(self, fig_id: str, content_hash: str):
+        """The ``data.csv`` of an intact earlier version as a table, or None."""
+        if self.old_record(fig_id, content_hash) is None:
+            return None
+        return readback.read_data(self.out_dir / permalink(fig_id, content_hash))
 
     def record_for(self, spec: Any, content_hash: str, make: Callable[[], tuple[dict[str, Any], str]],
                    page: str | None = None) -> tuple[dict[str, Any], str, str]:
@@ -175,18 +136,18 @@ class Versions:
         ``make()``'s record (sealed here) and citation: a new version."""
         self.current[spec.id] = content_hash
         self.titles[spec.id] = {"title": spec.title, "paper": spec.paper, "page": page or ""}
-        old = self.old_folder(spec.id, content_hash)
+        old = self.old_record(spec.id, content_hash)
         if old is not None:
             try:
-                text = (old / "provenance.json").read_text(encoding="utf-8")
-                bib = (old / "cite.bib").read_text(encoding="utf-8")
-                self.records[spec.id] = json.loads(text)
-                return self.records[spec.id], text, bib
-            except (OSError, ValueError):
-                self.checked[(spec.id, content_hash)] = "provenance.json cannot be read"
+                bib = readback.read_text(self.out_dir / permalink(spec.id, content_hash), "cite.bib")
+                self.records[spec.id] = old.data
+                return old.shown, old.text, bib
+            except (OSError, readback.BadRecord) as e:
+                self.checked[(spec.id, content_hash)] = f"cite.bib: {e}"
         rec, bib = make()
         rec = recipe.seal(rec)
         self.records[spec.id] = rec
+        self.bibs[spec.id] = bib
         self.new[spec.id] = {"hash": content_hash, "created": rec.get("date"), "title": spec.title,
                              "paper": spec.paper}
         return rec, recipe.dumps(rec), bib
@@ -194,9 +155,8 @@ class Versions:
     def all_versions(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Every version the new site will hold: the previous index's (intact) plus this build's."""
         out: dict[str, dict[str, dict[str, Any]]] = {}
-        for fid, vs in self.index["figures"].items():
-            for h, rec in vs.items():
-                out.setdefault(fid, {})[h] = rec
+        for v in self.index.all():
+            out.setdefault(v.figure, {})[v.hash] = v.entry()
         for fid, v in self.new.items():
             out.setdefault(fid, {})[v["hash"]] = {k: v[k] for k in ("created", "title", "paper")}
         return out
@@ -208,149 +168,69 @@ class Versions:
         this one started: its versions are carried too). ``write_page(fig_id, hash, record, bib,
         current hash, newer exists)`` -> the version's index.html. Returns the new index.
         """
-        latest = read_index(self.out_dir)
-        if latest != self.index:
+        tmp_site = Path(tmp_site)
+        if earlier_site.read_index(self.out_dir) != self._read:
             self.log("site: another build published into the output meanwhile; its versions are kept")
-            self.index = latest
+            self._read = earlier_site.read_index(self.out_dir)
+            self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)
+            self.checked.clear()
+            self.old.clear()
         index: dict[str, Any] = {"format": INDEX_FORMAT, "current": dict(sorted(self.current.items())), "figures": {}}
-        for fid, vs in sorted(self.index["figures"].items()):
-            for h, rec in sorted(vs.items()):
-                if (fid, h) in {(f, v["hash"]) for f, v in self.new.items()}:
-                    self.log(f"site: {permalink(fid, h)} recreated from this build (the same content hash)")
-                    continue  # recreated by this build (its published folder was damaged)
-                if not self.intact(fid, h):
-                    continue
-                src = self.out_dir / permalink(fid, h)
-                dst = tmp_site / permalink(fid, h)
-                for name in rec["files"]:
-                    link_or_copy(src / name, dst / name)
-                index["figures"].setdefault(fid, {})[h] = rec
+        pages: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+        new = {(f, v["hash"]) for f, v in self.new.items()}
+        for v in self.index.all():
+            key = (v.figure, v.hash)
+            if key in new:
+                self.log(f"site: {v.permalink} recreated from this build (the same content hash)")
+                continue  # recreated by this build (its published folder was damaged)
+            rec = self.old_record(*key)
+            if rec is None:
+                continue
+            try:
+                bib = readback.read_text(self.out_dir / v.permalink, "cite.bib")
+            except (OSError, readback.BadRecord) as e:
+                self.checked[key] = f"cite.bib: {e}"
+                self._damaged(*key)
+                continue
+            if not all(earlier_site.carry(self.out_dir, v.permalink + name, tmp_site, sha256=digest)
+                       for name, digest in sorted(v.files.items())):
+                self.checked[key] = "a file changed while it was carried"
+                self._damaged(*key)
+                atomic.remove_inside(tmp_site, tmp_site / v.permalink)
+                continue
+            index["figures"].setdefault(v.figure, {})[v.hash] = v.entry()
+            pages[key] = (rec.shown, bib)
         for fid, v in self.new.items():
-            h = v["hash"]
-            src, dst = tmp_site / "figures" / fid, tmp_site / permalink(fid, h)
-            dst.mkdir(parents=True, exist_ok=True)
-            files = {}
+            h, files = v["hash"], {}
             for name in FILES + OPTIONAL:
-                if (src / name).is_file():
-                    link_or_copy(src / name, dst / name)
-                    files[name] = sha256_of_file(dst / name)
+                digest = earlier_site.carry(tmp_site, f"figures/{fid}/{name}", tmp_site, permalink(fid, h) + name)
+                if digest is not None:
+                    files[name] = digest
             index["figures"].setdefault(fid, {})[h] = {"created": v["created"], "title": v["title"],
                                                        "paper": v["paper"], "files": dict(sorted(files.items()))}
+            pages[(fid, h)] = (self.records[fid], self.bibs[fid])
         for fid, h in self.current.items():  # the current files: one copy on disk with their version's
             rec = (index["figures"].get(fid) or {}).get(h)
             if rec is not None:
-                _share(tmp_site / "figures" / fid, tmp_site / permalink(fid, h), rec["files"])
+                _share(tmp_site, fid, h, rec["files"])
         for fid, vs in index["figures"].items():
             cur = self.current.get(fid)
             for h in vs:
-                folder = tmp_site / permalink(fid, h)
-                rec = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
-                bib = (folder / "cite.bib").read_text(encoding="utf-8")
+                rec, bib = pages[(fid, h)]
                 text = write_page(fid, h, rec, bib, cur, _newer(vs, h, cur))
-                (folder / PAGE).write_text(text, encoding="utf-8")
-        (tmp_site / INDEX).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_site / INDEX).write_text(json.dumps(index, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+                atomic.replace_inside(tmp_site, tmp_site / permalink(fid, h) / PAGE, text)
+        atomic.replace_inside(tmp_site, tmp_site / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
         return index
 
 
-def _share(current: Path, version: Path, files: dict[str, str]) -> None:
-    """Replace each file of ``current`` that has the same bytes as its version's (SHA-256 recorded in
+def _share(site: Path, fid: str, h: str, files: dict[str, str]) -> None:
+    """Replace each file of ``figures/<fid>/`` that has the same bytes as its version's (SHA-256 recorded in
     ``files``) by a hard link to it, so the site holds one copy (mkdocs wrote the current files anew)."""
     for name, digest in files.items():
-        cur, ver = current / name, version / name
-        try:
-            if not cur.is_file() or os.path.samefile(cur, ver) or cur.stat().st_size != ver.stat().st_size:
-                continue
-            if sha256_of_file(cur) != digest:
-                continue
-            replace_file(cur, lambda tmp: os.link(ver, tmp))
-        except OSError:
-            continue  # another filesystem or no links: the copy stays
+        if earlier_site.file_sha256(site, f"figures/{fid}/{name}") == digest:
+            earlier_site.carry(site, permalink(fid, h) + name, site, f"figures/{fid}/{name}", digest)
 
 
 def _newer(versions: dict[str, dict[str, Any]], h: str, current: str | None) -> bool:
     """Whether a version other than ``h`` is current (a newer version exists)."""
     return current is not None and current != h and current in versions
-
-
-# ---------------------------------------------------------------- clean
-
-
-def parse_age(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
-    """``Nd`` (days before now), an ISO date/time (``2025-06-01``) or ``all`` (any time before now, a
-    minute ahead) as an aware UTC datetime.
-
-    Raises:
-        ValueError: with the accepted forms.
-    """
-    now = now or _dt.datetime.now(_dt.timezone.utc)
-    s = str(text).strip()
-    if s == "all":
-        return now + _dt.timedelta(minutes=1)
-    m = re.fullmatch(r"(\d+)\s*d", s)
-    if m:
-        return now - _dt.timedelta(days=int(m.group(1)))
-    try:
-        t = _dt.datetime.fromisoformat(s)
-    except ValueError:
-        raise ValueError(f"--versions-older-than: cannot read {text!r}; give a number of days (30d), a date "
-                         f"(2025-06-01) or all") from None
-    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
-
-
-def _created(rec: dict[str, Any]) -> _dt.datetime | None:
-    try:
-        t = _dt.datetime.fromisoformat(str(rec.get("created")))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
-
-
-KEPT = ("figures", "history", "history.json", guard.SITE_MARKER)
-
-
-def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: bool = False) -> tuple[int, int]:
-    """Remove a built site but keep its published figure versions, their index and the report history
-    (``figures/<id>/<hash>/``, ``figures/versions.json``, ``history.json``, ``history/``); with
-    ``older_than``, also the versions created before it, except each figure's current one (what the
-    last build showed: its permalink stays) unless ``current_too``. When no version remains, the whole
-    folder goes. Returns (versions kept, versions removed). The caller holds the site's lock."""
-    out = Path(out)
-    if not out.exists():
-        return 0, 0
-    index = read_index(out)
-    current = index.get("current") or {}
-    removed = 0
-    for fid, vs in list(index["figures"].items()):
-        for h, rec in list(vs.items()):
-            created = _created(rec)
-            if current.get(fid) == h and not current_too:
-                continue
-            if older_than is not None and (created is None or created < older_than):
-                shutil.rmtree(out / permalink(fid, h), ignore_errors=True)
-                del vs[h]
-                removed += 1
-        if not vs:
-            del index["figures"][fid]
-    kept = sum(len(vs) for vs in index["figures"].values())
-    if kept == 0:
-        shutil.rmtree(out)
-        return 0, removed
-    keep_dirs = {(out / permalink(fid, h)).resolve() for fid, vs in index["figures"].items() for h in vs}
-    for p in sorted(out.iterdir()):
-        if p.name not in KEPT:
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-    figs = out / "figures"
-    for d in sorted(figs.iterdir()) if figs.is_dir() else []:
-        if d.name == Path(INDEX).name:
-            continue
-        if not d.is_dir() or d.is_symlink():
-            d.unlink()
-            continue
-        for q in sorted(d.iterdir()):
-            if q.resolve() not in keep_dirs:
-                shutil.rmtree(q) if q.is_dir() and not q.is_symlink() else q.unlink()
-        if not any(d.iterdir()):
-            d.rmdir()
-    write_text(out / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
-    return kept, removed

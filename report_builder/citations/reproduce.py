@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from report_builder import guard
+from report_builder import atomic, guard
 from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal
-from report_builder.citations import figure_diff, recipe
-from report_builder.values import check_path
+from report_builder.citations import figure_diff, readback, recipe
 from report_builder.citations.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
 EDITED = ("the recipe (provenance.json) was edited after it was published: its recipe_sha256 no longer matches, "
@@ -89,22 +87,11 @@ class Reproduction:
 
 
 def load_recipe(path: str | Path) -> tuple[dict[str, Any], Path]:
-    """(the recipe, its provenance.json path) of a version folder or provenance file; `UsageError` else."""
-    check_path(str(path), "reproduce PATH", error=UsageError)
-    p = Path(path).expanduser()
-    prov = p / "provenance.json" if p.is_dir() else p
-    if not prov.is_file():
-        raise UsageError(f"{path}: no provenance.json there; give a figure version folder (figures/<id>/<hash>/) "
-                         f"or its provenance.json")
-    try:
-        rec = json.loads(prov.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise UsageError(f"{prov}: cannot be read as JSON ({e})") from None
-    if not isinstance(rec, dict) or rec.get("recipe") != recipe.FORMAT or not isinstance(rec.get("config"), dict) \
-            or not rec["config"].get("models") or not isinstance(rec.get("figure"), dict):
-        raise UsageError(f"{prov}: not a figure recipe this report_builder can rebuild (expected "
-                         f"recipe: {recipe.FORMAT!r} with its configuration; made by an older report_builder?)")
-    return rec, prov
+    """(the recipe, its provenance.json path) of a version folder or provenance file, read and validated by
+    `readback.read_recipe` (bounded, no link followed, every field it uses of its type, the figure id
+    registered, the content hash of its form); `readback.BadRecord` (a `UsageError`) naming what is wrong."""
+    rec, prov = readback.read_recipe(path)
+    return rec.data, prov
 
 
 def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
@@ -299,6 +286,8 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
 
     cache = Cache(cfg.cache_dir)
     guard.check_writable(cache.base, "the cache directory", "--cache")
+    with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
+        pass  # reproduced/ is a real folder of the cache, not a link: refused before any work
     plan = planning.plan(cfg, cache)
     plan = dataclasses.replace(plan, tasks=_needed(rec, plan))
     executor = LocalExecutor(cache, log=log, progress=progress)
@@ -318,16 +307,14 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     except NotConfigured as e:
         out.reasons.append(f"the figure is not configured from this recipe ({_first_line(e)})")
         return "not-configured"
+    # the id is a registered one and the hash of its form (`readback.read_recipe`): the name stays in reproduced/
     target = cache.reproduced / f"{spec.id}-{out.recorded}"
     tmp = guard.make_tmp_dir(target)
     with guard.removing(tmp):
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))
-        (tmp / spec.id / "provenance.json").write_text(recipe.dumps(rec), encoding="utf-8")
-        import shutil
-
-        if target.exists():
-            shutil.rmtree(target)
-        (tmp / spec.id).rename(target)
+        atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(rec))
+        atomic.remove_inside(cache.base, target)
+        atomic.move_inside(cache.base, tmp / spec.id, target)
     out.files = str(target)
     return ff.content_hash
 

@@ -5,17 +5,18 @@ a ``provenance.json`` (its ``data.csv`` is read from the same folder when it is 
 site (its ``figures/<id>/`` current versions, figure by figure). The summary is `citations.figure_diff`'s,
 the same the Changes page shows: the inputs that differ and the numeric change of the data.
 
-Pitfall: every value printed comes from files a user may have downloaded from anywhere: the CLI
-prints them through its terminal escaping; nothing here evaluates them.
+Every file is read through `readback` (bounded, regular files only, no link followed, the record
+validated). Pitfall: every value printed comes from files a user may have downloaded from anywhere: the
+CLI prints them through its terminal escaping; nothing here evaluates them.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from report_builder.errors import UsageError, for_terminal
-from report_builder.citations import figure_diff
+from report_builder import atomic
+from report_builder.citations import figure_diff, readback
+from report_builder.errors import ReportBuilderError, UsageError, for_terminal
 from report_builder.values import check_path
 
 
@@ -23,6 +24,8 @@ def _side(path: Path) -> tuple[str, Path]:
     """("site" | "version", folder or provenance file) of one argument; `UsageError` when neither."""
     check_path(str(path), "diff", error=UsageError)
     p = Path(path).expanduser()
+    if p.is_symlink():
+        raise UsageError(f"{path}: a symbolic link; give the folder or file itself")
     if p.is_file() and p.name.endswith(".json"):
         return "version", p
     if p.is_dir() and (p / "provenance.json").is_file():
@@ -34,31 +37,37 @@ def _side(path: Path) -> tuple[str, Path]:
 
 
 def _record(prov_file: Path) -> dict[str, Any]:
+    """The record of a provenance file, read and validated by `readback` (bounded, no link followed);
+    `readback.BadRecord` (a `UsageError`) naming what is wrong."""
     try:
-        rec = json.loads(prov_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise UsageError(f"{prov_file}: cannot be read as JSON ({e})") from None
-    if not isinstance(rec, dict):
-        raise UsageError(f"{prov_file}: not a provenance record")
-    return rec
+        data = readback.read_bytes(prov_file.parent, prov_file.name, readback.CAPS["recipe"])
+    except FileNotFoundError:
+        raise UsageError(f"{prov_file}: no such file") from None
+    return readback.record_from(data, prov_file, linked=False).data
 
 
 def version_diff(old_prov: Path, new_prov: Path) -> dict[str, Any]:
     """The summary of two versions given by their provenance files."""
     a, b = _record(old_prov), _record(new_prov)
     fa, fb = (a.get("figure") or {}).get("id"), (b.get("figure") or {}).get("id")
-    old_df = figure_diff.read_data(old_prov.parent / "data.csv")
-    new_df = figure_diff.read_data(new_prov.parent / "data.csv")
+    old_df = readback.read_data(old_prov.parent)
+    new_df = readback.read_data(new_prov.parent)
     same = a.get("content_hash") is not None and a.get("content_hash") == b.get("content_hash")
     return {"figure": fb or fa, "old_figure": fa, "old": a.get("content_hash"), "new": b.get("content_hash"),
             "identical": same, "inputs": figure_diff.inputs_diff(a, b),
             "data": figure_diff.data_summary(old_df, new_df) if old_df is not None and new_df is not None else
-            {"comparable": False, "reason": "no data.csv beside a provenance.json"}}
+            {"comparable": False, "reason": "no readable data.csv beside a provenance.json"}}
 
 
 def _figures(site: Path) -> dict[str, Path]:
-    return {d.name: d / "provenance.json" for d in sorted((site / "figures").iterdir())
-            if d.is_dir() and (d / "provenance.json").is_file()}
+    """Each figure's current provenance.json of a site: a registered id's real folder (links are skipped)."""
+    try:
+        found = atomic.entries(site, site / "figures")
+    except ReportBuilderError as e:
+        raise UsageError(f"{site}: {e}") from None
+    return {name: site / "figures" / name / "provenance.json" for name, is_dir in found
+            if is_dir and readback.figure_id(name) is not None
+            and (site / "figures" / name / "provenance.json").exists()}
 
 
 def diff(old: str | Path, new: str | Path) -> dict[str, Any]:

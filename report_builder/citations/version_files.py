@@ -1,5 +1,5 @@
-"""A figure version's files as data: its content hash and its ``data.csv`` (the spreadsheet-safe writer
-and its one reader).
+"""A figure version's files as data: their names, its content hash and its ``data.csv`` (the
+spreadsheet-safe writer and its one reader).
 
 A version is named by `version_hash` over its ``spec.json``, ``data.csv`` and, for a drawn diagram,
 ``chart.svg``: the site names versions by it (`site.figure_files.write_figure_files`), `permalinks`
@@ -19,6 +19,29 @@ from typing import Any
 import pandas as pd
 
 from report_builder import precision
+
+FILES = ("chart.svg", "chart.png", "data.csv", "spec.json", "provenance.json", "cite.bib")
+"""Every version's files (all required)."""
+OPTIONAL = ("paper_vs_ours.csv",)
+"""Files a version holds when its figure has them."""
+PAGE = "index.html"
+"""The site's page about a version, beside its files: the one file of its folder a later build rewrites."""
+HASH = re.compile(r"[0-9a-f]{12}")
+"""A content hash: exactly 12 lowercase hex digits (`version_hash`), the name of a version's folder."""
+HISTORY_ASSETS = "history"
+"""The site folder of the history's difference charts."""
+
+
+def permalink(fig_id: str, content_hash: str) -> str:
+    """The site-relative permalink of a version: ``figures/<id>/<hash>/`` (of a validated id and hash:
+    `readback` checks both before anything read back is joined into a path)."""
+    return f"figures/{fig_id}/{content_hash}/"
+
+
+def chart_path(fig_id: str, old: str, new: str) -> str:
+    """Site-relative path of the difference chart of a figure's change from version ``old`` to ``new``."""
+    return f"{HISTORY_ASSETS}/{fig_id}/{old}-{new}-difference.svg"
+
 
 def version_hash(spec_text: str, csv: str, svg: str | None = None) -> str:
     """A figure version's content hash: its Vega-Lite spec, its ``data.csv`` and, for a drawn diagram,

@@ -32,6 +32,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +47,11 @@ from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec,
 from report_builder.figures import compare
 from report_builder.figures.display import DisplayTables
 from report_builder.citations import cite as prov_mod
-from report_builder.citations import history, permalinks
+from report_builder.citations import earlier_site, history, permalinks, readback
 from report_builder.citations.version_files import write_csv
 from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
-from report_builder.site import publish
+from report_builder.site import publish, svgsafe
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
 from report_builder.site.site_state import IN_OUT, site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, RenderCache, export_title,
@@ -164,16 +165,17 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     cache_manifest, build_record = state.manifest, state.record
     kept = False
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
-    versions = permalinks.Versions(out_dir, site_url, log)  # earlier versions, carried into the new site
-    past = history.read(out_dir)
+    declared = readback.DECLARED.set(frozenset(ids))  # this build's figures are known ids of what it reads back
     try:
+        versions = permalinks.Versions(out_dir, site_url, log, svgsafe.is_safe)  # earlier versions, carried (verified)
+        past = history.read(out_dir, log)  # validated; a damaged one kept as it was (`citations.earlier_site`)
         tmp_docs.mkdir(parents=True)
         tmp_site.mkdir()  # before anything is written: its files inherit the output's group and default ACL
         if out_dir.is_dir() and not out_dir.is_symlink():
             guard.copy_dir_attrs(out_dir, tmp_site, keep_writable=True)
         secret = state.key()
         render_cache = RenderCache(state.working(tmp_site) / "figure-renders", secret)
-        previous = manifest.read_manifest(out_dir / "figures" / "manifest.json", cache_manifest)
+        previous = earlier_site.read_manifest(out_dir, cache_manifest)
         assets.write_assets(tmp_docs)
         reported = reported if reported is not None else provenance.get("reported", {}) or {}
         display = DisplayTables(tables)  # tokens in display form, each table converted when first read
@@ -195,10 +197,10 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         current["base"] = base
         (tmp_docs / "figures").mkdir(parents=True, exist_ok=True)
         (tmp_docs / "figures" / "manifest.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
-        entry, charts = publish.history_entry(versions, past, provenance, tmp_docs / "figures")
-        entries = past + ([entry] if entry else [])
+        entry, charts = publish.history_entry(versions, past.entries, provenance, tmp_docs / "figures")
+        entries = publish.page_entries(past, entry)
         write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
-                    inline_limit, history.history_html(entries, publish.present(versions)),
+                    inline_limit, history.history_html(entries, publish.present(versions, past, charts)),
                     {i: (permalinks.permalink(i, h), permalinks.permalink_url(site_url, i, h))
                      for i, h in versions.current.items()})
         n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
@@ -237,6 +239,7 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
                       "docs": _tree_digest(docs_dir, dates) if docs_dir is not None else None}
             write_text(build_record, json.dumps(record, indent=1))
     finally:
+        readback.DECLARED.reset(declared)
         for tmp in (tmp_docs, tmp_site):
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -253,7 +256,7 @@ def _tree_digest(root: Path, date: str | tuple[str, ...] = "", known: dict[str, 
     if not root.is_dir():
         return None
     return _files_digest({p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-                          if p.is_file() and p.name != guard.SITE_MARKER
+                          if (p.is_symlink() or p.is_file()) and p.name != guard.SITE_MARKER
                           and p.relative_to(root).parts[0] != IN_OUT}, date, known)
 
 
@@ -265,6 +268,8 @@ def _files_digest(files: dict[str, Path], date: str | tuple[str, ...] = "",
     for rel, p in files.items():
         if rel in known:
             digest = bytes.fromhex(known[rel])
+        elif p.is_symlink() or not p.is_file() or p.stat().st_size > _DIGEST_IN_MEMORY:
+            digest = _stream_digest(p)  # a link (never followed: the tool makes none) or a large file
         else:
             data = p.read_bytes()
             for d in (date,) if isinstance(date, str) else date:
@@ -273,6 +278,21 @@ def _files_digest(files: dict[str, Path], date: str | tuple[str, ...] = "",
             digest = hashlib.sha256(data).digest()
         h.update(rel.encode("utf-8") + b"\0" + digest)
     return h.hexdigest()
+
+
+_DIGEST_IN_MEMORY = 64 << 20
+"""Files of a site up to this size are digested with their build dates masked (pages); larger ones streamed."""
+
+
+def _stream_digest(p: Path) -> bytes:
+    """SHA-256 of a link's target text (never followed) or of a regular file read in chunks."""
+    if p.is_symlink():
+        return hashlib.sha256(b"link\0" + os.fsencode(os.readlink(p))).digest()
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
 
 
 def _inputs_digest(docs: Path, date: str | tuple[str, ...], extra_files: dict[str, str], site_url: str | None,
@@ -368,8 +388,10 @@ def _render_figure(spec: FigureSpec, display: DisplayTables, roles: Roles, repor
     else:
         tracker = ReadTracker(display)
         ctx = FigureContext(tables=tracker, roles=roles, reported=reported)
-        previous = versions.old_folder(spec.id, versions.previous_current.get(spec.id, "")) if versions else None
-        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous)
+        old = versions.previous_current.get(spec.id, "") if versions else ""
+        previous = versions.old_folder(spec.id, old) if versions else None
+        carry = functools.partial(versions.carry_file, spec.id, old) if previous is not None else None
+        sec, meta = _build_section(spec, ctx, fig_dir, inline_limit, log, render_cache, previous, carry)
         if figure_cache is not None and meta is not None:
             figure_cache.put(spec, tracker.reads(), fig_dir if sec.not_configured is None else None, meta)
         if sec.not_configured is not None:
@@ -400,7 +422,8 @@ def _section_from_meta(meta: dict[str, Any], fig_dir: Path, spec: FigureSpec) ->
 
 
 def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_limit: int,
-                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Path | None = None
+                   log: Callable[[str], Any], render_cache: RenderCache | None, previous: Path | None = None,
+                   carry: Callable[[str, Path], bool] | None = None
                    ) -> tuple[Section, dict[str, Any] | None]:
     """Build one figure and write its files; the section and what `figure_cache` stores of it (None
     when its parameters would not come back from JSON as they are)."""
@@ -424,8 +447,8 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     cmp = compare.comparison(spec.id, result.data, ctx.tables, ctx.roles, ctx.reported or None, units=spec.units)
     if cmp is not None:
         write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
-        if ff.kept and (previous / "paper_vs_ours.csv").is_file():  # the kept version's own (same precision)
-            shutil.copyfile(previous / "paper_vs_ours.csv", fig_dir / "paper_vs_ours.csv", follow_symlinks=False)
+        if ff.kept and carry is not None:  # the kept version's own (same precision), as its record lists it
+            carry("paper_vs_ours.csv", fig_dir)
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)

@@ -10,16 +10,21 @@ every version and the history into the new site (called by `site.build.render_si
 - `publish`: under the site lock, right before the swap: every earlier version (verified) and this
   build's new ones into the new site (`permalinks.Versions.publish`), their pages
   (`citations.version_page`), ``history.json`` (the output's latest history plus this entry) and the
-  history's charts (earlier ones carried by hard link).
+  history's charts (earlier ones carried by hard link, each with the SHA-256 its entry records).
+
+The earlier site is read only through `citations.earlier_site`/`readback` (validated objects); every
+file is written into the new site by temporary sibling and rename (`atomic.replace_inside`).
 """
 from __future__ import annotations
 
-import json
+import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
-from report_builder.citations import figure_diff, history, permalinks, recipe, version_page
+from report_builder import atomic
+from report_builder.citations import earlier_site, figure_diff, history, permalinks, readback, recipe, version_page
 from report_builder.citations import cite as prov_mod
+from report_builder.site import svgsafe
 from report_builder.site.write_pages import PAGES, page_html
 
 
@@ -51,8 +56,8 @@ def figure_record(spec: Any, result: Any, content_hash: str, display: Any, roles
 
 
 def _titles(versions: permalinks.Versions) -> dict[str, dict[str, str]]:
-    out = {fid: {"title": str((vs.get(h) or {}).get("title", ""))} for fid, vs in versions.index["figures"].items()
-           for h in [versions.previous_current.get(fid)] if h}
+    out = {fid: {"title": v.title} for fid, h in versions.previous_current.items()
+           for v in [versions.published(fid, h)] if v is not None}
     out.update(versions.titles)
     return out
 
@@ -61,24 +66,21 @@ def history_entry(versions: permalinks.Versions, past: list[dict[str, Any]], pro
                   figures_dir: Path) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """This build's history entry (None when nothing changed) and its difference charts (site path -> SVG).
 
-    ``figures_dir``: this build's generated ``figures/`` (the new versions' files)."""
+    ``past``: the earlier history's valid entries; ``figures_dir``: this build's generated ``figures/``
+    (the new versions' files). The earlier versions are read through `permalinks.Versions` (validated)."""
     charts: dict[str, str] = {}
 
     def detail(fid: str, old: str, new: str) -> dict[str, Any]:
-        folder = versions.old_folder(fid, old)
-        if folder is None:
+        old_rec = versions.old_record(fid, old)
+        if old_rec is None:
             return {"inputs": [], "data": {"comparable": False, "reason": "the old version is not available"}}
-        try:
-            old_rec = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            old_rec = {}
-        old_df = figure_diff.read_data(folder / "data.csv")
-        new_df = figure_diff.read_data(figures_dir / fid / "data.csv")
-        out: dict[str, Any] = {"inputs": figure_diff.inputs_diff(old_rec, versions.records.get(fid) or {}),
+        old_df = versions.old_data(fid, old)
+        new_df = readback.read_data(figures_dir / fid)
+        out: dict[str, Any] = {"inputs": figure_diff.inputs_diff(old_rec.data, versions.records.get(fid) or {}),
                                "data": figure_diff.data_summary(old_df, new_df), "chart": None}
         try:
-            spec = json.loads((figures_dir / fid / "spec.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            spec = readback.read_json(figures_dir / fid, "spec.json", readback.CAPS["file"])
+        except (OSError, readback.BadRecord):
             spec = None
         dspec = figure_diff.difference_spec(old_df, new_df, spec, fid)
         if dspec is not None:
@@ -87,18 +89,47 @@ def history_entry(versions: permalinks.Versions, past: list[dict[str, Any]], pro
             path = history.chart_path(fid, old, new)
             charts[path] = vlc.vegalite_to_svg(dspec)
             out["chart"] = path
+            out["chart_sha256"] = hashlib.sha256(charts[path].encode("utf-8")).hexdigest()
         return out
 
     entry = history.make_entry(prov, past, dict(versions.current), versions.previous_current, _titles(versions), detail)
     return entry, charts
 
 
-def present(versions: permalinks.Versions) -> set[str]:
-    """The permalinks the new site will hold: every earlier version still intact (each checked here,
-    once; a damaged one is reported) and this build's new ones."""
+def _kept_charts(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """The earlier difference charts a new site carries: each one its entry names with the SHA-256 it
+    records (`history.chart_path` of the entry's validated id and hashes) -> that SHA-256."""
+    return {c["chart"]: c["chart_sha256"] for e in entries for c in e.get("changed") or []
+            if c.get("chart") and c.get("chart_sha256")}
+
+
+def present(versions: permalinks.Versions, past: Any = None, charts: dict[str, str] | None = None) -> set[str]:
+    """The permalinks the new site will hold -- every earlier version still intact (each checked here,
+    once; a damaged one is reported) and this build's new ones -- and its difference charts: this build's
+    (``charts``) and the earlier ones that verify (``past``: the earlier `history.read`)."""
     new = {(fid, v["hash"]) for fid, v in versions.new.items()}
-    return {permalinks.permalink(fid, h) for fid, vs in versions.all_versions().items() for h in vs
-            if (fid, h) in new or versions.intact(fid, h)}
+    out = {permalinks.permalink(fid, h) for fid, vs in versions.all_versions().items() for h in vs
+           if (fid, h) in new or versions.intact(fid, h)}
+    kept = _kept_charts(past.entries) if past is not None else {}
+    out |= {rel for rel, digest in kept.items() if _chart_ok(versions.out_dir, rel, digest)}
+    return out | set(charts or {})
+
+
+def _chart_ok(site: Path, rel: str, digest: str) -> bool:
+    """Whether the earlier difference chart ``rel`` is a regular file with its recorded SHA-256 holding only
+    what a chart draws (`svgsafe.is_safe`: the site serves it)."""
+    try:
+        data = readback.read_bytes(site, rel, readback.CAPS["file"])
+    except (OSError, readback.BadRecord):
+        return False
+    return hashlib.sha256(data).hexdigest() == digest and svgsafe.is_safe(data)
+
+
+def page_entries(past: earlier_site.History, entry: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The history the Changes page shows: the earlier valid entries and this build's (not when the earlier
+    history.json is kept as it was, unreadable: `publish` adds no entry to it)."""
+    kept_as_is = past.damaged is not None and past.raw_bytes is not None
+    return past.entries + ([entry] if entry and not kept_as_is else [])
 
 
 def _write_page(versions: permalinks.Versions) -> Callable[..., str]:
@@ -110,27 +141,33 @@ def _write_page(versions: permalinks.Versions) -> Callable[..., str]:
     return write
 
 
-def publish(versions: permalinks.Versions, tmp_site: Path, past: list[dict[str, Any]], entry: dict[str, Any] | None,
+def publish(versions: permalinks.Versions, tmp_site: Path, past: earlier_site.History, entry: dict[str, Any] | None,
             charts: dict[str, str], log: Callable[[str], Any]) -> None:
-    """Write the versions, their pages, the history and its charts into ``tmp_site`` (under the site lock)."""
+    """Write the versions, their pages, the history and its charts into ``tmp_site`` (under the site lock).
+
+    The output's history is read again (another build may have appended meanwhile): its entries are
+    written back as they were, this build's appended; an unreadable one is kept as it was (no entry
+    added). Earlier charts are carried only with their recorded SHA-256 (`earlier_site.carry`)."""
     versions.publish(tmp_site, _write_page(versions))
-    latest = history.read(versions.out_dir)
-    if latest[: len(past)] != past or len(latest) < len(past):
+    latest = earlier_site.read_history(versions.out_dir)
+    if latest.raw[: len(past.raw)] != past.raw or len(latest.raw) < len(past.raw):
         log("warning: the output's history.json is not the one this build started from; the output's is kept")
-    base = latest if len(latest) >= len(past) else past
-    entries = base + ([entry] if entry else [])
-    assets = versions.out_dir / history.ASSETS
-    if assets.is_dir():
-        for p in sorted(assets.rglob("*")):
-            if p.is_file() and not p.is_symlink():
-                permalinks.link_or_copy(p, tmp_site / p.relative_to(versions.out_dir))
+    base = latest if len(latest.raw) >= len(past.raw) else past
+    for rel, digest in _kept_charts(base.entries).items():
+        if _chart_ok(versions.out_dir, rel, digest):
+            earlier_site.carry(versions.out_dir, rel, tmp_site, sha256=digest)
     for rel, svg in charts.items():
-        target = tmp_site / rel
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(svg, encoding="utf-8")
+        if not (tmp_site / rel).exists():
+            atomic.replace_inside(tmp_site, tmp_site / rel, svg)
+    if base.damaged is not None:
+        if base.raw_bytes is not None:  # kept as it was: this build's entry is not added to it
+            atomic.replace_inside(tmp_site, tmp_site / history.HISTORY, base.raw_bytes)
+            return
+        entries = [entry] if entry else []
+    else:
+        entries = base.raw + ([entry] if entry else [])
     if entries:
-        (tmp_site / history.HISTORY).write_text(history.dumps(entries), encoding="utf-8")
+        atomic.replace_inside(tmp_site, tmp_site / history.HISTORY, history.dumps(entries))
 
 
 def build_dates(date: str, entries: list[dict[str, Any]], versions: permalinks.Versions) -> tuple[str, ...]:

@@ -79,6 +79,20 @@ class SiteState:
     def manifest(self) -> Path:
         return self.root / "manifest.json"
 
+    def ensure(self) -> Path:
+        """``root`` in the results cache, made when missing, with no symbolic link on the way from the
+        cache (`atomic.opened_dir`: a ``site/`` or state folder planted as a link is refused, never
+        written through: `guard.UnsafeOutput`)."""
+        from report_builder import atomic
+
+        cache = self.root.parent.parent
+        try:
+            with atomic.opened_dir(cache, (self.root.parent.name, self.root.name), create=True):
+                return self.root
+        except (guard.UnsafeOutput, FileExistsError, NotADirectoryError) as e:
+            raise guard.UnsafeOutput(f"the output's state folder in the cache {self.root} cannot be used: {e}; remove "
+                                     f"what is in its way (the renders are made again)") from None
+
     def working(self, new_site: Path) -> Path:
         """The folder this build reads and writes its renders in: ``root`` itself with a results cache;
         in the fallback, ``<new_site>/.report_builder`` holding hard links (copies where links fail) of
@@ -87,12 +101,11 @@ class SiteState:
         followed (what was planted in the old site's hidden folder is not carried)."""
         check(self)
         if not self.in_out:
-            self.root.mkdir(parents=True, exist_ok=True)
-            return self.root
+            return self.ensure()
         work = Path(new_site) / IN_OUT
         work.mkdir(parents=True, exist_ok=True)
         old = self.root / "figure-renders"
-        if not old.is_dir() or old.is_symlink():
+        if not old.is_dir() or old.is_symlink() or self.root.is_symlink():
             return work
         for top, dirs, files in os.walk(old):  # never into a linked folder
             rel = Path(top).relative_to(old)

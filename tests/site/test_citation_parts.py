@@ -177,12 +177,14 @@ def test_permalink_url_is_safe_in_bibtex(url):
 
 
 def test_versions_older_than():
+    from report_builder.citations.site_clean import parse_age
+
     now = dt.datetime(2025, 6, 30, tzinfo=dt.timezone.utc)
-    assert permalinks.parse_age("30d", now) == dt.datetime(2025, 5, 31, tzinfo=dt.timezone.utc)
-    assert permalinks.parse_age("2025-06-01", now) == dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
+    assert parse_age("30d", now) == dt.datetime(2025, 5, 31, tzinfo=dt.timezone.utc)
+    assert parse_age("2025-06-01", now) == dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
     for bad in ("soon", "30", "-1d", ""):
         with pytest.raises(ValueError, match="30d"):
-            permalinks.parse_age(bad, now)
+            parse_age(bad, now)
 
 
 def test_version_page_escapes_the_recipe():
@@ -208,7 +210,7 @@ def test_diff_text_escapes_terminal_sequences(tmp_path):
     for side, fp in (("a", "f1"), ("b", "f2")):
         (tmp_path / side).mkdir()
         (tmp_path / side / "provenance.json").write_text(json.dumps(
-            {"figure": {"id": "k21-fig3\x1b[1m"}, "content_hash": side * 12, "models": {evil: {"fingerprint": fp}}}))
+            {"figure": {"id": "k21-fig3"}, "content_hash": side * 12, "models": {evil: {"fingerprint": fp}}}))
         (tmp_path / side / "data.csv").write_text(f"model,value\n{evil!r},{1 if side == 'a' else 2}\n")
     text = format_diff(diff(tmp_path / "a", tmp_path / "b"))
     assert "weights: models.m\\x1b[2J" in text and "largest change 1 in value" in text
@@ -217,3 +219,10 @@ def test_diff_text_escapes_terminal_sequences(tmp_path):
 
     assert for_terminal(f"models.{evil}.fingerprint") in text and "\\x0a" in text
     assert not any(not c.isprintable() for line in text.splitlines() for c in line)
+    # a figure id that is not a registered one is refused in one line (it names no figure of this tool)
+    (tmp_path / "b" / "provenance.json").write_text(json.dumps({"figure": {"id": "k21-fig3\x1b[1m"},
+                                                                 "content_hash": "b" * 12}))
+    from report_builder.errors import UsageError
+
+    with pytest.raises(UsageError, match="figure.id is not a registered figure id"):
+        diff(tmp_path / "a", tmp_path / "b")

@@ -1,0 +1,132 @@
+"""Publishing the versions of a hostile earlier site and ``clean`` over it, without a build (issue #30):
+what the new site carries is only what verifies, as regular files written by rename; nothing outside
+the site is read into it, written or removed; a damaged index removes no version. A synthetic site
+(`synthetic`); the end-to-end variant through the CLI is in tests/test_citations.py."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from report_builder import cli
+from report_builder.citations import permalinks
+from report_builder.citations.version_files import permalink, version_hash
+from report_builder.site import svgsafe
+from tests.citations import synthetic as syn
+
+
+def _hostile(tmp_path) -> tuple[dict, object]:
+    """A synthetic site tampered with: traversal ids and hashes, a version folder that is a link to the
+    sentinel (listed with its files' hashes), a file inside the current version that is a link to the
+    secret (listed with the secret's hash), a page hard-linked to a sentinel file, planted files, a
+    version whose drawing holds a script (its hashes right), links in figures/ and history/."""
+    info, s = syn.make_site(tmp_path), syn.sentinel(tmp_path)
+    site, index = info["site"], info["index"]
+    figs = index["figures"][syn.FIG]
+    good = figs[info["old"]]
+    index["figures"]["../../sentinel"] = {"aaaaaaaaaaaa": good}
+    index["figures"][syn.FIG]["../../../sentinel"] = good
+    os.symlink(s / "fake", site / "figures" / syn.FIG / "aaaaaaaaaaaa")
+    figs["aaaaaaaaaaaa"] = {**good, "files": {n: syn.sha((s / "fake" / n).read_bytes()) for n in good["files"]}}
+    cur = site / permalink(syn.FIG, info["new"])
+    (cur / "cite.bib").unlink()
+    os.symlink(s / "secret.txt", cur / "cite.bib")
+    figs[info["new"]]["files"]["cite.bib"] = syn.sha((s / "secret.txt").read_bytes())
+    old = site / permalink(syn.FIG, info["old"])
+    (old / "index.html").unlink()
+    os.link(s / "hard.txt", old / "index.html")
+    (old / "planted.html").write_text("<script>alert(1)</script>")
+    spec, csv = json.dumps({"mark": "rect", "n": 9}), "layer,value (%)\n1,9\n"
+    h = version_hash(spec, csv, syn.EVIL_SVG)  # a forged version whose hashes are all right
+    evil = site / permalink(syn.FIG, h)
+    evil.mkdir()
+    rec = json.loads((old / "provenance.json").read_text())
+    files = {"chart.svg": syn.EVIL_SVG, "chart.png": "png", "data.csv": csv, "spec.json": spec, "cite.bib": "@misc{x}",
+             "provenance.json": json.dumps({**rec, "content_hash": h, "permalink": None})}
+    for n, text in files.items():
+        (evil / n).write_text(text)
+    figs[h] = {**good, "files": {n: syn.sha(v) for n, v in files.items()}}
+    os.symlink(s, site / "figures" / "k21-tab2")
+    os.symlink(s / "page.svg", site / "history" / syn.FIG / "linked.svg")
+    (site / "history" / "planted.svg").write_text(syn.EVIL_SVG)
+    (site / "figures" / "versions.json").write_text(json.dumps(index))
+    os.link(site / "figures" / "versions.json", s / "versions-hard.json")  # the index itself a hard link out
+    info["evil"] = h
+    return info, s
+
+
+def test_publish_carries_only_verified_regular_files_and_writes_by_rename(tmp_path):
+    info, s = _hostile(tmp_path)
+    site, new_site = info["site"], tmp_path / "new"
+    new_site.mkdir()
+    around = syn.snapshot(tmp_path, skip=(new_site,))
+    said: list[str] = []
+    v = permalinks.Versions(site, None, said.append, svgsafe.is_safe)
+    index = v.publish(new_site, lambda fid, h, *a: f"<p>{fid} {h}</p>")
+    carried = {(f, h) for f, vs in index["figures"].items() for h in vs}
+    assert carried == {(syn.FIG, info["old"]), (syn.OTHER, info["other"])}  # the current one's cite.bib is a link
+    damaged = " ".join(said)
+    for why in ("cite.bib: a symbolic link", "aaaaaaaaaaaa", "chart.svg holds more than a chart draws"):
+        assert why in damaged, said
+    assert syn.snapshot(tmp_path, skip=(new_site,)) == around  # nothing read into the site was written
+    got = {str(p.relative_to(new_site)) for p in new_site.rglob("*")}
+    assert not [p for p in new_site.rglob("*") if p.is_symlink()]
+    assert not [g for g in got if "planted" in g or "sentinel" in g or "aaaaaaaaaaaa" in g or info["evil"] in g]
+    old = new_site / permalink(syn.FIG, info["old"])
+    assert sorted(os.listdir(old)) == ["chart.png", "chart.svg", "cite.bib", "data.csv", "index.html",
+                                       "provenance.json", "spec.json"]
+    assert (old / "index.html").read_text() == f"<p>{syn.FIG} {info['old']}</p>"
+    assert (s / "hard.txt").read_text() == "hard-linked into the site\n"  # the page was not written through
+    assert json.loads((new_site / "figures" / "versions.json").read_text())["figures"] == index["figures"]
+
+
+def _clean(capsys, site, tmp_path, *flags) -> tuple[int, str, str]:
+    code = cli.main(["clean", "--out", str(site), "--cache", str(tmp_path / "no-cache"), *flags])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, err
+    return code, out, err
+
+
+def test_clean_over_a_hostile_site_follows_no_link_and_names_each_version_removed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "user-cache"))
+    info, s = _hostile(tmp_path)
+    site = info["site"]
+    around = syn.snapshot(tmp_path, skip=(site,))
+    code, out, err = _clean(capsys, site, tmp_path)
+    assert code == 0 and "kept its 4 published figure versions" in out, out + err  # the forged one too: no flag
+    assert syn.snapshot(tmp_path, skip=(site,)) == around  # the index rewritten by rename, not through its link
+    assert not (site / "index.html").exists() and not (site / "figures" / "k21-tab2").is_symlink()
+    assert not (site / "figures" / syn.FIG / "aaaaaaaaaaaa").is_symlink()  # a link is no version: removed as a link
+    assert (site / permalink(syn.FIG, info["old"]) / "spec.json").is_file()
+    code, out, err = _clean(capsys, site, tmp_path, "--versions-older-than", "2020-01-15")
+    assert code == 0 and "2 figure versions (" in out, out
+    assert permalink(syn.FIG, info["old"]) in out and permalink(syn.FIG, info["evil"]) in out
+    assert (site / permalink(syn.FIG, info["new"])).is_dir()  # the current one stays whatever its date
+    code, out, err = _clean(capsys, site, tmp_path, "--all", "--versions-older-than", "all")
+    assert code == 0 and not site.exists(), out + err
+    assert syn.snapshot(tmp_path, skip=(site, tmp_path / "user-cache")) == around
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "wrong types", "link", "folder"])
+def test_a_plain_clean_with_a_damaged_index_removes_no_version(tmp_path, capsys, damage):
+    info, s = syn.make_site(tmp_path), syn.sentinel(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    text = vj.read_text()
+    vj.unlink()
+    if damage == "link":
+        os.symlink(s / "secret.txt", vj)
+    elif damage == "folder":
+        vj.mkdir()
+        (vj / "x").write_text("{}")
+    else:
+        vj.write_text({"empty": "", "truncated": text[:100], "wrong types": "[1, 2]"}[damage])
+    around = syn.snapshot(tmp_path, skip=(info["site"],))
+    code, out, err = _clean(capsys, info["site"], tmp_path)
+    assert code == 0 and "kept its 3 published figure versions" in out, out + err
+    warn = [ln for ln in err.splitlines() if "versions.json" in ln]
+    assert len(warn) == 1 and warn[0].startswith("warning:") and "every version folder found (3) is kept" in warn[0]
+    for h in ("old", "new"):
+        assert (info["site"] / permalink(syn.FIG, info[h]) / "provenance.json").is_file()
+    assert len(json.loads(vj.read_text())["figures"][syn.FIG]) == 2 and not vj.is_symlink()  # repaired
+    assert syn.snapshot(tmp_path, skip=(info["site"],)) == around
