@@ -33,8 +33,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from report_builder.filehash import read_regular, sha256_of_file
+from report_builder.filehash import sha256_of_fd, sha256_of_file
 from report_builder import guard
+from report_builder import atomic
 from report_builder.atomic import atomic_dir
 from report_builder.errors import UnsafeOutput, shown
 
@@ -43,6 +44,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 """An analysis id or entry key as a path component: no separator, no leading dot (no ``..``), bounded."""
 META_MAX = 64 << 20
 """The largest ``meta.json`` of an entry that is read (a larger one is damage)."""
+TABLE_MAX = 1 << 40
+"""The largest table of an entry that is read (a bound, not a limit a result reaches)."""
 
 
 def result_key(analysis: str, version: int, params: dict[str, Any]) -> str:
@@ -124,12 +127,13 @@ class Cache:
             if d.exists() and any(d.iterdir()):
                 raise ValueError("meta.json is missing")
             return None
-        meta = json.loads(read_regular(meta_p, META_MAX))
+        meta = json.loads(atomic.read_inside(d, meta_p, META_MAX))  # regular files, no link: else damage
         tables = {}
         for name, sha in meta["tables"].items():
             p = d / f"{name}.parquet"
-            if "/" in name or sha256_of_file(p, regular=True) != sha:
-                raise ValueError(f"{p.name} does not match its recorded hash")
+            with atomic.opened_regular(d, p, TABLE_MAX) as fd:
+                if sha256_of_fd(fd) != sha:
+                    raise ValueError(f"{p.name} does not match its recorded hash")
             tables[name] = pd.read_parquet(p)
         return Entry(tables, meta, reused=True)
 
@@ -272,8 +276,8 @@ def is_entry(d: Path) -> bool:
     if d.name.startswith(".") or d.is_symlink() or not d.is_dir():
         return False
     try:
-        tables = json.loads(read_regular(d / "meta.json", META_MAX)).get("tables")
-    except (OSError, ValueError, AttributeError, RecursionError):
+        tables = json.loads(atomic.read_inside(d, d / "meta.json", META_MAX)).get("tables")
+    except (OSError, ValueError, AttributeError, RecursionError, UnsafeOutput):
         return False
     if not isinstance(tables, dict):
         return False

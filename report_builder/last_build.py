@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
-from report_builder.errors import ConfigError, DataError
-from report_builder.filehash import read_regular
+from report_builder import atomic
+from report_builder.errors import ConfigError, DataError, UnsafeOutput
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -64,8 +64,9 @@ def record_path(cache_dir: str | os.PathLike) -> Path:
 def read(cache_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The record of the last build in ``cache_dir``, or None when there is none (or it is unreadable)."""
     try:
-        rec = json.loads(read_regular(record_path(cache_dir), RECORD_MAX))
-    except (OSError, ValueError, RecursionError):  # a link, a FIFO, too large, nested too deeply: unreadable
+        base = Path(cache_dir).resolve()  # (the cache may be a link the user gave; nothing inside it is followed)
+        rec = json.loads(atomic.read_inside(base, base / RECORD, RECORD_MAX))
+    except (OSError, ValueError, RecursionError, UnsafeOutput):  # a link, a FIFO, too large, nested too deeply: unreadable
         return None
     return rec if isinstance(rec, dict) and "entries" in rec else None
 

@@ -46,11 +46,11 @@ from typing import Any
 
 import pandas as pd
 
-from report_builder import guard
+from report_builder import atomic, guard
 from report_builder.figures.spec import FigureSpec
 from report_builder.site import site_state, svgsafe
 from report_builder.site.render_code import files_digest
-from report_builder.filehash import read_regular, sha256_of_file
+from report_builder.filehash import sha256_of_file
 
 FORMAT = 2
 """Version of the entry layout and of what goes into the key."""
@@ -213,8 +213,8 @@ class FigureCache:
         """The stored entry of ``spec`` whose key equals the key of its inputs now, or None."""
         for d in self._candidates(spec.id):
             try:
-                meta = json.loads(read_regular(d / "meta.json", META_MAX))
-            except (OSError, ValueError, RecursionError):  # a link, a FIFO, too large, not JSON
+                meta = json.loads(atomic.read_inside(d, d / "meta.json", META_MAX))
+            except (OSError, ValueError, RecursionError, guard.UnsafeOutput):  # a link, a FIFO, too large, not JSON
                 continue
             if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
                 continue  # not an entry as `put` writes it
@@ -312,9 +312,9 @@ def _data_twin(hit: Hit, name: str) -> bool:
     if not _TWIN.fullmatch(name) or base not in hit.meta.get("files", {}):
         return False
     try:
-        text = read_regular(hit.path / "files" / base, 1 << 30).decode("utf-8")
-        have = read_regular(hit.path / "files" / name, 1 << 31).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = atomic.read_inside(hit.path, hit.path / "files" / base, 1 << 30).decode("utf-8")
+        have = atomic.read_inside(hit.path, hit.path / "files" / name, 1 << 31).decode("utf-8")
+    except (OSError, UnicodeDecodeError, guard.UnsafeOutput):
         return False
     return have == data_script(f"figures/{hit.meta.get('id')}/{base}", text)
 

@@ -27,8 +27,7 @@ from typing import Any, Mapping
 import pandas as pd
 import vl_convert as vlc
 
-from report_builder import guard, precision, schema
-from report_builder.filehash import read_regular
+from report_builder import atomic, guard, precision, schema
 from report_builder.citations.version_files import read_csv, version_hash, write_csv
 from report_builder.site import svgsafe
 from report_builder.site.figure_cache import RENDER_ENTRY
@@ -243,9 +242,10 @@ class RenderCache:
         if d.is_symlink():
             return None
         try:  # regular files only: a link, FIFO or device is never read
-            meta = json.loads(read_regular(d / "meta.json", 1 << 16))
-            svg, png = read_regular(d / "chart.svg", svgsafe.MAX_BYTES), read_regular(d / "chart.png", 1 << 30)
-        except (OSError, ValueError, RecursionError):
+            meta = json.loads(atomic.read_inside(d, d / "meta.json", 1 << 16))
+            svg = atomic.read_inside(d, d / "chart.svg", svgsafe.MAX_BYTES)
+            png = atomic.read_inside(d, d / "chart.png", 1 << 30)
+        except (OSError, ValueError, RecursionError, guard.UnsafeOutput):
             return None
         s, p = hashlib.sha256(svg).hexdigest(), hashlib.sha256(png).hexdigest()
         if not isinstance(meta, dict) or meta.get("svg") != s or meta.get("png") != p or not verify(
