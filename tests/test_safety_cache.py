@@ -508,3 +508,21 @@ def test_a_tampered_build_record_never_reaches_outside_the_cache(tmp_path):
                                   "inputs": {"wiki": {"kind": "file", "sha256": "0", "kept": "../../victim/k/meta.json"}}}))
     with pytest.raises(DataError, match="keeps no copy"):  # a kept copy named outside the cache is no copy
         last_build.recorded_config(c.base)
+
+
+def test_a_marker_written_by_a_concurrent_build_is_not_taken_for_a_foreign_folder(tmp_path, monkeypatch):
+    """Two builds creating one cache: the second looked for the marker an instant before the first wrote it,
+    then listed the folder holding it, and refused the cache as foreign (seen 2 times in 1,600 under load;
+    `test_two_concurrent_builds_both_succeed` once). The folder is listed first now: a listed marker counts."""
+    from pathlib import Path as P
+
+    d = tmp_path / "cache"
+    d.mkdir()
+    (d / guard.CACHE_MARKER).write_text("")  # written by the first build meanwhile
+    real = P.is_file
+    monkeypatch.setattr(P, "is_file", lambda self: False if self.name == guard.CACHE_MARKER else real(self))
+    guard.mark_cache(d)  # accepted
+    (d / "results").mkdir()
+    (d / guard.CACHE_MARKER).unlink()
+    with pytest.raises(guard.UnsafeOutput, match="has no .report_builder-cache marker"):
+        guard.mark_cache(d)  # a folder holding other things and no marker is still refused
