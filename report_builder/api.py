@@ -220,12 +220,12 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
     return rep, site
 
 
-def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """Decompose a few sentences and return the max relative error per layer (from 1) and check point."""
+def check(source: str, texts: list[str] | None = None, *, device: str = "cpu", **kw) -> list[dict]:
+    """Decompose a few sentences: the max relative error per layer (from 1) and check point (`check_model`)."""
     require("torch", "transformers", purpose="`check`")
     from report_builder.engine import check_model
 
-    return check_model(source, texts, device=device, dtype=dtype)
+    return check_model(source, texts, device=device, **kw)
 
 
 def bench(**kwargs) -> dict:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from report_builder import papers
+from report_builder.schema import CHUNK_RULES
 from report_builder.errors import ConfigError, for_terminal, shown
 from report_builder.yamlsafe import load_yaml
 from report_builder.values import (SITE_URL_MAX, TEMP_SIBLING_ROOM, check_path, check_site_url,  # noqa: F401
@@ -88,7 +89,8 @@ class Config:
     datasets: tuple[DatasetConfig, ...] = ()
     figures: tuple[str, ...] | str = "all"
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "float32"  # precision mode of the pair GEMMs (schema.PRECISIONS); the model stays float32
+    chunk_rule: str = "auto"  # auto | cpu | gpu: how the FF step is cut (decompose.chunks); auto = the device's
     batch_size: int = 8
     threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (choose_threads)
     shard_size: int | None = None  # split sequence analyses into shards of N sequences (results do not depend on it)
@@ -320,7 +322,8 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
 
 
 DEVICES = "cpu, cuda, cuda:<index>"
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16", "tf32")
+"""The precision modes (`schema.PRECISIONS`): float32, or the pair GEMMs in bfloat16, float16 or TF32 on a GPU."""
 DEVICE_MAPS = ("none", "auto", "balanced", "balanced_low_0", "sequential")
 """``device_map`` modes (models/placement.py): one device, or accelerate's layer spread over the GPUs of a
 node (what does not fit stays in CPU memory, then on disk); ``auto`` is ``balanced``."""
@@ -356,6 +359,11 @@ def validate(cfg: Config) -> Config:
     need(isinstance(cfg.device, str) and re.fullmatch(r"cpu|cuda(:[0-9]{1,4})?", cfg.device) is not None, "device",
          f"{shown(cfg.device)} is not one of {DEVICES}")
     need(cfg.dtype in DTYPES, "dtype", f"{shown(cfg.dtype)} is not one of {', '.join(DTYPES)}")
+    need(cfg.dtype == "float32" or cfg.device != "cpu", "dtype",
+         f"{cfg.dtype} is not faster than float32 on a CPU (no tensor cores there); use float32, or a GPU")
+    need(cfg.chunk_rule in CHUNK_RULES, "chunk_rule", f"{shown(cfg.chunk_rule)} is not one of {', '.join(CHUNK_RULES)}")
+    need(cfg.chunk_rule != "cpu" or cfg.dtype == "float32", "chunk_rule",
+         f"dtype {cfg.dtype} runs the GPU rule's FF step; use chunk_rule gpu or auto")
     count(cfg.batch_size, "batch_size")
     count(cfg.threads, "threads", optional=True)
     count(cfg.shard_size, "shard_size", optional=True)

@@ -16,6 +16,8 @@ from typing import Any
 
 from report_builder import __version__, guard
 from report_builder.config import Config
+from report_builder.decompose.chunks import rule_class as chunk_class
+from report_builder.schema import precision
 
 
 def git_commit() -> str:
@@ -104,6 +106,8 @@ def build_provenance(cfg: Config, models: dict, datasets: dict, inputs: dict | N
         "torch_version": lib_version("torch"), "transformers_version": lib_version("transformers"),
         "python_version": platform.python_version(), "device": cfg.device, "dtype": cfg.dtype,
         "tf32": bool(cuda and torch.backends.cuda.matmul.allow_tf32),
+        "chunk_rule": chunk_class(cfg.chunk_rule, str(cfg.device).split(":")[0], cfg.dtype),
+        "error_bound": precision(cfg.dtype).bound,  # the precision mode's (``dtype``) reconstruction bound
         "device_map": {m: p["layers"] for m, p in placements(cfg, strict=False).items()},
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "preset": cfg.preset,
         "config": guard.public_config(cfg.to_dict()),

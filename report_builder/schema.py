@@ -21,7 +21,73 @@ from dataclasses import dataclass
 
 ERROR_BOUND = 1e-4
 """Largest relative reconstruction error ``max_i ||ours_i - ref_i|| / ||ref_i||`` a float32 result may
-have at a check point; the build refuses results above it (SPEC, Captum's convergence delta)."""
+have at a check point; the build refuses results above it (SPEC, Captum's convergence delta). A reduced
+precision mode has its own bound (`PRECISIONS`)."""
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A precision mode of the decomposition's pair GEMMs (config ``dtype``, ``--dtype``).
+
+    In every mode the forward pass, the norms, the IG factors, every sum and the reconstruction check run
+    in float32; a reduced mode rounds the two inputs of the second FF matmul (the ``2 P d' d`` GEMM over
+    the P token pairs, the one that dominates a layer) to its format, multiplies them exactly and
+    accumulates in float32 (tensor cores: TF32, bfloat16, float16 with float32 accumulation).
+
+    Attributes:
+        id: the mode's name (``dtype``). label: for pages and logs.
+        mantissa_bits: explicit significand bits of the GEMM inputs (float32 23, TF32 10, bfloat16 7,
+            float16 10); the unit roundoff is ``u = 2^-(mantissa_bits + 1)``.
+        bound: the largest relative reconstruction error a result of this mode may have at a check
+            point (`ERROR_BOUND` for float32). Derivation (reduced modes): each product in the GEMM
+            carries a relative error <= 2u (both inputs rounded once; the product and the float32
+            accumulation are exact to float32 rounding, ~1e-7); these errors are independent with mean
+            0, so the error of the check point's sum over sources and neurons is ~ (2u / sqrt 3) times
+            the root of the summed squares of its terms, which is the size of the sum itself when the
+            terms do not cancel systematically (measured: the ratio is 1-3 on the tiny models and the
+            BERT-base and SmolLM2 shapes). The largest row of a batch adds a Gaussian tail (<= 4.5
+            standard deviations for 10^5 rows), so the bound is ``16 u``: TF32 and float16 7.8e-3,
+            bfloat16 6.3e-2. The measured errors are in docs/guide/performance.md.
+        tensor_cores: the mode runs on GPU tensor cores (faster than float32 there); on a CPU no mode
+            is faster than float32 (`bench` says so; a build refuses it).
+    """
+
+    id: str
+    label: str
+    mantissa_bits: int
+    bound: float
+    tensor_cores: bool
+
+    @property
+    def unit_roundoff(self) -> float:
+        return 2.0 ** -(self.mantissa_bits + 1)
+
+
+def _reduced(id_: str, label: str, bits: int) -> Precision:
+    return Precision(id_, label, bits, 16 * 2.0 ** -(bits + 1), True)
+
+
+PRECISIONS: dict[str, Precision] = {p.id: p for p in (
+    Precision("float32", "float32", 23, ERROR_BOUND, False),
+    _reduced("tf32", "TF32 (float32 accumulation)", 10),
+    _reduced("bfloat16", "bfloat16 (float32 accumulation)", 7),
+    _reduced("float16", "float16 (float32 accumulation)", 10),
+)}
+"""The precision modes, float32 first: the one declaration of each mode's format and bound."""
+
+
+def precision(id_: str) -> Precision:
+    """The mode named ``id_`` (a KeyError names the known ones)."""
+    try:
+        return PRECISIONS[id_]
+    except KeyError:
+        raise KeyError(f"unknown precision {id_!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+CHUNK_RULES = ("auto", "cpu", "gpu")
+"""How the decomposition cuts its FF step (`decompose.chunks`): ``cpu`` (cache-sized chunks, the
+deterministic path's rule), ``gpu`` (few large blocks sized from the device's memory), ``auto`` (the
+device's own class)."""
 
 
 @dataclass(frozen=True)
@@ -359,7 +425,7 @@ def unit_columns(frame, units):
     return out
 
 
-__all__ = ["ERROR_BOUND", "Layout", "POST_LN", "PRE_LN", "LAYOUTS", "layout", "layout_ids", "layout_for_scopes",
+__all__ = ["ERROR_BOUND", "Precision", "PRECISIONS", "precision", "CHUNK_RULES", "Layout", "POST_LN", "PRE_LN", "LAYOUTS", "layout", "layout_ids", "layout_for_scopes",
            "K21_METHODS", "K21_METHOD_LABELS", "TOKEN_CATEGORIES", "OVERALL", "SPECIAL_TOKEN_CATEGORIES",
            "PAIR_CATEGORIES", "MODELS", "RECON_ERRORS", "DATASETS", "K21", "K24", "TABLES", "FIRST_LAYER",
            "user_layers", "example_label", "example_order", "PERCENT", "RAW_NORM", "ROW_NORMALISED",

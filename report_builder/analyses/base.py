@@ -77,12 +77,22 @@ class Subject:
 
         Off the CPU, also the device kind and the TF32 flag: a GPU's results differ from the CPU's in
         the last bits. Only there, so every CPU key stays what it was; the GPU index and a device map
-        spreading the layers over several GPUs change no result and are not in the key.
+        spreading the layers over several GPUs change no result and are not in the key. The chunk rule
+        (`decompose.chunks`) only when it is not the device's own class (results differ in the last
+        bits), and a reduced precision mode's error bound (`schema.PRECISIONS`), so a default key stays
+        what it was.
         """
+        from report_builder.schema import precision
+
         p = {"model": self.model.name, "fingerprint": self.fingerprint, "dtype": self.cfg.dtype}
         kind = str(self.cfg.device).split(":")[0]
         if kind != "cpu":
             p.update(device=kind, tf32=tf32_enabled(kind))
+        rule = getattr(self.cfg, "chunk_rule", "auto")
+        if rule not in ("auto", "cpu" if kind == "cpu" else "gpu"):
+            p["chunk_rule"] = rule
+        if self.cfg.dtype != "float32":
+            p["precision_bound"] = precision(self.cfg.dtype).bound
         return p
 
     def data_params(self) -> dict[str, Any]:
@@ -96,7 +106,8 @@ class Subject:
         return self.model.name if self.dataset is None else f"{self.model.name} · {self.dataset.id}"
 
 
-SUBJECT_KEYS = ("model", "fingerprint", "dtype", "device", "tf32", "dataset", "dataset_hash")
+SUBJECT_KEYS = ("model", "fingerprint", "dtype", "device", "tf32", "chunk_rule", "precision_bound", "dataset",
+                "dataset_hash")
 """Keys of `Subject.base_params`/`data_params` that name a task's subject — its model and weights, its
 dataset and data, its device —, which a figure's provenance records as such (``models``, ``datasets``,
 ``device``, ``dtype``); every other cache-key parameter is a parameter of the analysis (`input_params`)."""

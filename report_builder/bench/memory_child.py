@@ -49,7 +49,8 @@ def main(argv: list[str]) -> int:
 
     if args.get("threads"):
         torch.set_num_threads(int(args["threads"]))
-    lm = build(args.get("shape"), args.get("model"), args.get("device", "cpu"), args.get("dtype", "float32"))
+    mode = args.get("dtype", "float32")  # a precision mode: the model stays float32
+    lm = build(args.get("shape"), args.get("model"), args.get("device", "cpu"), "float32")
     dims = layer_dims(lm)
     n = int(args["seq_len"])
     inputs = random_inputs(lm, n, 1)
@@ -68,16 +69,18 @@ def main(argv: list[str]) -> int:
         reset = reset_rss_peak()
         before = rss_now()
         t0 = time.perf_counter()
+        rule = args.get("chunk_rule", "cpu")
         rows, tile = ff_tiles(n, dims["d_model"], dims["d_ff"], budget_bytes=budget, itemsize=itemsize,
-                              gated=dims["gated"])
+                              gated=dims["gated"]) if rule == "cpu" else (None, n)
         out = {"mode": args["mode"], "chunk_budget_bytes": budget, "chunk_rows": rows, "chunk_tile": tile,
-               "causal": causal}
+               "causal": causal, "chunk_rule": rule, "dtype": mode}
         if args["mode"] == "naive_full":
             from report_builder.decompose.reference import reference_layer, reference_maps
             reference_maps(reference_layer(lw, x, a, ig="closed"))
         else:
             res = decompose_layer(lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True, refs=refs, extras=True,
-                                  budget_bytes=budget)
+                                  budget_bytes=budget if limit or rule == "cpu" else None, chunk_rule=rule,
+                                  precision=mode, causal=lm.causal)
             if args.get("check"):
                 out["errors"] = dict(res.errors)
                 out["max_error"] = max(res.errors.values())

@@ -13,6 +13,41 @@ def _f(v, spec: str, none: str = "n/a") -> str:
     return none if v is None else format(v, spec)
 
 
+def _mode(result: dict) -> str:
+    p = result.get("precision") or {}
+    mode = result["config"]["dtype"]
+    return mode if mode == "float32" else f"{mode} pair GEMMs (model and checks in float32)"
+
+
+def _chunks_line(result: dict) -> str:
+    """How the FF step was cut: the CPU rule's chunks and tiles, or the GPU rule's blocks and buffers."""
+    c, ch = result["config"], result.get("chunks") or {}
+    if ch.get("rule") == "gpu":
+        rows = ch.get("gemm_rows") or []
+        return (f"chunk rule gpu: budget {fmt_bytes(ch['budget_bytes'])} -> {len(ch['blocks'])} row block(s) in "
+                f"{len(ch['groups'])} buffer(s), largest {c['chunk_rows']} rows; the FF GEMM "
+                f"({max(rows) if rows else 0} pairs) x {c['d_ff']} @ {c['d_ff']} x {c['d_model']} per buffer")
+    return (f"chunk rule cpu: budget {fmt_bytes(c['chunk_budget_bytes'])} -> {c['chunk_rows']} query rows per FF chunk"
+            + (f" in tiles of {c['chunk_tile']} sources" if c.get("chunk_tile", c["seq_len"]) < c["seq_len"] else ""))
+
+
+def _ops_lines(result: dict) -> list[str]:
+    """Ops (CPU) or kernels (CUDA) per layer, and the GPU's busy time."""
+    out = []
+    for key, what in (("fast_ff", "FF decomposition"), ("fast_full", "full layer")):
+        o = (result.get("ops") or {}).get(key)
+        if not o:
+            continue
+        if "kernels_per_layer" in o:
+            out.append(f"{what}: {o['kernels_per_layer']:.0f} CUDA kernels per layer ({o['ops_per_layer']:.0f} torch "
+                       f"ops), GPU busy {o['gpu_busy_ms_per_layer']:.2f} ms per layer (profiler)")
+        else:
+            top = ", ".join(f"{k.replace('aten::', '')} {v}" for k, v in list(o["by_name"].items())[:4])
+            out.append(f"{what}: {o['ops_per_layer']:.0f} torch ops per layer (profiler; a kernel each on a GPU: "
+                       f"{top}, ...)")
+    return out
+
+
 def format_bench(result: dict) -> str:
     """A fixed-width text report of `run_bench`'s result, with each target marked ✓/✗."""
     c = result["config"]
@@ -22,15 +57,14 @@ def format_bench(result: dict) -> str:
             + f", FF {c['d_ff']}{' gated' if c['gated'] else ''} {c['activation']}, {c['layers_total']} layers)")
     lines = [
         "report-builder bench: " + head,
-        f"n = {c['seq_len']}, batch {c['batch']}, {c['device']} {c['dtype']}, {c['threads']} threads, "
-        f"{c['repeats']} repeats; {c['cpu']}; torch {c['torch']}",
+        f"n = {c['seq_len']}, batch {c['batch']}, {c['device']}"
+        + (f" ({c['gpu_name']})" if c.get("gpu_name") else "")
+        + f", {_mode(result)}, {c['threads']} threads, {c['repeats']} repeats; {c['cpu']}; torch {c['torch']}",
         f"load average at start {c['loadavg_start'][0]:.2f}, at end {c['loadavg_end'][0]:.2f}",
         f"decomposed layers: {c['layers_timed']} of {c['layers_total']} (per-layer medians; tokens/s model-equivalent "
         f"= batch x n / (s/layer x {c['layers_total']}))",
-        f"chunk budget {fmt_bytes(c['chunk_budget_bytes'])} -> {c['chunk_rows']} query rows per FF chunk"
-        + (f" in tiles of {c['chunk_tile']} sources" if c.get("chunk_tile", c["seq_len"]) < c["seq_len"] else "")
-        + "; "
-        f"forward batch for this budget: {c['recommended_batch']}"
+        _chunks_line(result)
+        + f"; forward batch for this budget: {c['recommended_batch']}"
         + (f"; --max-memory {fmt_bytes(c['max_memory_bytes'])}" if c["max_memory_bytes"] else ""),
         "",
         f"{'method':<44}{'s/layer':>10}{'tokens/s':>11}{'x fwd':>8}{'vs naive':>10}",
@@ -43,10 +77,11 @@ def format_bench(result: dict) -> str:
             ("fast_k21_maps", "fast (b) K21 maps ATTN/ATTNRES/ATTNRESLN-N", "k21_maps"),
             ("fast_full", "fast (c) full layer, every scope + check", "full_layer"),
             ("fast_ff", "fast FF decomposition (maps to FF scope)", None),
+            ("fast_ff_float32", "  the same in float32", None),
             ("fast_ff_square", "  the same over every pair (before causal)", None)]
     for key, label, spk in rows:
         if key not in pl:
-            if key != "fast_ff_square" or c.get("causal"):
+            if key not in ("fast_ff_square", "fast_ff_float32") or (key == "fast_ff_square" and c.get("causal")):
                 lines.append(f"{label:<44}{'skipped':>10}")
             continue
         x = "1.00" if key == "forward" else _f(cost.get(key), ".2f")
@@ -74,6 +109,7 @@ def format_bench(result: dict) -> str:
                          f"{100 * sq['fraction_of_minimal']:.0f}% on the minimal one) -> causal pairs "
                          f"{sq['speedup']:.2f}x faster, same run")
     lines.append(f"  ({r['flop_count']})")
+    lines += _ops_lines(result)
     if result.get("efficiency"):
         lines.append("efficiency vs that matmul (costs FLOP model; `report-builder plan` uses such factors): "
                      + ", ".join(f"{k} {v:.2f}" for k, v in result["efficiency"].items()))
@@ -92,10 +128,16 @@ def format_bench(result: dict) -> str:
         lines.append(f"peak memory, one sequence and layer ({mem['method']}): " + "; ".join(parts))
     e = result["errors"]
     lines.append(f"max reconstruction error, fast full layer vs HF tensors ({e['dtype']}): "
-                 f"{_f(e['max_rel_error'], '.2e')} "
-                 + (f"(bound {e['bound']:g})" if e["bound"] else "(the 1e-4 bound applies to float32)")
-                 + "; fast vs naive maps: "
+                 f"{_f(e['max_rel_error'], '.2e')} (the {e['dtype']} bound {e['bound']:.1e}); fast vs naive maps: "
                  f"{_f(e['fast_vs_naive_max_map_diff'], '.2e')}")
+    p = result.get("precision") or {}
+    if p.get("speedup_vs_float32") is not None:
+        lines.append(f"precision {p['mode']} ({p['label']}): FF step {p['speedup_vs_float32']:.2f}x the float32 "
+                     f"step's speed, same run; unit roundoff {p['unit_roundoff']:.1e}, bound {p['bound']:.1e}")
+    if result.get("short"):
+        from report_builder.bench.short import format_short
+
+        lines += format_short(result["short"])
     bc = result["budget_check"]
     if "peak_rss_bytes" in bc:
         lines.append(f"budget check: BERT-base shape, n = {bc['seq_len']}, full layer with the chunk budget from "

@@ -14,6 +14,14 @@ Everything is measured side by side in one process and one run (interleaved per 
   work before causal pairs, ``causal=False``) in the same run: the report prints the ratio and the
   roofline fraction against the minimal FLOP count (pairs j <= i) and the count actually done.
 
+The FF step is cut by a device class's chunk rule (``chunk_rule``: `decompose.chunks`; ``auto`` = the
+device's) and its pair GEMM runs in a precision mode (``dtype``: `schema.PRECISIONS`; the model stays
+float32): a reduced mode is also timed in float32 (``fast_ff_float32``) and reported as faster or not
+(on a CPU it never is: said so, timed for its arithmetic). The torch ops per layer (CPU) or CUDA kernels
+and GPU busy time (`bench.ops`) of the FF decomposition and of the full layer are profiled apart from
+the timed repeats, and a short-input case (`bench.short`: 16 sentences of 8-20 tokens) times the engine
+one sequence at a time and batched against the naive formulas.
+
 Long sequences (n > `LONG_N`): no warm-up, no every-pair baseline, no naive baselines, and the full
 layer timed once in the peak-memory child instead of the interleaved loop (its time and peak RSS);
 the output says so.
@@ -36,18 +44,18 @@ from typing import Callable
 
 import torch
 
-from report_builder import schema
 from report_builder.bench.memory import (
     GIB, MIB, available_bytes, batch_for_budget, chunk_budget, fmt_bytes, naive_bytes, parse_bytes,
 )
 from report_builder.bench.memory_child import run_child
-from report_builder.bench.shapes import SHAPES, build, capture_layers, layer_dims, parse_dtype, random_inputs
+from report_builder.bench.roofline import efficiency, gemm_shape, roofline
+from report_builder.bench.shapes import SHAPES, build, capture_layers, layer_dims, random_inputs
 from report_builder.bench.timing import cpu_name, time_call
-from report_builder.costs import FLOP_COUNT_DOC, ff_flops
 from report_builder.decompose.attention import is_causal
-from report_builder.decompose.chunks import ff_tiles, pair_count
+from report_builder.decompose.chunks import ff_tiles, gpu_plan, rule_class
 from report_builder.decompose.layouts import decompose_batch, decompose_layer
-from report_builder.schema import K21_METHODS
+from report_builder.errors import UsageError, shown
+from report_builder.schema import K21_METHODS, PRECISIONS
 
 K21_N_MAPS = ("ATTN-N", "ATTNRES-N", "ATTNRESLN-N")
 DEFAULT_TIMED_LAYERS = 2
@@ -65,60 +73,27 @@ def _setting_model(role: str) -> str | None:
     return next((m["source"] for m in PRESETS["default"]["models"] if m.get("role") == role), None)
 BUDGET_CHECK = dict(shape="base", seq_len=512)
 TINY_SHAPES = ("tiny", "tiny-llama")
-MATMUL_FLOPS_CAP = 1e12
-"""The roofline matmul makes as many calls as the FF step makes GEMMs, up to this many FLOPs (a long
-sequence's FF step would otherwise double the bench's time)."""
 LONG_N = 1024
 """Above this length (on CPU) the bench skips what grows with n^2 beyond its point: the warm-up, the
 every-pair and naive baselines, and the interleaved full-layer timing (the peak-memory child times it
 once)."""
 
 
-def efficiency(dims: dict, n: int, batch: int, per_layer: dict[str, float], matmul_flops: float) -> dict[str, float]:
-    """Each kind of work's FLOP/s (`costs` FLOP model) as a fraction of the matmul measured in the same
-    run: ``forward`` (HF forward), ``ratios`` (fast_ratios), ``maps`` (fast_k21_maps), ``full``
-    (fast_full); the numbers `costs.EFFICIENCY` was set from."""
-    from report_builder import costs
-
-    s = costs.Shape(dims["d_model"], dims["layers_total"], dims["heads"], dims["kv_heads"], dims["head_dim"],
-                    dims["d_ff"], dims["gated"], schema.layout(dims["ln_position"]) is schema.POST_LN, 0,
-                    causal=dims.get("causal", False))
-    pts = costs.ig_points(s.gated)
-    flops = {"forward": costs.forward_flops(s, n), "ratios": costs.work_flops("ratios", s, n),
-             "maps": costs.work_flops("maps", s, n), "full": costs.work_flops("full", s, n, pts)}
-    timed = {"forward": "forward", "ratios": "fast_ratios", "maps": "fast_k21_maps", "full": "fast_full"}
-    return {k: batch * flops[k] / per_layer[m] / matmul_flops for k, m in timed.items() if per_layer.get(m)}
-
-
-def roofline(n: int, d: int, dff: int, H: int, gated: bool, batch: int, causal: bool, chunk: int,
-             per_layer: dict[str, float], mm: dict) -> dict:
-    """The FF step's FLOP rate against the matmul of the same run: counted on the minimal pairs (n^2, or
-    the pairs j <= i of a causal model: the headline ``fraction``) and on the pairs the chunks actually
-    cover (``fraction_done``); for a causal model also the every-pair step (``square``) and its ratio."""
-    p_min, p_done = pair_count(n, causal), pair_count(n, causal, chunk)
-    f_min, f_done = ff_flops(n, d, dff, H, gated, p_min) * batch, ff_flops(n, d, dff, H, gated, p_done) * batch
-    t = per_layer["fast_ff"]
-    rate = mm["gflops"] * 1e9
-    roof = {"ff_flops_per_layer": f_min, "ff_flops_done_per_layer": f_done, "ff_seconds_per_layer": t,
-            "ff_gflops": f_min / t / 1e9, "matmul": mm, "matmul_gflops": mm["gflops"], "fraction": f_min / t / rate,
-            "fraction_done": f_done / t / rate, "causal": causal, "pairs": {"minimal": p_min, "done": p_done,
-                                                                            "square": n * n},
-            "flop_count": FLOP_COUNT_DOC,
-            "ff_time_includes": "decompose_layer with the FF scope's map only: attention step, FF terms, "
-                                "their sums and map, and the residual terms' sums (conservative)"}
-    if "fast_ff_square" in per_layer:
-        t_sq = per_layer["fast_ff_square"]
-        f_sq = ff_flops(n, d, dff, H, gated) * batch
-        roof["square"] = {"seconds_per_layer": t_sq, "flops_per_layer": f_sq, "fraction": f_sq / t_sq / rate,
-                          "fraction_of_minimal": f_min / t_sq / rate, "speedup": t_sq / t,
-                          "what": "the same step over every pair (causal=False): the work before causal pairs"}
-    return roof
+def _setup(dtype: str, chunk_rule: str, device: str) -> tuple[str, str]:
+    """The precision mode and the device class, or one `UsageError` line."""
+    if dtype not in PRECISIONS:
+        raise UsageError(f"--dtype: unknown precision {shown(dtype)}; use {', '.join(PRECISIONS)}")
+    try:
+        return dtype, rule_class(chunk_rule, "cpu" if device == "cpu" else device.split(":")[0], dtype)
+    except ValueError as e:
+        raise UsageError(f"--chunk-rule: {e}") from None
 
 
 def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: int = 128, batch: int = 1,
               device: str = "cpu", dtype: str = "float32", max_memory: str | int | None = None,
               repeats: int = 3, layers: int | None = None, threads: int | None = None,
-              naive: bool | None = None, memory: bool = True, budget_check: bool | None = None) -> dict:
+              naive: bool | None = None, memory: bool = True, budget_check: bool | None = None,
+              chunk_rule: str = "auto", short: bool | None = None, ops: bool = True) -> dict:
     """Benchmark the fast engine against the forward pass and the naive code, side by side.
 
     Args:
@@ -126,40 +101,45 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
             init, seeded); ignored when ``model`` is given. model: a name
             `report_builder.models.loading.load` accepts.
         seq_len, batch: random token ids (seeded), all positions real.
-        device, dtype: ``cpu``/``cuda``; ``float32``, ``bfloat16``, ``float16`` or ``tf32`` (float32
-            storage, TF32 matmuls on CUDA). Norms are accumulated in float32 whatever the dtype.
+        device: ``cpu``/``cuda``. dtype: the precision mode of the pair GEMMs (`schema.PRECISIONS`:
+            ``float32``, ``tf32``, ``bfloat16``, ``float16``); the model, its forward pass, the norms,
+            sums and checks stay float32. A reduced mode is also timed in float32 (``fast_ff_float32``).
         max_memory: memory budget (``"2GiB"``) for the whole process; sets the chunk budget
             (``budget_bytes``) and the recommended forward batch size, and is the limit of the BERT-base
-            n = 512 budget check (default 2 GiB there).
+            n = 512 budget check (default 2 GiB there). Without it the CPU rule's budget is 512 MiB and
+            the GPU rule's the device's free memory.
         repeats: timing repeats (medians). layers: how many layers to decompose (default all for
             ``tiny``, else 2); per-layer numbers are scaled to the whole model explicitly.
         threads: torch CPU threads (default: torch's). naive: run the naive baselines (default: when
             their tensors fit in half the available memory, and n <= `LONG_N`). memory: measure peak
             memory in subprocesses. budget_check: run the BERT-base n = 512 check (default: unless
             shape is tiny or n > `LONG_N`).
+        chunk_rule: ``auto`` (the device's class), ``cpu`` or ``gpu`` (`decompose.chunks`).
+        short: time the short-input case (`bench.short`; default: with the naive baselines, unless n > `LONG_N`).
+        ops: count the torch ops (CUDA kernels) per layer with the profiler (`bench.ops`).
     Returns:
-        A JSON-serialisable dict (see `format_bench`).
+        A JSON-serialisable dict (see `format_bench`); every number the report prints is in it.
     """
     if layers is not None and layers < 1:
-        from report_builder.errors import UsageError
         raise UsageError(f"--layers: expected a positive number of layers, got {layers}")
+    mode, rule = _setup(dtype, chunk_rule, device)
     if threads:
         torch.set_num_threads(int(threads))
-    tdt, tf32 = parse_dtype(dtype)
     if model:
         shape = None
     limit = parse_bytes(max_memory)
     load0 = os.getloadavg()
-    lm = build(shape, model, device, dtype)
+    lm = build(shape, model, device, "float32")  # every precision mode keeps the model in float32
     dims = layer_dims(lm)
     n, d, dff, H, gated = seq_len, dims["d_model"], dims["d_ff"], dims["heads"], dims["gated"]
     L = lm.n_layers
     tiny = shape in TINY_SHAPES
     n_timed = min(L, layers or (L if tiny else DEFAULT_TIMED_LAYERS))
     timed_layers = list(range(n_timed))
-    itemsize = torch.empty((), dtype=tdt).element_size()
+    itemsize = 4
     inputs = random_inputs(lm, seq_len, batch)
     long = n > LONG_N and not device.startswith("cuda")
+    reduced = mode != "float32"
     from report_builder.decompose.reference import reference_layer, reference_maps
     from report_builder.bench.naive import naive_k21
 
@@ -170,8 +150,15 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         if limit is not None:
             budget = chunk_budget(limit, n, d, dff, H, gated, itemsize, causal=causal)
         else:
-            budget = 512 * MIB
-        chunk, tile = ff_tiles(n, d, dff, budget_bytes=budget, itemsize=itemsize, gated=gated, batch=batch)
+            budget = 512 * MIB if rule == "cpu" else None
+        plan = None
+        if rule == "gpu":
+            from report_builder.decompose.layouts.common import gpu_budget
+            plan = gpu_plan(n, d, dff, budget_bytes=gpu_budget(caps[0].x, budget), batch=batch, causal=causal,
+                            gated=gated, reduced=mode in ("bfloat16", "float16"))
+            chunk, tile = plan.rows, n
+        else:
+            chunk, tile = ff_tiles(n, d, dff, budget_bytes=budget, itemsize=itemsize, gated=gated, batch=batch)
         lws = [lm.layer_weights(i) for i in timed_layers]
         ff_scope = lws[0].layout.ff_after  # the scope right after FF: its map needs the FF decomposition
         seqs = [(lw, cap.x[b], cap.alpha[b], {k: t[b] for k, t in cap.refs.items()})
@@ -179,12 +166,13 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         naive_asked = naive
         if naive is None:
             naive = not long and naive_bytes(n, d, dff, H, itemsize) <= 0.5 * available_bytes()
+        kw = dict(budget_bytes=budget, chunk_rule=rule, precision=mode, causal=lm.causal)
 
         def each(fn):
             return lambda: [fn(*s) for s in seqs]
 
-        def batched(**kw):  # the engine decomposes the whole batch at once (`decompose_batch`)
-            return lambda: [decompose_batch(lw, cap.x, cap.alpha, [n] * batch, budget_bytes=budget, **kw)
+        def batched(**a):  # the engine decomposes the whole batch at once (`decompose_batch`)
+            return lambda: [decompose_batch(lw, cap.x, cap.alpha, [n] * batch, **{**kw, **a})
                             for lw, cap in zip(lws, caps)]
 
         methods: dict[str, Callable[[], object]] = {
@@ -192,10 +180,12 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
             "fast_ratios": batched(ratios=True),
             "fast_k21_maps": batched(maps=K21_N_MAPS),
             "fast_full": lambda: [decompose_batch(lw, cap.x, cap.alpha, [n] * batch, maps=lw.scopes + K21_METHODS,
-                                                  ratios=True, refs=cap.refs, budget_bytes=budget)
+                                                  ratios=True, refs=cap.refs, **kw)
                                   for lw, cap in zip(lws, caps)],
             "fast_ff": batched(maps=(ff_scope,)),
         }
+        if reduced:  # the same step in float32, same rule: does the mode pay?
+            methods["fast_ff_float32"] = batched(maps=(ff_scope,), precision="float32")
         if long:  # timed once, with its peak memory, in the memory child
             del methods["fast_full"]
         if causal and not long:  # the same step over every pair: the work before causal pairs
@@ -206,41 +196,51 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                 "naive_k21_maps": each(lambda lw, x, a, r: naive_k21(lw, x, a, maps=True)),
                 "naive_full": each(lambda lw, x, a, r: reference_maps(reference_layer(lw, x, a, ig="closed"))),
             })
-        # the roofline: a plain matmul of the FF chunk GEMM's shape, as many calls as the FF step makes
-        mm_rows = min(batch * tile * chunk, 16384)
-        mm_calls = len(lws) * max(1, -(-batch * pair_count(n, causal, chunk) // mm_rows))
+        # the roofline: a plain matmul of the FF step's GEMM shape in the mode, as many calls as it makes
+        from report_builder.bench.roofline import MATMUL_FLOPS_CAP
+        from report_builder.decompose.precision import input_dtype, pair_mm
+
+        mm_rows, mm_calls = gemm_shape(rule, plan, batch, n, causal, chunk, tile, device, len(lws))
         mm_calls = min(mm_calls, max(1, int(MATMUL_FLOPS_CAP // (2 * mm_rows * dff * d))))  # long sequences
-        gen = torch.Generator().manual_seed(1)
-        mm_a = torch.randn(mm_rows, dff, generator=gen).to(device=device, dtype=tdt)
-        mm_b = torch.randn(dff, d, generator=gen).to(device=device, dtype=tdt)
-        methods["matmul"] = lambda: [torch.matmul(mm_a, mm_b) for _ in range(mm_calls)]
-        for k in ("forward", "fast_ratios", "fast_k21_maps", "fast_full", "matmul"):  # warm-up (first-call costs)
+        gen = torch.Generator(device=device).manual_seed(1)  # drawn where they are used (a GPU's: GBs)
+        mm_a = torch.randn(mm_rows, dff, generator=gen, device=device).to(input_dtype(mode))
+        mm_b = torch.randn(dff, d, generator=gen, device=device).to(input_dtype(mode))
+        methods["matmul"] = lambda: [pair_mm(mm_a, mm_b, mode) for _ in range(mm_calls)]
+        for k in ("forward", "fast_ratios", "fast_k21_maps", "fast_full", "fast_ff", "matmul"):  # warm-up
             if k in methods and not long:
                 methods[k]()
         raw: dict[str, list[float]] = {k: [] for k in methods}
         for _ in range(max(1, repeats)):  # interleaved, so drifting load hits every method alike
             for k, fn in methods.items():
                 raw[k].append(time_call(fn, device))
+        counted = _count(methods, device, n_timed) if ops else {}
 
         # accuracy: fast full layer vs the HF tensors, and fast maps vs the naive reference
         errors: dict[str, float] = {}
         for lw, x, a, r in ([] if long else seqs):  # long: the memory child checks its layer
-            res = decompose_layer(lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True, refs=r, budget_bytes=budget)
+            res = decompose_layer(lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True, refs=r, **kw)
             for k, e in res.errors.items():
                 errors[k] = max(errors.get(k, 0.0), e)
         map_diff = None
         if naive:
             lw, x, a, r = seqs[0]
-            res = decompose_layer(lw, x, a, maps=lw.scopes, budget_bytes=budget)
+            res = decompose_layer(lw, x, a, maps=lw.scopes, **kw)
             ref = reference_maps(reference_layer(lw, x, a, ig="closed"))
             map_diff = max(float(((res.maps[k].float() - ref[k].float()).abs().max()
                                   / ref[k].float().abs().max().clamp_min(1e-30))) for k in res.maps if k in ref)
     del caps, seqs, mm_a, mm_b
+    short_res = None
+    if short or (short is None and not long and naive):  # the engine against the naive formulas
+        from report_builder.bench.short import run_short
+
+        short_res = run_short(lm, timed_layers[:1], device=device, repeats=repeats, naive=naive, precision=mode,
+                              chunk_rule=rule)
     mm_raw = raw.pop("matmul")
     mm_s = statistics.median(mm_raw)
-    mm = {"shape": [mm_rows, dff, d], "calls": mm_calls, "seconds": mm_s, "seconds_raw": mm_raw,
+    mm = {"shape": [mm_rows, dff, d], "calls": mm_calls, "seconds": mm_s, "seconds_raw": mm_raw, "dtype": mode,
           "gflops": 2 * mm_rows * dff * d * mm_calls / mm_s / 1e9,
-          "how": "interleaved with the methods in every repeat (same load), median"}
+          "how": "interleaved with the methods in every repeat (same load), median; the FF step's GEMM shape "
+                 + ("(one buffer of the GPU rule's blocks)" if rule == "gpu" else "(one chunk of the CPU rule)")}
 
     med = {k: statistics.median(v) for k, v in raw.items()}
     per_layer = {k: (med[k] / L if k == "forward" else med[k] / n_timed) for k in med}
@@ -251,18 +251,21 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
     for name, fast, slow in (("k21_ratios", "fast_ratios", "naive_k21_ratios"),
                              ("k21_maps", "fast_k21_maps", "naive_k21_maps"),
                              ("full_layer", "fast_full", "naive_full")):
-        speed[name] = per_layer[slow] / per_layer[fast] if slow in per_layer else None
+        speed[name] = per_layer[slow] / per_layer[fast] if slow in per_layer and fast in per_layer else None
     eff = efficiency(dims, n, batch, per_layer, mm["gflops"] * 1e9)
-    roof = roofline(n, d, dff, H, gated, batch, causal, chunk, per_layer, mm)
+    from report_builder.decompose.chunks import pair_count
+    done = plan.pairs // batch if plan is not None else pair_count(n, causal, chunk)
+    roof = roofline(n, d, dff, H, gated, batch, causal, done, per_layer, mm)
+    prec = _precision(mode, device, per_layer)
 
     mem: dict = {"method": None}
     if device.startswith("cuda"):
         mem["method"] = "torch.cuda.max_memory_allocated, in process"
-        mem.update(_cuda_peaks(lm, inputs, timed_layers[0], budget, naive))
+        mem.update(_cuda_peaks(lm, inputs, timed_layers[0], kw, naive))
     elif memory or long:
         mem["method"] = "fresh subprocess per method, peak RSS (VmHWM; model and interpreter included)"
-        base_args = dict(shape=shape, model=model, seq_len=seq_len, device=device, dtype=dtype,
-                         threads=torch.get_num_threads(), max_memory=limit)
+        base_args = dict(shape=shape, model=model, seq_len=seq_len, device=device, dtype=mode,
+                         threads=torch.get_num_threads(), max_memory=limit, chunk_rule=rule)
         mem["fast_full"] = run_child(dict(base_args, mode="fast_full", check=long))
         mem["naive_full"] = run_child(dict(base_args, mode="naive_full")) if naive else {"skipped": "naive not run"}
     if long and not device.startswith("cuda"):  # the full layer's time and check come from the memory child
@@ -286,16 +289,23 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         bc = {"skipped": "not requested" + (f" (off by default for shape {shape})" if tiny else ""),
               "pass": None}
 
+    chunks = {"rule": rule, "chunk_rule": chunk_rule, "rows": chunk, "tile": tile,
+              "budget_bytes": plan.budget_bytes if plan is not None else budget}
+    if plan is not None:
+        chunks.update(blocks=[list(b) for b in plan.blocks], groups=[list(g) for g in plan.groups], pairs=plan.pairs,
+                      gemm_rows=[plan.group_pairs(g) for g in range(len(plan.groups))])
     cfg = dict(shape=shape, model=model, description=SHAPES[shape][2] if shape else model, **dims,
-               layers_timed=n_timed, seq_len=n, batch=batch, device=device, dtype=dtype, tf32=tf32,
-               threads=torch.get_num_threads(), repeats=max(1, repeats), max_memory_bytes=limit,
-               chunk_budget_bytes=budget, chunk_rows=chunk, chunk_tile=tile,
-               recommended_batch=batch_for_budget(budget, n, d, H, L, itemsize),
+               layers_timed=n_timed, seq_len=n, batch=batch, device=device, dtype=mode, tf32=mode == "tf32",
+               chunk_rule=rule, threads=torch.get_num_threads(), repeats=max(1, repeats), max_memory_bytes=limit,
+               chunk_budget_bytes=chunks["budget_bytes"], chunk_rows=chunk, chunk_tile=tile,
+               recommended_batch=batch_for_budget(chunks["budget_bytes"] or 512 * MIB, n, d, H, L, itemsize),
                torch=torch.__version__, cpu=cpu_name(), python=platform.python_version(),
+               gpu_name=torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
                loadavg_start=list(load0), loadavg_end=list(os.getloadavg()))
     setting = CAUSAL_SETTING if causal else TARGET_SETTING
     in_setting = ((model == _setting_model(setting["role"])) if causal else shape == setting["shape"]) \
-        and n == setting["seq_len"] and dtype == setting["dtype"] and device == setting["device"]
+        and n == setting["seq_len"] and mode == setting["dtype"] and device == setting["device"]
+    worst = max(errors.values()) if errors else None
     targets = [
         _target("K21 ratios >= 10x faster than naive", speed["k21_ratios"], TARGETS["k21_ratios_speedup"], "x"),
         _target("K21 maps >= 5x faster than naive", speed["k21_maps"], TARGETS["k21_maps_speedup"], "x"),
@@ -306,12 +316,25 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
          "value": bc.get("peak_rss_bytes"), "target": bc.get("limit_bytes", TARGETS["budget_bytes"]),
          "unit": "bytes", "ok": bc.get("pass")},
     ]
-    if causal and dtype == "float32":
-        worst = max(errors.values()) if errors else None
+    if causal and mode == "float32":
         targets.append({"name": "max reconstruction error <= 1e-05", "value": worst, "target": TARGETS["causal_error"],
                         "unit": "error", "ok": None if worst is None else bool(worst <= TARGETS["causal_error"])})
+    if reduced:
+        targets.append({"name": f"max reconstruction error <= the {mode} bound {prec['bound']:.1e}", "value": worst,
+                        "target": prec["bound"], "unit": "error",
+                        "ok": None if worst is None else bool(worst <= prec["bound"])})
+        t = _target(f"{mode} FF step faster than float32", prec.get("speedup_vs_float32"), 1.0, "x")
+        targets.append(dict(t, ok=None) if device == "cpu" else t)  # a CPU has no tensor cores: refused anyway
+    if short_res is not None:
+        sp = short_res["speedup_vs_naive"]
+        for what in ("b1", "batched"):
+            vals = [v for k, v in sp.items() if k.endswith(what)]
+            if vals:
+                targets.append(_target(f"short inputs: engine ({what}) no slower than naive", min(vals), 1.0, "x"))
     notes = [f"decomposed {n_timed} of {L} layers; per-layer times are medians over {max(1, repeats)} repeats "
              f"for the whole batch; tokens/s are model-equivalent (x {L} layers)"]
+    if prec.get("refused"):
+        notes.append(prec["refused"])
     if long:
         notes.append(f"n > {LONG_N} on CPU: no warm-up; the full layer (every scope, K21 maps and ratios, checks, "
                      "extras) is timed once, with its peak RSS, in a fresh process; no every-pair or naive "
@@ -336,6 +359,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
                      + ", n=128, float32 on CPU; marks here use the same thresholds")
     return {
         "config": cfg,
+        "chunks": chunks,
         "seconds_per_layer": per_layer,
         "seconds_per_layer_best": {k: (min(v) / L if k == "forward" else min(v) / n_timed) for k, v in raw.items()},
         "seconds_raw": raw,
@@ -344,10 +368,13 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         "speedup": speed,
         "roofline": roof,
         "efficiency": eff,
+        "ops": counted,
+        "precision": prec,
+        "short": short_res,
         "memory": mem,
         "budget_check": bc,
-        "errors": {"max_rel_error": max(errors.values()) if errors else None, "per_check": errors,
-                   "bound": 1e-4 if dtype == "float32" else None, "dtype": dtype, "fast_vs_naive_max_map_diff": map_diff},
+        "errors": {"max_rel_error": worst, "per_check": errors, "bound": prec["bound"], "dtype": mode,
+                   "fast_vs_naive_max_map_diff": map_diff},
         "targets": targets,
         "targets_setting": in_setting,
         "targets_defined_for": (f"--model {_setting_model(setting['role'])}" if causal else "the BERT-base shape")
@@ -358,19 +385,53 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
     }
 
 
+def _count(methods: dict, device: str, layers: int) -> dict:
+    """Torch ops (CPU) or CUDA kernels and GPU busy time per layer of the FF decomposition and the full
+    layer, each profiled once apart from the timed repeats (`bench.ops`)."""
+    from report_builder.bench.ops import count_ops
+
+    out = {}
+    for key in ("fast_ff", "fast_full"):
+        if key not in methods:
+            continue
+        c = count_ops(methods[key], device)
+        out[key] = {"ops_per_layer": c["ops"] / layers, "by_name": c["by_name"]}
+        if "kernels" in c:
+            out[key].update(kernels_per_layer=c["kernels"] / layers, gpu_busy_ms_per_layer=c["gpu_busy_ms"] / layers)
+    return out
+
+
+def _precision(mode: str, device: str, per_layer: dict) -> dict:
+    """The mode, its bound and unit roundoff, and whether it paid: a reduced mode's FF step against the
+    same step in float32 (``speedup_vs_float32``), refused in one line where it is not faster."""
+    p = PRECISIONS[mode]
+    out = {"mode": mode, "label": p.label, "bound": p.bound, "unit_roundoff": p.unit_roundoff, "refused": None}
+    if mode == "float32":
+        return out
+    t32, t = per_layer.get("fast_ff_float32"), per_layer.get("fast_ff")
+    if t32 and t:
+        out["speedup_vs_float32"] = t32 / t
+    if device == "cpu":
+        out["refused"] = (f"{mode} is not faster than float32 on a CPU (no tensor cores): a build refuses it there; "
+                          "timed here for its arithmetic only")
+    elif out.get("speedup_vs_float32") is not None and out["speedup_vs_float32"] <= 1.0:
+        out["refused"] = (f"{mode} was not faster than float32 on this device ({out['speedup_vs_float32']:.2f}x): "
+                          "refused, use float32")
+    return out
+
+
 def _target(name: str, value: float | None, thr: float, unit: str) -> dict:
     return {"name": name, "value": value, "target": thr, "unit": unit,
             "ok": None if value is None else bool(value >= thr)}
 
 
-def _cuda_peaks(lm, inputs, layer: int, budget: int, naive: bool) -> dict:  # pragma: no cover - needs a GPU
+def _cuda_peaks(lm, inputs, layer: int, kw: dict, naive: bool) -> dict:  # pragma: no cover - needs a GPU
     from report_builder.decompose.reference import reference_layer, reference_maps
     out = {}
     with torch.no_grad():
         cap = capture_layers(lm, {k: v[:1] for k, v in inputs.items()}, [layer])[0]
         lw, x, a = lm.layer_weights(layer), cap.x[0], cap.alpha[0]
-        runs = {"fast_full": lambda: decompose_layer(lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True,
-                                                     budget_bytes=budget)}
+        runs = {"fast_full": lambda: decompose_layer(lw, x, a, maps=lw.scopes + K21_METHODS, ratios=True, **kw)}
         if naive:
             runs["naive_full"] = lambda: reference_maps(reference_layer(lw, x, a, ig="closed"))
         for k, fn in runs.items():

@@ -117,6 +117,7 @@ def figure_provenance(prov: dict[str, Any], tables: dict[str, pd.DataFrame], mod
         "transformers_version": prov.get("transformers_version"),
         "device": prov.get("device"),
         "dtype": prov.get("dtype"),
+        **({"error_bound": prov["error_bound"], "chunk_rule": prov.get("chunk_rule")} if "error_bound" in prov else {}),
         "max_reconstruction_error": max_recon_error(tables, tuple(used_m), tuple(used_d)),
         "date": prov.get("date"),
         "preset": prov.get("preset"),
@@ -159,10 +160,13 @@ def provenance_html(rec: dict[str, Any]) -> str:
     if rec["params"]:
         rows.append(("Parameters", "; ".join(f"{html.escape(str(k))} = {_code(v)}" for k, v in rec["params"].items())))
     err = rec["max_reconstruction_error"]
-    rows.append(("Max reconstruction error", "not recorded" if err is None else f"{err:.2e} (relative, bound 1e-4)"))
+    bound = rec.get("error_bound", 1e-4)  # a record from before the precision modes: float32's
+    rows.append(("Max reconstruction error", "not recorded" if err is None else
+                 f"{err:.2e} (relative, bound {float(bound):.1e} of {html.escape(str(rec.get('dtype')))})"))
     rows.append(("report_builder", f"{html.escape(str(rec['report_builder_version']))}, commit {_code(rec['git_commit'])}"))
     rows.append(("torch / transformers", f"{html.escape(str(rec['torch_version']))} / {html.escape(str(rec['transformers_version']))}"))
-    rows.append(("Device, dtype", f"{html.escape(str(rec['device']))}, {html.escape(str(rec['dtype']))}"))
+    rows.append(("Device, dtype", f"{html.escape(str(rec['device']))}, {html.escape(str(rec['dtype']))}"
+                 + (f" (pair GEMMs; chunk rule {html.escape(str(rec['chunk_rule']))})" if rec.get("chunk_rule") else "")))
     rows.append(("Preset, date", f"{html.escape(str(rec['preset']))}, {html.escape(str(rec['date']))}"))
     rows.append(("Content hash", _code(rec["content_hash"])))
     body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows)

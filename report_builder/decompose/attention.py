@@ -99,6 +99,12 @@ def is_causal(alpha: Tensor) -> bool:
     return True
 
 
+def causal_violation(alpha: Tensor) -> Tensor:
+    """A 0-dim bool tensor: whether any probability above the diagonal is non-zero (no value read on the
+    host; the GPU rule reads it with the layer's errors)."""
+    return torch.triu(alpha, diagonal=1).ne(0).any()
+
+
 def attn_total(alpha: Tensor, w: Tensor, causal: bool = False) -> Tensor:
     """Sum over sources of the attention terms: (..., H, n_q, n), (..., n, H, d) -> (..., n_q, d), one GEMM
     (causal: one per block of query rows, over the sources up to the block's last row)."""

@@ -174,16 +174,23 @@ def ff_forward(fw: FFWeights, u: Tensor) -> Tensor:
 # ---------------------------------------------------------------- element-wise IG
 
 
-def elementwise_kappa(act_name: str, p: Tensor, opts: IGOptions = IGOptions()) -> tuple[Tensor, Tensor]:
+@lru_cache(maxsize=None)
+def at_zero(act_name: str) -> tuple[float, float]:
+    """``(g(0), g'(0))`` of an activation, as float32 numbers computed once (Python floats: no device op)."""
+    act = activation(act_name)
+    zero = torch.zeros((), dtype=torch.float32)
+    return float(act(zero)), float(derivative(act, zero.reshape(1))[0])
+
+
+def elementwise_kappa(act_name: str, p: Tensor, opts: IGOptions = IGOptions()) -> tuple[Tensor, float]:
     """Per-neuron IG factor ``kappa`` and ``g(0)`` for the pre-activation totals ``p`` (..., d').
 
     Closed form: ``(g(p) - g(0)) / p`` with ``g'(0)`` where p == 0. Numerical: midpoint rule
-    ``mean_k g'(t_k p)`` with ``t_k = (k - 1/2) / m``.
+    ``mean_k g'(t_k p)`` with ``t_k = (k - 1/2) / m``. ``g(0)`` is a Python float.
     """
     act = activation(act_name)
     pf = p.float()
-    zero = torch.zeros((), dtype=torch.float32, device=p.device)
-    g0 = act(zero)
+    g0, d0 = at_zero(act_name)
     if opts.method == "numerical":
         m = opts.steps
         kappa = torch.zeros_like(pf)
@@ -191,10 +198,11 @@ def elementwise_kappa(act_name: str, p: Tensor, opts: IGOptions = IGOptions()) -
             kappa += derivative(act, pf * ((k + 0.5) / m))
         kappa /= m
     else:
-        d0 = derivative(act, zero.reshape(1))[0]
-        safe = torch.where(pf == 0, torch.ones_like(pf), pf)
-        kappa = torch.where(pf == 0, d0.expand_as(pf), (act(pf) - g0) / safe)
-    return kappa.to(p.dtype), g0.to(p.dtype)
+        at0 = pf == 0
+        safe = torch.where(at0, 1.0, pf)
+        num = act(pf) if g0 == 0.0 else act(pf) - g0  # x - 0.0 is x, bit for bit
+        kappa = torch.where(at0, d0, num.div_(safe))
+    return kappa.to(p.dtype), g0
 
 
 # ---------------------------------------------------------------- gated IG
@@ -283,11 +291,58 @@ def _gated_closed(act, af: Tensor, bf: Tensor, opts: "IGOptions", dtype) -> tupl
     return i1.to(dtype), i2.to(dtype)
 
 
-def gated_integrals(act_name: str, a_tot: Tensor, b_tot: Tensor, opts: IGOptions = IGOptions()) -> tuple[Tensor, Tensor]:
+LADDER_EDGES = (4.0, 8.0, 16.0, 32.0)
+"""The sync-free rule's panels in ``x = t A`` (`_gated_ladder`): ``[0, 4]`` with ``gl_nodes`` nodes (today's
+rule for the usual |A| <= 4), then ``[4, 8]``, ``[8, 16]``, ``[16, 32]`` with `LADDER_OUTER_NODES` each; beyond
+32 every activation of `ACTIVATIONS` equals ``max(x, 0)`` to float64 precision (SiLU's difference is
+< 32 e^-32 ~ 4e-13), whose integral is closed-form."""
+LADDER_OUTER_NODES = 8
+
+
+def _gated_ladder(act, a64: Tensor, b64: Tensor, opts: "IGOptions", max_numbers: int) -> tuple[Tensor, Tensor]:
+    """``(I1, I2)`` in float64 without reading any value on the host (the GPU rule's form of
+    `_gated_closed`, equal to it within ~1e-12 relative): every element gets the same fixed panels in
+    ``x = t A`` (`LADDER_EDGES`), empty ones weighted 0, plus the closed-form tail beyond the last edge;
+    ``I1`` by parts, or (|A| < 1e-2) directly with one panel, both computed and selected element-wise.
+    Evaluated ``max_numbers // 40`` elements at a time (a count known from the shapes)."""
+    flat_a, flat_b = a64.reshape(-1), b64.reshape(-1)
+    i1 = torch.empty_like(flat_a)
+    i2 = torch.empty_like(flat_a)
+    x16, w16 = (torch.as_tensor(v, dtype=torch.float64, device=a64.device) for v in _gl_rule(opts.gl_nodes, 1))
+    x8, w8 = (torch.as_tensor(v, dtype=torch.float64, device=a64.device) for v in _gl_rule(LADDER_OUTER_NODES, 1))
+    edges = torch.tensor(LADDER_EDGES, dtype=torch.float64, device=a64.device)
+    top = LADDER_EDGES[-1]
+    dact = lambda z: derivative(act, z)  # noqa: E731
+    per = len(x16) + (len(LADDER_EDGES) - 1) * len(x8)
+    step = max(1, max_numbers // per)
+    for s in range(0, flat_a.numel(), step):
+        a, b = flat_a[s:s + step], flat_b[s:s + step]
+        mag = a.abs()
+        t = (edges / mag[:, None]).clamp_(max=1.0)  # panel edges in t (|A| = 0: all 1)
+        width = t[:, 1:] - t[:, :-1]  # (N, 3): zero for panels beyond |A|
+        ts = torch.cat([t[:, :1] * x16, (t[:, :-1, None] + width[..., None] * x8).flatten(1)], dim=1)
+        ws = torch.cat([t[:, :1] * w16, (width[..., None] * w8).flatten(1)], dim=1)
+        v = act(ts * a[:, None]).mul_(ws).sum(-1)
+        # beyond the last edge the integrand is max(x, 0): int_{top/|A|}^1 t A dt for A > top
+        v += torch.where(a > top, 0.5 * a * (1 - (top / a) ** 2), 0.0)
+        i2[s:s + step] = v
+        small = mag < 1e-2
+        direct = dact(x16 * a[:, None]).mul_(w16 * x16).sum(-1)  # int_0^1 act'(t A) t dt, one panel
+        by_parts = (act(a) - v) / torch.where(small, 1.0, a)
+        i1[s:s + step] = torch.where(small, direct, by_parts) * b
+    return i1.view(a64.shape), i2.view(a64.shape)
+
+
+def gated_integrals(act_name: str, a_tot: Tensor, b_tot: Tensor, opts: IGOptions = IGOptions(), *,
+                    sync_free: bool = False, max_numbers: int = 1 << 26) -> tuple[Tensor, Tensor]:
     """The two per-neuron IG integrals of a gated FF.
 
     Args:
         a_tot, b_tot: (..., d') totals of the gate and up projections (bias parts included).
+        sync_free: the GPU rule's quadrature (`_gated_ladder`: no value read on the host, equal to the
+            adaptive rule within ~1e-12 relative); otherwise the adaptive rule (`_gated_closed`, which
+            groups the elements by their panel count on the host: the CPU rule's, bit for bit as before).
+        max_numbers: with ``sync_free``, the quadrature's temporaries (float64 numbers) per step.
     Returns:
         ``(I1, I2)`` with ``I1 = int_0^1 act'(t A) t B dt`` and ``I2 = int_0^1 act(t A) dt``, so that
         ``A I1 + B I2 = act(A) B`` (completeness).
@@ -298,6 +353,9 @@ def gated_integrals(act_name: str, a_tot: Tensor, b_tot: Tensor, opts: IGOptions
         m = opts.steps
         ts = [(k + 0.5) / m for k in range(m)]
         ws = [1.0 / m] * m
+    elif sync_free:
+        i1, i2 = _gated_ladder(act, af.double(), bf.double(), opts, max_numbers)
+        return i1.to(a_tot.dtype), i2.to(a_tot.dtype)
     else:
         return _gated_closed(act, af, bf, opts, a_tot.dtype)
     i2 = _quad(act, af, ts, ws)

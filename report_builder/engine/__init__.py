@@ -85,6 +85,14 @@ def _prepare(lm: LoadedModel, seqs: Iterable[Tokens], layers: list[int] | None, 
     return seqs, idxs, check and lm.dtype == torch.float32 and enforce
 
 
+def _compute_kw(lm: LoadedModel, maps, ratios, extras, ig, chunk_rule, precision) -> dict:
+    """`decompose_layer`'s / `decompose_batch`'s options, with the chunk rule and precision mode (the
+    model's by default, `loading.load_for`)."""
+    return dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig,
+                chunk_rule=chunk_rule or getattr(lm, "chunk_rule", "auto"),
+                precision=precision or getattr(lm, "precision", "float32"))
+
+
 def decompose_sequences(
     lm: LoadedModel,
     seqs: Iterable[Tokens],
@@ -104,6 +112,8 @@ def decompose_sequences(
     maps_dtype: torch.dtype | None = None,
     stream: bool | None = None,
     returns: Iterable[str] = PARTS,
+    chunk_rule: str | None = None,
+    precision: str | None = None,
 ) -> Iterator[tuple[int, int, LayerResult]]:
     """Yield ``(seq_index, layer, LayerResult)`` for every sequence and layer: in input order on the
     deterministic path, batch by batch (sequences grouped by length, ties in input order) on the
@@ -113,9 +123,10 @@ def decompose_sequences(
         lm: a loaded model. seqs: the sequences (unpadded).
         layers: layer indices (default: all). maps, ratios, extras, ig: see `decompose_layer`.
         check: compare with the HF tensors (``LayerResult.errors``).
-        enforce: raise `ReconstructionError` above `schema.ERROR_BOUND` (``float32`` only; for half
-            precision errors are reported, not enforced): True at every check point, or only at the
-            check points named (e.g. `Layout.pre_ff_checks` under a numerical IG, which is not complete).
+        enforce: raise `ReconstructionError` above the precision mode's bound (`schema.PRECISIONS`;
+            float32: `schema.ERROR_BOUND`; a model stored in half precision has its errors reported, not
+            enforced): True at every check point, or only at the check points named (e.g.
+            `Layout.pre_ff_checks` under a numerical IG, which is not complete).
         batch_size: at most this many sequences per padded batch on the batched path (None: on a GPU
             as many as its free memory holds, `batched.batch_size`; on the CPU `batched.CPU_BATCH`).
             The deterministic path runs each sequence alone, so the batch size cannot change its results.
@@ -134,11 +145,15 @@ def decompose_sequences(
         returns: the batched path moves only these parts of each result to the host (`PARTS`: maps,
             ratios, sums, extras, bias; the errors always); the others are left empty. The
             deterministic path computes on the host and returns every part.
+        chunk_rule: the FF step's device class, ``auto``/``cpu``/``gpu`` (`decompose.chunks`; default the
+            model's, ``lm.chunk_rule``). precision: the pair-GEMM mode (`schema.PRECISIONS`; default
+            ``lm.precision``). Causality is the model's own (``lm.causal``; the reconstruction check would
+            catch probabilities that are not: the FF sums would miss the pairs above the diagonal).
     """
     seqs, idxs, enforce = _prepare(lm, seqs, layers, check, enforce)
     if lm.placement is not None and any(lm.placement.offloaded):
         workers = 1  # the forward pass swaps offloaded weights in and out: one pass at a time
-    kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
+    kw = _compute_kw(lm, maps, ratios, extras, ig, chunk_rule, precision)
     if maps_dtype is not None and maps_dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError(f"maps_dtype: float32, float16 or bfloat16, not {maps_dtype}")
     maps_dtype = None if maps_dtype == torch.float32 else maps_dtype
@@ -192,7 +207,7 @@ def reduce_sequences(
     On the CPU the same code runs on CPU tensors (batches of `batched.CPU_BATCH` unless ``batch_size``).
     """
     seqs, idxs, enforce = _prepare(lm, seqs, layers, check, enforce)
-    kw = dict(maps=tuple(maps), ratios=ratios, extras=extras, ig=ig)
+    kw = _compute_kw(lm, maps, ratios, extras, ig, None, None)
     yield from decompose_batches(lm, seqs, idxs, kw, reduce=reduce, check=check, enforce=enforce,
                                  batch_size_cap=batch_size, budget_bytes=budget_bytes, reduce_bytes=reduce_bytes,
                                  on_batch=on_batch)
@@ -237,9 +252,9 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
 
     def decompose(layer, lw, c):
         refs = {name: t[0] for name, t in c.refs.items()} if check else None
-        r = decompose_layer(lw, c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, **kw)
+        r = decompose_layer(lw, c.x[0], c.alpha[0], refs=refs, budget_bytes=budget, causal=lm.causal, **kw)
         if enforce:
-            enforce_bound(lm, layer, r.errors, enforce)
+            enforce_bound(lm, layer, r.errors, enforce, kw["precision"])
         return [(layer, half_maps(r, maps_dtype))]
 
     st = Stream() if stream else None
@@ -279,15 +294,18 @@ def _deterministic(lm, seqs, idxs, kw, check, enforce, budget_bytes, on_batch, w
 
 
 def check_model(source: str, texts: list[str] | None = None, *, device: str = "cpu",
-                dtype: str = "float32") -> list[dict]:
+                dtype: str = "float32", chunk_rule: str = "auto") -> list[dict]:
     """Decompose a few sentences with the model at ``source`` and return the max relative
     reconstruction error per layer and check point (``report-builder check``; nothing enforced).
 
-    Rows are ``{model, layer, scope, max_rel_error}`` with ``layer`` counted from 1 (SPEC §8), as a
-    user reads layers everywhere else."""
+    ``dtype``: a precision mode (`schema.PRECISIONS`: the model in float32, the pair GEMMs in the mode);
+    ``chunk_rule``: auto, cpu or gpu. Rows are ``{model, layer, scope, max_rel_error}`` with ``layer``
+    counted from 1 (SPEC §8), as a user reads layers everywhere else."""
     from report_builder.models import loading
+    from report_builder.schema import precision as precision_mode
 
-    lm = loading.load(source, device=device, dtype=dtype)
+    lm = loading.load(source, device=device, dtype="float32")
+    lm.precision, lm.chunk_rule = precision_mode(dtype).id, chunk_rule
     texts = texts or ["The man went to the store. He bought a gallon of milk.",
                       "Residual connections and layer normalisation shrink the mixing of tokens."]
     tok = lm.tokenizer

@@ -205,7 +205,7 @@ def decompose_batches(lm: LoadedModel, seqs: list[Tokens], idxs: list[int], kw: 
             room, batch_size_cap))
     else:
         groups = plan_batches(lengths, lambda n: max(1, batch_size_cap or CPU_BATCH))
-    causal = None if lm.causal else False  # an encoder's probabilities are never causal: no check needed
+    causal = lm.causal  # the model's own (never causal for an encoder; a causal one's checked by the errors)
     current: list[Batch] = []
 
     def step(pos: int, c: LayerCapture):
@@ -229,7 +229,7 @@ def decompose_batches(lm: LoadedModel, seqs: list[Tokens], idxs: list[int], kw: 
         if enforce:
             for b in range(len(batch.group)):
                 for layer in idxs:
-                    enforce_bound(lm, layer, errors[b].get(layer, {}), enforce)
+                    enforce_bound(lm, layer, errors[b].get(layer, {}), enforce, kw.get("precision", "float32"))
         return BatchOut(batch, layers, errors)
 
     with capture_hooks(lm.model, lm.adapter, idxs, on_layer=step) as cap:

@@ -59,15 +59,19 @@ def inputs(lm: LoadedModel, seqs: list[Tokens], group: list[int], pin: bool = Fa
     return {k: v.to(dev) for k, v in host.items()}
 
 
-def enforce_bound(lm: LoadedModel, layer: int, errors: dict[str, float], points: bool | frozenset = True) -> None:
+def enforce_bound(lm: LoadedModel, layer: int, errors: dict[str, float], points: bool | frozenset = True,
+                  mode: str = "float32") -> None:
     """The one error-bound check: every check point (``points`` True) or only those named. The bound is
-    the package's ``engine.ERROR_BOUND`` (`schema.ERROR_BOUND`), read at each call."""
-    bound = sys.modules["report_builder.engine"].ERROR_BOUND
+    the precision mode's (`schema.PRECISIONS`): float32's is the package's ``engine.ERROR_BOUND``
+    (`schema.ERROR_BOUND`), read at each call."""
+    from report_builder.schema import precision
+
+    bound = sys.modules["report_builder.engine"].ERROR_BOUND if mode == "float32" else precision(mode).bound
     for scope, err in errors.items():
         if (points is True or scope in points) and not err <= bound:
             raise ReconstructionError(
                 f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction error "
-                f"{err:.3g} exceeds {bound:g}")
+                f"{err:.3g} exceeds {bound:g}" + ("" if mode == "float32" else f" (the {mode} bound)"))
 
 
 def on_device(c: LayerCapture, dev: torch.device) -> LayerCapture:

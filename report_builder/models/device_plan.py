@@ -71,7 +71,8 @@ def planned_placement(source: str, cfg, revision: str | None = None) -> Placemen
     adapter = registry.for_config(config)
     with torch.device("meta"):
         meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
-    mode, dmap = device_map_for(meta, opts["device_map"], device=cfg.device, dtype=getattr(torch, cfg.dtype),
+    # every precision mode (config ``dtype``) keeps the weights in float32
+    mode, dmap = device_map_for(meta, opts["device_map"], device=cfg.device, dtype=torch.float32,
                                 device_memory=opts["device_memory"], reserve=opts["reserve"])
     gpus = [v for v in dmap.values() if v not in STORAGE_OFFLOAD]
     main = gpus[0] if gpus else "cpu"

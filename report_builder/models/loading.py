@@ -47,6 +47,8 @@ class LoadedModel:
         causal: True for decoder-only models (the adapter's `Adapter.causal`).
         placement: where each layer lives and runs when loaded with a device map (`models.placement`);
             None for a model on one device.
+        precision, chunk_rule: how the engine decomposes it by default (config ``dtype``, a mode of
+            `schema.PRECISIONS`, and ``chunk_rule``; `load_for` sets them).
     """
 
     name: str
@@ -57,6 +59,8 @@ class LoadedModel:
     fingerprint: str
     causal: bool
     placement: Placement | None = None
+    precision: str = "float32"
+    chunk_rule: str = "auto"
     _weights: dict[int, LayerWeights] = field(default_factory=dict, repr=False)
 
     @property
@@ -239,10 +243,12 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
 
 
 def load_for(mc, cfg) -> LoadedModel:
-    """Load a configured model (`config.ModelConfig`) as a build of ``cfg`` does: its device, dtype,
-    revision and device map (the one loader every executor uses)."""
-    return load(mc.source, name=mc.name, device=cfg.device, dtype=cfg.dtype, revision=mc.revision,
-                **placement_options(cfg))
+    """Load a configured model (`config.ModelConfig`) as a build of ``cfg`` does: its device, precision
+    mode and chunk rule, revision and device map (the one loader every executor uses)."""
+    lm = load(mc.source, name=mc.name, device=cfg.device, dtype="float32", revision=mc.revision,
+              **placement_options(cfg))  # a precision mode (``dtype``) keeps the model in float32
+    lm.precision, lm.chunk_rule = cfg.dtype, cfg.chunk_rule
+    return lm
 
 
 def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = None,

@@ -3,7 +3,9 @@
 `decompose_layer` (one sequence) and `decompose_batch` (a right-padded batch) dispatch on the layer's
 `schema.Layout` through `MATHS`, one row per layout: post-LN and pre-LN share the batched fast path
 (`post_pre`), sandwich norms (`sandwich`) and parallel attention + FF (`parallel`) run one sequence
-at a time. Shared building blocks are in `common`; the chunk rule is `decompose.chunks`.
+at a time. Shared building blocks are in `common`; the chunk rules are `decompose.chunks`: ``chunk_rule``
+picks a device class (``auto``: the device's), the CPU rule's chunk loop or the GPU rule's blocks
+(`ff_blocks`, which also runs the pair GEMM in a reduced ``precision``, `schema.PRECISIONS`).
 
 Every result carries the relative reconstruction error of each check point against the tensors the
 real HF model computed (when given). Pitfall: a new layout is a `schema.Layout` row, a module here
@@ -16,11 +18,16 @@ from typing import Callable, Iterable
 
 from torch import Tensor
 
+from report_builder.decompose.attention import causal_violation
+from report_builder.decompose.chunks import rule_class
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult, LayerWeights, relative_error
 from report_builder.decompose.layouts import parallel, post_pre, sandwich
-from report_builder.decompose.layouts.common import resolve_causal
+from report_builder.decompose.layouts.common import gpu_errors, resolve_causal
 from report_builder.schema import K21_METHODS, PARALLEL, POST_LN, PRE_LN, SANDWICH, Layout
+
+DEFAULT_BUDGET = 512 << 20
+"""The CPU rule's chunk budget when none is given (the GPU rule's default is the device's free memory)."""
 
 
 @dataclass(frozen=True)
@@ -28,11 +35,13 @@ class LayoutMaths:
     """How one layout is decomposed.
 
     Attributes:
-        one: ``(lw, x (n, d), alpha (H, n, n), want, *, ratios, extras, ig, chunk_rows, budget_bytes, causal)``
-            -> `LayerResult` of one unpadded sequence (errors not yet recorded); ``causal``: alpha is
-            causal, so the n^2 steps may cover the pairs j <= i only.
+        one: ``(lw, x (n, d), alpha (H, n, n), want, *, ratios, extras, ig, chunk_rows, budget_bytes, causal,
+            rule, precision)`` -> `LayerResult` of one unpadded sequence (errors not yet recorded); ``causal``:
+            alpha is causal, so the n^2 steps may cover the pairs j <= i only; ``rule``: the device class
+            (``cpu``/``gpu``, `chunks.rule_class`); ``precision``: the pair-GEMM mode.
         batch: the same for a right-padded batch, with the real ``lengths`` after alpha, -> one result
-            per sequence (``causal`` as given: None is resolved after the pads are masked); None: the
+            per sequence (``causal`` as given: None is resolved after the pads are masked), its errors
+            recorded against ``refs`` when the rule is ``gpu`` (one host read for the batch); None: the
             batch runs one sequence at a time through ``one``.
     """
 
@@ -72,6 +81,16 @@ def _record_errors(res: LayerResult, refs: dict[str, Tensor] | None) -> None:
             res.errors[key] = relative_error(res.sums[key], ref)
 
 
+def _setup(lw: LayerWeights, x: Tensor, alpha: Tensor, causal: bool | None, chunk_rule: str, precision: str,
+           budget_bytes: int | None) -> tuple[str, int | None, bool]:
+    """The device class, the budget (the CPU rule's default filled in) and whether the GPU rule checks
+    ``causal=True`` with the errors (deferred: no host read mid-layer; a batch's after its pads are masked)."""
+    rule = rule_class(chunk_rule, x.device.type, precision)
+    if rule == "cpu" and budget_bytes is None:
+        budget_bytes = DEFAULT_BUDGET
+    return rule, budget_bytes, rule == "gpu" and causal is True
+
+
 def decompose_layer(
     lw: LayerWeights,
     x: Tensor,
@@ -83,8 +102,10 @@ def decompose_layer(
     extras: bool = False,
     ig: IGOptions = IGOptions(),
     chunk_rows: int | None = None,
-    budget_bytes: int = 512 << 20,
+    budget_bytes: int | None = None,
     causal: bool | None = None,
+    chunk_rule: str = "auto",
+    precision: str = "float32",
 ) -> LayerResult:
     """Decompose one layer for one (unpadded) sequence.
 
@@ -99,17 +120,29 @@ def decompose_layer(
         extras: also return FF output, residual and the norm-after-FF quantities (K24 RES/LN analyses).
         ig: IG options (closed form by default).
         chunk_rows: query rows per chunk of the FF step (default: from ``budget_bytes``).
+        budget_bytes: memory for the FF step's chunks (default: 512 MiB by the CPU rule, half the
+            device's free memory by the GPU rule; a given budget caps the GPU rule's too).
         causal: None (default) finds out whether ``alpha`` is causal (every probability above the
             diagonal exactly zero): then every n^2 step covers only the pairs j <= i (SPEC §8), and
             the maps hold exact zeros for j > i, as the full computation gives them. False computes
-            every pair (the bench's side-by-side baseline); True requires a causal ``alpha``.
+            every pair (the bench's side-by-side baseline); True requires a causal ``alpha`` (the GPU
+            rule checks it when it reads the errors, without stopping the device mid-layer).
+        chunk_rule: ``auto`` (the device's class), ``cpu`` or ``gpu`` (`decompose.chunks`).
+        precision: the pair-GEMM mode (`schema.PRECISIONS`; a reduced one runs the GPU rule's FF step).
     Returns:
         A `LayerResult`.
     """
     maths = _maths(lw)
+    rule, budget_bytes, check = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
+    flag = causal_violation(alpha) if check else None
     res = maths.one(lw, x, alpha, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig, chunk_rows=chunk_rows,
-                    budget_bytes=budget_bytes, causal=resolve_causal(alpha, causal))
-    _record_errors(res, refs)
+                    budget_bytes=budget_bytes, causal=resolve_causal(alpha, causal, rule), rule=rule,
+                    precision=precision)
+    if rule == "cpu":
+        _record_errors(res, refs)
+    else:
+        gpu_errors([res], {k: v.unsqueeze(0) for k, v in res.sums.items() if v.dim() == 2},
+                    None if refs is None else {k: t.unsqueeze(0) for k, t in refs.items()}, [x.shape[0]], flag)
     return res
 
 
@@ -125,8 +158,10 @@ def decompose_batch(
     extras: bool = False,
     ig: IGOptions = IGOptions(),
     chunk_rows: int | None = None,
-    budget_bytes: int = 512 << 20,
+    budget_bytes: int | None = None,
     causal: bool | None = None,
+    chunk_rule: str = "auto",
+    precision: str = "float32",
 ) -> list[LayerResult]:
     """Decompose one layer for a right-padded batch at once (one set of GEMMs for all sequences).
 
@@ -139,16 +174,25 @@ def decompose_batch(
         inputs and attention probabilities (as queries and as keys) are set to zero, so every term a
         real token receives from a pad is an exact zero and pad rows are dropped. Equal to
         `decompose_layer` on each sequence alone up to float rounding (the GEMM shapes differ). A
-        layout without a batched path (`LayoutMaths.batch`) runs its sequences one at a time.
+        layout without a batched path (`LayoutMaths.batch`) runs its sequences one at a time, and so
+        does the CPU rule for sequences of different lengths (bit for bit `decompose_layer`'s: on a CPU,
+        pads cost arithmetic and one sequence at a time costs nothing); the GPU rule cuts such a batch
+        per sequence when that saves pairs (`chunks.gpu_plan`).
     """
     maths = _maths(lw)
-    if maths.batch is None:
+    ragged = len(set(lengths)) > 1 and rule_class(chunk_rule, x.device.type, precision) == "cpu"
+    if maths.batch is None or ragged:  # the CPU rule runs a ragged batch one sequence at a time: no pad work
         return [decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
                                 refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
-                                chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal)
+                                chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal,
+                                chunk_rule=chunk_rule, precision=precision)
                 for b, n in enumerate(lengths)]
+    rule, budget_bytes, check = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
+    check = check and refs is not None  # read with the errors; without them, by the caller's own check
     out = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
-                      chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal)
-    for b, (r, n) in enumerate(zip(out, lengths)):
-        _record_errors(r, None if refs is None else {k: t[b, :n] for k, t in refs.items()})
+                      chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal, rule=rule, precision=precision,
+                      refs=refs if rule == "gpu" else None, check_causal=check)
+    if rule == "cpu":
+        for b, (r, n) in enumerate(zip(out, lengths)):
+            _record_errors(r, None if refs is None else {k: t[b, :n] for k, t in refs.items()})
     return out

@@ -9,21 +9,60 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from report_builder.decompose.attention import is_causal
-from report_builder.decompose.layer import LayerResult
+from report_builder.decompose.attention import causal_violation, is_causal
+from report_builder.decompose.chunks import GPU_FREE_FRACTION
+from report_builder.decompose.layer import LayerResult, batch_errors
+
+NOT_CAUSAL = ("causal=True, but the attention probabilities are not causal (a probability above the diagonal "
+              "is not zero)")
 
 
-def resolve_causal(alpha: Tensor, causal: bool | None) -> bool:
+def resolve_causal(alpha: Tensor, causal: bool | None, rule: str = "cpu") -> bool:
     """Whether the n^2 steps may cover the pairs j <= i only. None: whether ``alpha`` is causal
-    (`attention.is_causal`); True: required (a ValueError when a probability above the diagonal is not
-    zero); False: every pair, as for a bidirectional model."""
+    (`attention.is_causal`; the GPU rule reads one flag for the whole batch); True: required (a ValueError
+    when a probability above the diagonal is not zero; the GPU rule checks it with the layer's errors,
+    without stopping the device here, `decompose.layouts`); False: every pair, as for a bidirectional model."""
     if causal is False:
         return False
+    if rule == "gpu":
+        return True if causal else not bool(causal_violation(alpha))
     found = is_causal(alpha)
     if causal and not found:
-        raise ValueError("causal=True, but the attention probabilities are not causal (a probability "
-                         "above the diagonal is not zero)")
+        raise ValueError(NOT_CAUSAL)
     return found
+
+
+def gpu_errors(results: list[LayerResult], sums: dict[str, Tensor], refs: dict[str, Tensor] | None,
+               lengths: list[int], flag: Tensor | None) -> None:
+    """The GPU rule's errors: every check point of a batch (``sums`` and ``refs`` (B, n, d)) and the deferred
+    causality ``flag``, read on the host at once (`layer.batch_errors`) into each result's ``errors``."""
+    if refs is None and flag is None:
+        return
+    errs, not_causal = batch_errors(sums, refs or {}, lengths, flag)
+    if not_causal:
+        raise ValueError(NOT_CAUSAL)
+    for r, e in zip(results, errs):
+        r.errors.update(e)
+
+
+def gpu_budget(x: Tensor, budget_bytes: int | None) -> int:
+    """The GPU rule's buffer budget on ``x``'s device: `GPU_FREE_FRACTION` of the memory free there (CUDA:
+    the device's free memory plus what torch's allocator holds unused; CPU: the available RAM), capped by
+    ``budget_bytes`` when one is given (``max_memory``)."""
+    free = None
+    if x.device.type == "cuda":
+        free_dev, _ = torch.cuda.mem_get_info(x.device)
+        free = free_dev + torch.cuda.memory_reserved(x.device) - torch.cuda.memory_allocated(x.device)
+    elif budget_bytes is None:
+        try:
+            import psutil
+            free = int(psutil.virtual_memory().available)
+        except ImportError:  # pragma: no cover
+            free = 2 << 30
+    cap = None if free is None else int(GPU_FREE_FRACTION * free)
+    if budget_bytes is None:
+        return cap
+    return budget_bytes if cap is None else min(budget_bytes, cap)
 
 
 def norm32(t: Tensor) -> Tensor:

@@ -25,10 +25,11 @@ from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
 
 
 def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, ratios: bool, extras: bool,
-                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool = False) -> LayerResult:
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int | None, causal: bool = False,
+                  rule: str = "cpu", precision: str = "float32") -> LayerResult:
     """Parallel layer, x (n, d), alpha (H, n, n): every map through the Gram identity (causal: over the
-    pairs j <= i only); FF only changes the diagonal. ``ig``, ``chunk_rows`` and ``budget_bytes`` are
-    not used (FF is not decomposed)."""
+    pairs j <= i only); FF only changes the diagonal. ``ig``, ``chunk_rows``, ``budget_bytes``, ``rule``
+    and ``precision`` are not used (FF is not decomposed: no pair GEMM)."""
     n, d = x.shape
     res = LayerResult()
     y1 = apply_norm(lw.ln1, x)  # N1(x_j) depends on x_j alone: attributed wholly to j

@@ -19,37 +19,56 @@ import torch
 from torch import Tensor
 
 from report_builder.decompose.attention import (
-    attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
+    attn_self, attn_terms_src, attn_total, causal_violation, gram_norms, output_bias, value_vectors,
 )
-from report_builder.decompose.chunks import ff_tiles
+from report_builder.decompose.chunks import ff_tiles, gpu_plan
 from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, gated_integrals
-from report_builder.decompose.layer import LayerResult, LayerWeights
-from report_builder.decompose.layouts.common import add_diag, norm32, ratio, resolve_causal
+from report_builder.decompose.layer import LayerResult, LayerWeights, real_rows
+from report_builder.decompose.layouts import ff_blocks
+from report_builder.decompose.layouts.common import add_diag, gpu_budget, gpu_errors, norm32, ratio, resolve_causal
+from report_builder.decompose.precision import HALF
 from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
 
 
 def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], *, ratios: bool, extras: bool,
-                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool) -> LayerResult:
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int | None, causal: bool, rule: str = "cpu",
+                  precision: str = "float32") -> LayerResult:
     """One (unpadded) sequence, x (n, d), alpha (H, n, n): the batched mathematics on a batch of one."""
     n = x.shape[0]
     full = _decompose(lw, x.unsqueeze(0), alpha.unsqueeze(0), want, ratios, extras, ig, chunk_rows, budget_bytes,
-                      causal)
+                      causal, rule, precision)
     return _take(full, 0, n)
 
 
-def decompose_batch(lw: LayerWeights, x: Tensor, alpha: Tensor, lengths: list[int], want: set[str], *, ratios: bool,
-                    extras: bool, ig: IGOptions, chunk_rows: int | None, budget_bytes: int,
-                    causal: bool | None) -> list[LayerResult]:
-    """A right-padded batch, x (B, n_max, d), alpha (B, H, n_max, n_max): one result per sequence over
-    its real tokens. Pads are masked exactly (their inputs and probabilities, as queries and as keys,
-    are zeroed), so every term a real token receives from a pad is an exact zero."""
+def mask_pads(x: Tensor, alpha: Tensor, lengths: list[int]) -> tuple[Tensor, Tensor]:
+    """Pads zeroed: their inputs and their probabilities as queries and as keys (nothing to do when every
+    sequence fills the batch: multiplying by 1 changes no bit)."""
     B, n_max, _ = x.shape
-    real = torch.arange(n_max, device=x.device)[None, :] < torch.tensor(lengths, device=x.device)[:, None]
-    keep = real.to(x.dtype)
+    if all(n == n_max for n in lengths):
+        return x, alpha
+    keep = real_rows(tuple(lengths), n_max, str(x.device)).to(x.dtype)
     x = x * keep[..., None]
     alpha = alpha * (keep[:, None, :, None] * keep[:, None, None, :]).to(alpha.dtype)
-    full = _decompose(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes, resolve_causal(alpha, causal))
-    return [_take(full, b, n) for b, n in enumerate(lengths)]
+    return x, alpha
+
+
+def decompose_batch(lw: LayerWeights, x: Tensor, alpha: Tensor, lengths: list[int], want: set[str], *, ratios: bool,
+                    extras: bool, ig: IGOptions, chunk_rows: int | None, budget_bytes: int | None,
+                    causal: bool | None, rule: str = "cpu", precision: str = "float32",
+                    refs: dict[str, Tensor] | None = None, check_causal: bool = False) -> list[LayerResult]:
+    """A right-padded batch, x (B, n_max, d), alpha (B, H, n_max, n_max): one result per sequence over
+    its real tokens. Pads are masked exactly (their inputs and probabilities, as queries and as keys,
+    are zeroed), so every term a real token receives from a pad is an exact zero. ``refs`` (B, n_max, d)
+    and ``check_causal`` (GPU rule, ``causal=True``: whether the masked probabilities are causal): the
+    errors of the whole batch and the check, read at once."""
+    x, alpha = mask_pads(x, alpha, lengths)
+    flag = causal_violation(alpha) if check_causal else None
+    full = _decompose(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes,
+                      resolve_causal(alpha, causal, rule), rule, precision, lengths)
+    out = [_take(full, b, n) for b, n in enumerate(lengths)]
+    if refs is not None or flag is not None:
+        gpu_errors(out, full.sums, refs, lengths, flag)
+    return out
 
 
 def _take(full: LayerResult, b: int, n: int) -> LayerResult:
@@ -64,10 +83,13 @@ def _take(full: LayerResult, b: int, n: int) -> LayerResult:
 
 
 def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratios: bool, extras: bool,
-               ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool) -> LayerResult:
+               ig: IGOptions, chunk_rows: int | None, budget_bytes: int | None, causal: bool, rule: str = "cpu",
+               precision: str = "float32", lengths: list[int] | None = None) -> LayerResult:
     """The layer's mathematics on a batch: x (B, n, d), alpha (B, H, n, n); results keep the batch
     dimension ((B, n, n) maps, (B, n) ratios, (B, n, d) sums; token-independent bias terms (d,)).
-    ``causal``: alpha is causal, every n^2 step covers only the pairs j <= i."""
+    ``causal``: alpha is causal, every n^2 step covers only the pairs j <= i. ``rule``: the FF step's
+    device class (`chunks.rule_class`: ``cpu`` chunks, ``gpu`` blocks, `ff_blocks`); ``precision``: the
+    GPU rule's pair-GEMM mode."""
     lay = lw.layout
     post = not lay.norm_first  # the mathematics below serves the two layouts of `schema.LAYOUTS`
     B, n, d = x.shape
@@ -85,7 +107,7 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
     b_o = output_bias(aw, d, x)
     total = attn_total(alpha, w, causal)
     res.sums["ATTN"] = total + b_o
-    xres = total + b_o + x  # ATTN + RES: post LN1 input, pre x'
+    xres = res.sums["ATTN"] + x  # ATTN + RES: post LN1 input, pre x'
     res.sums[lay.attn_res] = xres
     res.bias["ATTN"] = res.bias[lay.attn_res] = b_o
 
@@ -93,24 +115,27 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
     nrm = lw.ln1 if post else lw.ln2
     s = norm_scale(nrm, xres)  # (B, n, 1)
     beta = nrm.bias if nrm.bias is not None else torch.zeros_like(b_o)
-    mw = norm_linear(nrm, w)
-    mx = norm_linear(nrm, x)
+    ln_scope = lay.ff_input
+    # FF is decomposed only when an FF scope map or the K24 extras are asked for: the ratios and the
+    # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
+    ff_wanted = bool(want & set(lay.ff_scopes)) or extras
+    mw = norm_linear(nrm, w) if ff_wanted or want & {"ATTNRESLN-N", ln_scope} else None  # only where read
+    mx = norm_linear(nrm, x) if ff_wanted else None
     n_bias = norm_linear(nrm, b_o.expand(B, n, d)) / s + beta  # (B, n, d) bias term after the norm
     xin = norm_linear(nrm, xres) / s + beta  # FF input (post: ATB, pre: ATBLN)
-    ln_scope = lay.ff_input
     res.sums[ln_scope] = xin
     res.bias[ln_scope] = n_bias
 
     need_self = ratios or bool(want & {"ATTNRES-N", "ATTNRESLN-N", lay.attn_res, ln_scope})
     if need_self:
         self_attn = attn_self(alpha, w)  # (B, n, d)
-    a_mean = alpha.mean(1)
-    eye = torch.eye(n, device=x.device, dtype=alpha.dtype)
+    a_mean = alpha.mean(1) if ratios or want & {"ATTN-W", "ATTNRES-W"} else None
 
     # --- K21 maps via the Gram identity (diagonal computed explicitly)
     if "ATTN-W" in want:
         res.maps["ATTN-W"] = a_mean.float()
     if "ATTNRES-W" in want:
+        eye = torch.eye(n, device=x.device, dtype=alpha.dtype)
         res.maps["ATTNRES-W"] = (0.5 * a_mean + 0.5 * eye).float()
     # pre-LN: the ATTN + RES check point is also a K24 scope (ATB); post-LN: it is not (ATTNRES)
     attn_res_map = lay.attn_res in lay.scopes and lay.attn_res in want
@@ -142,13 +167,15 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
         res.ratios["ATTNRES-N"] = ratio(ctx, self_res)
         res.ratios["ATTNRESLN-N"] = ratio(norm_linear(nrm, ctx), norm_linear(nrm, self_res))
 
-    ff_scopes = set(lay.ff_scopes)
-    # FF is decomposed only when an FF scope map or the K24 extras are asked for: the ratios and the
-    # attention maps never pay the n^2 d d' cost (their checks stop at the norm in front of FF)
-    ff_wanted = bool(want & ff_scopes) or extras
-    if ff_wanted:
-        _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows, budget_bytes, extras,
-                 causal)
+    if ff_wanted and rule == "gpu":
+        plan = gpu_plan(n, d, lw.ff.d_ff, budget_bytes=gpu_budget(x, budget_bytes), batch=B, causal=causal,
+                        gated=lw.ff.gated, itemsize=x.element_size(), reduced=precision in HALF, rows=chunk_rows,
+                        lengths=lengths)
+        ff_blocks.ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan, extras, causal,
+                          precision)
+    elif ff_wanted:
+        _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows,
+                 512 << 20 if budget_bytes is None else budget_bytes, extras, causal)
     return res
 
 

@@ -19,11 +19,12 @@ from torch import Tensor
 from report_builder.decompose.attention import (
     attn_self, attn_terms_src, attn_total, gram_norms, output_bias, value_vectors,
 )
-from report_builder.decompose.chunks import ff_tiles
+from report_builder.decompose.chunks import ff_tiles, gpu_plan
 from report_builder.decompose.feedforward import IGOptions, elementwise_kappa, ff_forward, gated_integrals
 from report_builder.decompose.layer import LayerResult, LayerWeights
-from report_builder.decompose.layouts.common import add_diag, k21_weight_maps, norm32, ratio
+from report_builder.decompose.layouts.common import add_diag, gpu_budget, k21_weight_maps, norm32, ratio
 from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
+from report_builder.decompose.precision import HALF, input_dtype, pair_mm
 
 
 def _beta(nw: NormWeights, like: Tensor) -> Tensor:
@@ -50,9 +51,11 @@ class _HeadFF:
     """
 
     def __init__(self, lw: LayerWeights, x: Tensor, w: Tensor, s_pa: Tensor, s_pf: Tensor, ffin: Tensor,
-                 ub: Tensor, ig: IGOptions):
+                 ub: Tensor, ig: IGOptions, rule: str = "cpu", precision: str = "float32"):
         fw = lw.ff
         self.fw = fw
+        self.precision = precision
+        self.w2 = fw.w2 if input_dtype(precision) == torch.float32 else fw.w2.to(input_dtype(precision))
         mw = norm_linear(lw.ln2, norm_linear(lw.post_attn_norm, w))  # (n, H, d)
         mx = norm_linear(lw.ln2, x)
         self.inv = 1.0 / (s_pa * s_pf)  # (n, 1): the attention terms' per-query factor
@@ -62,7 +65,8 @@ class _HeadFF:
             bu = fw.b_up if fw.b_up is not None else 0
             self.u = (mw @ fw.w_gate, mw @ fw.w_up)
             self.ux = (mx @ fw.w_gate, mx @ fw.w_up)
-            self.i1, self.i2 = gated_integrals(fw.act, ffin @ fw.w_gate + bg, ffin @ fw.w_up + bu, ig)
+            self.i1, self.i2 = gated_integrals(fw.act, ffin @ fw.w_gate + bg, ffin @ fw.w_up + bu, ig,
+                                               sync_free=rule == "gpu")
             hb = (ub @ fw.w_gate + bg) * self.i1 + (ub @ fw.w_up + bu) * self.i2
         else:
             b1 = fw.b1 if fw.b1 is not None else 0
@@ -86,7 +90,11 @@ class _HeadFF:
         else:
             hidden = ps[0].mul_(self.kappa[start:stop])
         del ps
-        return hidden @ self.fw.w2
+        if self.precision == "float32":
+            return hidden @ self.fw.w2
+        S, c, dff = hidden.shape
+        h = hidden.to(input_dtype(self.precision)).view(S * c, dff)
+        return pair_mm(h, self.w2, self.precision).view(S, c, -1)
 
 
 def _add(part: dict, key: str, v: Tensor) -> None:
@@ -98,9 +106,12 @@ def _add(part: dict, key: str, v: Tensor) -> None:
 
 
 def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, ratios: bool, extras: bool,
-                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int, causal: bool = False) -> LayerResult:
+                  ig: IGOptions, chunk_rows: int | None, budget_bytes: int | None, causal: bool = False,
+                  rule: str = "cpu", precision: str = "float32") -> LayerResult:
     """Sandwich layer, x (n, d), alpha (H, n, n): attention-side quantities in closed form, the maps by
-    query-row chunks (causal: each over its source prefix only)."""
+    query-row chunks (causal: each over its source prefix only): the CPU rule's chunks and tiles, or
+    (``rule`` gpu) the GPU rule's row blocks over every source of their prefix, the pair GEMM in
+    ``precision``."""
     n, d = x.shape
     res = LayerResult()
     n_pa, n_pf, n_po = lw.post_attn_norm, lw.ln2, lw.post_ff_norm
@@ -147,10 +158,14 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
     if need_ff:
         ff_real = ff_forward(lw.ff, ffin)
         s_po = norm_scale(n_po, ff_real)
-        head_ff = _HeadFF(lw, x, w, s_pa, s_pf, ffin, res.bias["ATBLN"], ig)
-    # one row's terms over every source held per chunk, as before gated FFs had one GEMM (gated=False)
-    c, tile = (chunk_rows, n) if chunk_rows else ff_tiles(n, d, lw.ff.d_ff, budget_bytes=budget_bytes,
-                                                          itemsize=x.element_size())
+        head_ff = _HeadFF(lw, x, w, s_pa, s_pf, ffin, res.bias["ATBLN"], ig, rule, precision)
+    if rule == "gpu":  # the GPU rule's blocks: equal rows, every source of the prefix at once
+        c = chunk_rows or gpu_plan(n, d, lw.ff.d_ff, budget_bytes=gpu_budget(x, budget_bytes), causal=causal,
+                                   gated=lw.ff.gated, itemsize=x.element_size(), reduced=precision in HALF).rows
+        tile = n
+    else:  # one row's terms over every source held per chunk, as before gated FFs had one GEMM (gated=False)
+        c, tile = (chunk_rows, n) if chunk_rows else ff_tiles(n, d, lw.ff.d_ff, budget_bytes=budget_bytes,
+                                                              itemsize=x.element_size())
     for start in range(0, n, c):
         stop = min(n, start + c)
         rows = slice(start, stop)
