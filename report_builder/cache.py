@@ -33,9 +33,19 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from report_builder.filehash import sha256_of_file
+from report_builder.filehash import sha256_of_fd, sha256_of_file
 from report_builder import guard
+from report_builder import atomic
 from report_builder.atomic import atomic_dir
+from report_builder.errors import UnsafeOutput, shown
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+"""An analysis id or entry key as a path component: no separator, no leading dot (no ``..``), bounded."""
+META_MAX = 64 << 20
+"""The largest ``meta.json`` of an entry that is read (a larger one is damage)."""
+TABLE_MAX = 1 << 40
+"""The largest table of an entry that is read (a bound, not a limit a result reaches)."""
 
 
 def result_key(analysis: str, version: int, params: dict[str, Any]) -> str:
@@ -89,6 +99,17 @@ class Cache:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def path(self, analysis: str, key: str) -> Path:
+        """The entry's folder; `UnsafeOutput` when ``results`` or the analysis' folder is a symbolic link
+        (a copied or tampered cache: nothing is read, locked or written through it)."""
+        for name in (analysis, key):  # from a record read back (`last_build`): checked before it is joined
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise UnsafeOutput(f"refusing to use the cache entry {shown(analysis)}/{shown(key)} of {self.base}: "
+                                   "not a name report_builder gives an entry (a tampered build record?); run "
+                                   "`report-builder build` again")
+        for p in (self.root, self.root / analysis):
+            if p.is_symlink():
+                raise UnsafeOutput(f"refusing to use {p}: it is a symbolic link, which report_builder never makes "
+                                   "in a results cache; remove it (its results are computed again) or use another --cache")
         return self.root / analysis / key
 
     def lock(self, analysis: str, key: str):
@@ -97,18 +118,22 @@ class Cache:
 
     @staticmethod
     def _load(d: Path) -> Entry | None:
-        """The verified entry in ``d``; None when absent; raises when present but damaged."""
+        """The verified entry in ``d``; None when absent; raises when present but damaged (a link, FIFO
+        or device among its files is damage: never followed or read)."""
+        if d.is_symlink():
+            raise ValueError("the entry is a symbolic link")
         meta_p = d / "meta.json"
-        if not meta_p.exists():
+        if not os.path.lexists(meta_p):
             if d.exists() and any(d.iterdir()):
                 raise ValueError("meta.json is missing")
             return None
-        meta = json.loads(meta_p.read_text())
+        meta = json.loads(atomic.read_inside(d, meta_p, META_MAX))  # regular files, no link: else damage
         tables = {}
         for name, sha in meta["tables"].items():
             p = d / f"{name}.parquet"
-            if sha256_of_file(p) != sha:
-                raise ValueError(f"{p.name} does not match its recorded hash")
+            with atomic.opened_regular(d, p, TABLE_MAX) as fd:
+                if sha256_of_fd(fd) != sha:
+                    raise ValueError(f"{p.name} does not match its recorded hash")
             tables[name] = pd.read_parquet(p)
         return Entry(tables, meta, reused=True)
 
@@ -230,9 +255,9 @@ class Cache:
         """Folders where this cache's temporary dirs and files may be left: the cache itself (its JSON
         records, `atomic.write_text`), each analysis folder, and the reproduced figures' folder."""
         parents = [self.base] if self.base.is_dir() else []
-        if self.root.is_dir():
-            parents += [a for a in self.root.iterdir() if a.is_dir()]
-        if self.reproduced.is_dir():
+        if self.root.is_dir() and not self.root.is_symlink():  # never a folder a link leads to
+            parents += [a for a in self.root.iterdir() if a.is_dir() and not a.is_symlink()]
+        if self.reproduced.is_dir() and not self.reproduced.is_symlink():
             parents.append(self.reproduced)
         return parents
 
@@ -251,8 +276,8 @@ def is_entry(d: Path) -> bool:
     if d.name.startswith(".") or d.is_symlink() or not d.is_dir():
         return False
     try:
-        tables = json.loads((d / "meta.json").read_text(encoding="utf-8")).get("tables")
-    except (OSError, ValueError, AttributeError):
+        tables = json.loads(atomic.read_inside(d, d / "meta.json", META_MAX)).get("tables")
+    except (OSError, ValueError, AttributeError, RecursionError, UnsafeOutput):
         return False
     if not isinstance(tables, dict):
         return False

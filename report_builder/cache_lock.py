@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from contextlib import contextmanager
@@ -115,6 +116,9 @@ def _acquire(base: Path, command: str, exclusive: bool, create: bool, wait: floa
                                f"{'; it is a symbolic link, which report_builder never makes' if path.is_symlink() else ''}); "
                                "remove it or choose another --cache") from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted in its place
+                raise UnsafeOutput(f"the lock file {path} of the cache is not a regular file, which report_builder "
+                                   "never makes; remove it or choose another --cache")
             if _lock(fd, exclusive, deadline):
                 st, now = os.fstat(fd), _stat(path)
                 if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):

@@ -114,17 +114,23 @@ def mark_cache(root: Path) -> None:
     if why is None and root.exists():
         if not root.is_dir():
             why = "it is a file, not a directory"
-        elif not (root / CACHE_MARKER).is_file() and any(c.name != CACHE_LOCK for c in root.iterdir()):
+        else:  # listed first, then the marker looked for: a marker a concurrent build adds meanwhile counts
             names = sorted(c.name for c in root.iterdir())
-            why = (f"it is not empty ({', '.join(names[:3])}{', …' if len(names) > 3 else ''}) and has no "
-                   f"{CACHE_MARKER} marker (report_builder did not create it)")
+            if CACHE_MARKER not in names and not (root / CACHE_MARKER).is_file() and set(names) - {CACHE_LOCK}:
+                why = (f"it is not empty ({', '.join(names[:3])}{', …' if len(names) > 3 else ''}) and has no "
+                       f"{CACHE_MARKER} marker (report_builder did not create it)")
     if why:
         raise UnsafeOutput(f"refusing to use {root} as the cache: {why}; choose a new or empty directory with --cache")
     m = root / CACHE_MARKER
     try:
         root.mkdir(parents=True, exist_ok=True)
-        if not m.exists():
-            m.write_text("results cache of report_builder; `report-builder clean` may delete what it wrote here\n")
+        try:  # the first thing in a new cache, created in one step (never truncated by a second build)
+            fd = os.open(m, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write("results cache of report_builder; `report-builder clean` may delete what it wrote here\n")
     except OSError as e:
         raise UnsafeOutput(f"the cache directory {root} is not writable ({e.strerror or e}); choose another "
                            f"directory with --cache or fix its permissions") from None

@@ -62,7 +62,7 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
     marker when missing or empty), the output, its state folder in the cache and its lock (a blocked
     one is found now, not after the analyses); sweep temp dirs left by dead processes. Raises
     `guard.UnsafeOutput` (exit 3) with advice."""
-    from report_builder.site.site_state import site_state
+    from report_builder.site.site_state import check as check_state, site_state
 
     checks(cfg, site=site)
     out = Path(cfg.out_dir)
@@ -77,6 +77,7 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
     if site:
         guard.check_writable(Path(os.path.abspath(out)).parent, "the output's parent directory", "--out")
         state = site_state(out, Path(cfg.cache_dir))
+        check_state(state)  # no link or special file in it: nothing below is written through one
         if not state.in_out:
             state.ensure()  # no link on the way from the cache (refused, never written through)
             guard.check_writable(state.root, "the output's state folder in the cache", "--cache")

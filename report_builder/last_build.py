@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
-from report_builder.errors import ConfigError, DataError
+from report_builder import atomic
+from report_builder.errors import ConfigError, DataError, UnsafeOutput
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -41,8 +43,12 @@ if TYPE_CHECKING:  # pragma: no cover
 RECORD = "last_build.json"
 FORMAT = 2
 INPUTS = "inputs"
+RECORD_MAX = 256 << 20
+"""The largest record that is read (a larger one, or a link or FIFO in its place, is no record)."""
 KEEP_LIMIT = 8 << 20
 """A local data file up to this size (8 MiB) is copied into the cache; a larger one is named and hashed only."""
+_KEPT = re.compile(r"inputs/[0-9a-f]{16}/(?!\.\.?$)[^/\\\0]{1,255}")
+"""The form of a kept copy's path in the record (`_keep_inputs`): anything else is no copy."""
 RESULT_KEYS = ("preset", "models", "datasets", "ig", "k21", "k24", "dtype", "device")
 """Configuration keys that change results or what the figures show: a render's configuration must agree
 with the record on each."""
@@ -58,8 +64,9 @@ def record_path(cache_dir: str | os.PathLike) -> Path:
 def read(cache_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The record of the last build in ``cache_dir``, or None when there is none (or it is unreadable)."""
     try:
-        rec = json.loads(record_path(cache_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        base = Path(cache_dir).resolve()  # (the cache may be a link the user gave; nothing inside it is followed)
+        rec = json.loads(atomic.read_inside(base, base / RECORD, RECORD_MAX))
+    except (OSError, ValueError, RecursionError, UnsafeOutput):  # a link, a FIFO, too large, nested too deeply: unreadable
         return None
     return rec if isinstance(rec, dict) and "entries" in rec else None
 
@@ -163,9 +170,15 @@ def tables_from_cache(cfg: "Config | str | os.PathLike") -> "tuple[dict[str, pd.
         raise FileNotFoundError(f"no previous build recorded in {p}; {where_builds_are(cache_dir)}")
     from report_builder.analyses.assemble import concat_tables
 
+    entries = meta.get("entries")
+    if not (isinstance(entries, list) and all(isinstance(e, (list, tuple)) and len(e) == 2
+                                              and all(isinstance(x, str) for x in e) for e in entries)
+            and isinstance(meta.get("provenance"), dict)):  # read back: its form is checked before use
+        raise DataError(f"the build record {p} is damaged (its entries or provenance are not as a build writes "
+                        "them); run `report-builder build` again")
     cache = Cache(cache_dir)
     parts, missing = [], []
-    for analysis, key in meta["entries"]:
+    for analysis, key in entries:
         e = cache.get(analysis, key)
         if e is None:
             missing.append(f"{analysis}/{key}")
@@ -230,8 +243,9 @@ def render_config(config: Any = None, *, overrides: list[str] | tuple = (), **ch
 
     Args:
         config: None: the configuration recorded by the last build in the cache (``changes['cache_dir']``
-            or the default cache), with ``changes`` and ``overrides`` applied; without a record, the
-            ``default`` preset. Otherwise a `Config`, preset name, YAML file or mapping (`config.as_config`),
+            or the default cache), with ``changes`` and ``overrides`` applied, writing ``site`` unless
+            ``changes['out_dir']`` says otherwise (never the recorded build's own output, which is only
+            mentioned in the log); without a record, the ``default`` preset. Otherwise a `Config`, preset name, YAML file or mapping (`config.as_config`),
             which must agree with the record on every `RESULT_KEYS` key.
         overrides: ``--set KEY=VALUE`` items. **changes: top-level keys (``out_dir``, ``cache_dir``, ...).
     Raises:
@@ -244,8 +258,16 @@ def render_config(config: Any = None, *, overrides: list[str] | tuple = (), **ch
         meta = read(cache_dir)
         recorded = (meta or {}).get("config")
         if isinstance(recorded, dict):
-            base = from_dict(recorded)
-            cfg = replace(base, **{"cache_dir": str(cache_dir), **changes})
+            base = from_dict(recorded)  # where the build wrote its site is only mentioned: ./site unless --out
+            cfg = replace(base, **{"cache_dir": str(cache_dir), "out_dir": Config.out_dir, **changes})
+            if "out_dir" not in changes and os.path.abspath(base.out_dir) != os.path.abspath(cfg.out_dir):
+                import logging
+
+                from report_builder.errors import for_terminal
+
+                logging.getLogger("report_builder").info(
+                    f"render: writing {for_terminal(cfg.out_dir)}/ (the recorded build wrote "
+                    f"{for_terminal(base.out_dir)}/; --out chooses the folder)")
         else:
             cfg = as_config("default", **changes)
     else:
@@ -280,14 +302,14 @@ def recorded_config(cache_dir: str | os.PathLike) -> Config:
         raise FileNotFoundError(f"no build recorded in {record_path(cache_dir)} with its configuration; run "
                                 "`report-builder build` first")
     cfg = replace(from_dict(meta["config"]), cache_dir=str(cache_dir))
-    inputs = meta.get("inputs") or {}
+    inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
     datasets = []
     for dc in cfg.datasets:
-        info = inputs.get(dc.id) or {}
+        info = inputs.get(dc.id) if isinstance(inputs.get(dc.id), dict) else {}
         if info.get("kind") == "file":
             path = _data_file(dc, cfg.data_dir)
             if path is None or sha256_of_file(path) != info.get("sha256"):
-                if not info.get("kept"):
+                if not (isinstance(info.get("kept"), str) and _KEPT.fullmatch(info["kept"])):  # read back: no traversal
                     raise DataError(f"dataset {dc.id!r}: its file {info.get('file')} (sha256 "
                                     f"{str(info.get('sha256'))[:16]}…, {info.get('bytes')} bytes) is not here and the "
                                     f"cache keeps no copy (larger than {KEEP_LIMIT >> 20} MiB); put it back")

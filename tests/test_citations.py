@@ -153,6 +153,26 @@ def test_reproduce_from_another_directory_with_an_empty_cache(builds, tmp_path):
     assert r.returncode == 7 and "cannot verify" in r.stderr and "edited" in r.stderr, r.stderr
 
 
+def test_reproduce_refuses_a_model_folder_that_needs_its_own_code(builds, tmp_path):
+    """A recipe's model pointed at a folder with `auto_map` (`--model NAME=DIR`) gets the custom-code refusal,
+    one line, exit 4 (before: "not available here", as if the folder were missing); its code never runs."""
+    import shutil
+
+    work, model, h1, _, _ = builds
+    evil = tmp_path / "tiny-evil"
+    shutil.copytree(model, evil)
+    marker = tmp_path / "ran"
+    (evil / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    cfg = json.loads((evil / "config.json").read_text())
+    (evil / "config.json").write_text(json.dumps({**cfg, "auto_map": {"AutoModel": "modeling_evil.EvilModel"}}))
+    r = _cli("reproduce", str(work / "site" / "figures" / FIG / h1), "--cache", str(tmp_path / "cache"),
+             "--no-progress", "--model", f"tiny={evil}", cwd=tmp_path)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 4 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "needs its own Python code to load (`auto_map` in its config.json" in lines[0], lines[0]
+    assert "not available" not in lines[0] and not marker.exists()
+
+
 def test_diff_names_the_changed_input(builds):
     work, _, h1, h2, _ = builds
     a, b = work / "site" / "figures" / FIG / h1, work / "site" / "figures" / FIG / h2

@@ -68,6 +68,18 @@ def test_render_from_another_directory_is_the_same_site(project):
     assert kept.read_bytes() == (proj / "notes.txt").read_bytes() and rec["inputs"]["notes"]["kind"] == "file"
 
 
+def test_render_without_out_writes_site_here_never_the_recorded_output(project, tmp_path):
+    proj, _ = project
+    before = sorted(p.relative_to(proj / "S").as_posix() for p in (proj / "S").rglob("*"))
+    mtime = (proj / "S" / "index.html").stat().st_mtime_ns
+    r = _cli("render", "--cache", str(proj / "C"), "--set", "figures=[k21-tab1]", cwd=tmp_path)  # as --help says: ./site
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "site" / "index.html").is_file()
+    assert f"render: writing site/ (the recorded build wrote S/" in r.stderr, r.stderr[-2000:]
+    assert sorted(p.relative_to(proj / "S").as_posix() for p in (proj / "S").rglob("*")) == before
+    assert (proj / "S" / "index.html").stat().st_mtime_ns == mtime  # the build's own site untouched
+
+
 def test_load_results_from_another_directory(project):
     proj, elsewhere = project
     code = ("import os, report_builder as rb; t = rb.load_results(os.environ['C']); "

@@ -157,11 +157,14 @@ def _check_inputs(rec: dict[str, Any], cfg, out: Reproduction) -> bool:
     """Models by fingerprint and datasets by hash; False (with ``out`` filled) when one is missing or differs."""
     from report_builder.data import load_entry
     from report_builder.models import loading
+    from report_builder.models.sources import ModelRefused
 
     for mc in cfg.models:
         want = (rec.get("models") or {}).get(mc.name, {}).get("fingerprint")
         try:
             have = loading.fingerprint(mc.source, mc.revision)
+        except ModelRefused:  # there, and refused (its own code, quantised weights): one line, exit 4
+            raise
         except (ModelError, OSError) as e:
             out.status = "model"
             out.reasons.append(f"model {mc.name!r} is not available here: source {mc.source}, weights fingerprint "

@@ -18,7 +18,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from report_builder.errors import (HubUnreachable, ModelError, UnknownModel, UnsupportedArchitecture, clip, for_terminal,
+from report_builder.errors import (HubUnreachable, UnknownModel, UnsupportedArchitecture, clip, for_terminal,
                                    shown)
 from report_builder.models import convert
 from report_builder.models.embedded import EMBEDDED, FOLDER, GGUF, GGUF_CHUNKS, Embedded, offline_choices
@@ -112,25 +112,31 @@ def _small_json(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+class ModelRefused(UnsupportedArchitecture):
+    """A model report_builder will not load, wherever it is found (a build's ``--model``, a recipe's
+    ``reproduce --model NAME=DIR``): it needs its own code (``auto_map``) or holds weights that are not
+    floating-point. Never "not available": the folder is there, and refused (exit 4)."""
+
+
 def check_model_config(config: dict, source: str, where: str = "config.json") -> None:
     """Refuse a model whose config needs code of its own (``auto_map``) or declares weights that are
     not floating-point (``torch_dtype: int8``), before anything is loaded.
 
     Raises:
-        UnsupportedArchitecture: ``auto_map``: report_builder never runs a model's own code.
-        ModelError: a ``torch_dtype`` that is not a floating-point type (a quantised checkpoint).
+        ModelRefused: ``auto_map`` (report_builder never runs a model's own code), or a ``torch_dtype``
+            that is not a floating-point type (a quantised checkpoint).
     """
     auto = config.get("auto_map")
     if auto:
         names = ", ".join(sorted(map(str, auto))) if isinstance(auto, dict) else shown(auto)
-        raise UnsupportedArchitecture(
+        raise ModelRefused(
             f"model {shown(source)} needs its own Python code to load (`auto_map` in its {where}: "
             f"{for_terminal(clip(names, 120))}); report_builder never runs code "
             "from a model folder or hub repository (trust_remote_code=False): use a model whose architecture "
             "transformers implements itself")
     dtype = config.get("torch_dtype", config.get("dtype"))
     if dtype is not None and not (isinstance(dtype, str) and dtype.removeprefix("torch.") in FLOAT_DTYPES):
-        raise ModelError(f"model {shown(source)}: its {where} declares torch_dtype {shown(dtype, 40)}, not a "
+        raise ModelRefused(f"model {shown(source)}: its {where} declares torch_dtype {shown(dtype, 40)}, not a "
                          "floating-point type (a quantised checkpoint?); report_builder decomposes float32, "
                          "bfloat16 or float16 weights: give the model's unquantised checkpoint")
 

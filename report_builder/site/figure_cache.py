@@ -46,7 +46,7 @@ from typing import Any
 
 import pandas as pd
 
-from report_builder import guard
+from report_builder import atomic, guard
 from report_builder.figures.spec import FigureSpec
 from report_builder.site import site_state, svgsafe
 from report_builder.site.render_code import files_digest
@@ -54,13 +54,14 @@ from report_builder.filehash import sha256_of_file
 
 FORMAT = 2
 """Version of the entry layout and of what goes into the key."""
+META_MAX = 64 << 20
+"""The largest ``meta.json`` of an entry that is read (a larger one is not used)."""
 ALL = "*"
 """The recorded reads of a figure that walked over every table."""
 NOT_STORED = ("provenance.json", "cite.bib")
 """Files of a figure's folder written again on every build (they name its date and commit)."""
-_ENTRY = re.compile(r"fig-(?P<id>[a-z0-9][a-z0-9-]*)-(?P<key>[0-9a-f]{24})")
-RENDER_ENTRY = re.compile(r"[0-9a-f]{12}-vl[\w.]+")
-"""Names of `figure_files.RenderCache` entries (drawings by content hash)."""
+_ENTRY = site_state.FIGURE_ENTRY
+RENDER_ENTRY = site_state.RENDER_ENTRY
 
 
 class ReadTracker(Mapping):
@@ -204,7 +205,7 @@ class FigureCache:
             if self.root.is_dir():
                 for d in sorted(self.root.iterdir()):
                     m = _ENTRY.fullmatch(d.name)
-                    if m and d.is_dir():
+                    if m and d.is_dir() and not d.is_symlink():
                         self._entries.setdefault(m.group("id"), []).append(d)
         return self._entries.get(fig_id, [])
 
@@ -212,9 +213,11 @@ class FigureCache:
         """The stored entry of ``spec`` whose key equals the key of its inputs now, or None."""
         for d in self._candidates(spec.id):
             try:
-                meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                meta = json.loads(atomic.read_inside(d, d / "meta.json", META_MAX))
+            except (OSError, ValueError, RecursionError, guard.UnsafeOutput):  # a link, a FIFO, too large, not JSON
                 continue
+            if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
+                continue  # not an entry as `put` writes it
             if meta.get("format") != FORMAT or meta.get("id") != spec.id or not site_state.verify(
                     self.secret, meta.get("mac"), d.name, _json({k: v for k, v in meta.items() if k != "mac"})):
                 continue  # another format, or not proved ours (edited, planted, another key): built again
@@ -235,6 +238,8 @@ class FigureCache:
                 return False
             if name.endswith(".svg") and not svgsafe.is_safe(p.read_bytes()):
                 return False  # a drawing holding more than charts draw (script, links): built again
+            if name.endswith(_ACTIVE) or (name.endswith(".js") and not _data_twin(hit, name)):
+                return False  # script or markup a browser would run: only a data file's own twin is
         fig_dir.mkdir(parents=True, exist_ok=True)
         try:
             for name in files:
@@ -291,6 +296,27 @@ class FigureCache:
             if d.is_dir() and d.name not in self.used and _ENTRY.fullmatch(d.name):
                 shutil.rmtree(d, ignore_errors=True)
         guard.sweep([self.root], (".fig-",), legacy_age_s=None)
+
+
+_ACTIVE = (".html", ".htm", ".xhtml", ".xml", ".mjs", ".svgz")
+"""Files a figure's folder never holds and a browser would run or render as a page."""
+_TWIN = re.compile(r"data-[0-9a-f]{12}\.[a-z]+\.js")
+
+
+def _data_twin(hit: Hit, name: str) -> bool:
+    """Whether the stored ``name`` is the script twin of a data file of the same entry, byte for byte
+    what `spec_data.data_script` makes of that file (so a signed entry cannot carry other script)."""
+    from report_builder.site.spec_data import data_script
+
+    base = name[:-3]
+    if not _TWIN.fullmatch(name) or base not in hit.meta.get("files", {}):
+        return False
+    try:
+        text = atomic.read_inside(hit.path, hit.path / "files" / base, 1 << 30).decode("utf-8")
+        have = atomic.read_inside(hit.path, hit.path / "files" / name, 1 << 31).decode("utf-8")
+    except (OSError, UnicodeDecodeError, guard.UnsafeOutput):
+        return False
+    return have == data_script(f"figures/{hit.meta.get('id')}/{base}", text)
 
 
 _NUMERIC = re.compile(r"u?int(8|16|32|64)|float(32|64)|bool")

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import pandas as pd
 import vl_convert as vlc
 
-from report_builder import guard, schema
+from report_builder import atomic, guard, schema
 from report_builder.citations.version_files import version_hash, write_csv
 from report_builder.site import svgsafe
 from report_builder.site.figure_cache import RENDER_ENTRY
@@ -263,12 +263,13 @@ class RenderCache:
         from report_builder.site.site_state import verify
 
         d = self._dir(content_hash)
-        try:
-            meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
-            if (d / "chart.svg").is_symlink() or (d / "chart.png").is_symlink():
-                return None
-            svg, png = (d / "chart.svg").read_bytes(), (d / "chart.png").read_bytes()
-        except (OSError, ValueError):
+        if d.is_symlink():
+            return None
+        try:  # regular files only: a link, FIFO or device is never read
+            meta = json.loads(atomic.read_inside(d, d / "meta.json", 1 << 16))
+            svg = atomic.read_inside(d, d / "chart.svg", svgsafe.MAX_BYTES)
+            png = atomic.read_inside(d, d / "chart.png", 1 << 30)
+        except (OSError, ValueError, RecursionError, guard.UnsafeOutput):
             return None
         s, p = hashlib.sha256(svg).hexdigest(), hashlib.sha256(png).hexdigest()
         if not isinstance(meta, dict) or meta.get("svg") != s or meta.get("png") != p or not verify(

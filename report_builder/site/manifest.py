@@ -25,12 +25,14 @@ class Changes:
 
 
 def read_manifest(*candidates: Path) -> dict[str, Any] | None:
-    """The first readable manifest among ``candidates``, or None."""
+    """The first readable manifest (a JSON object) among ``candidates``, or None."""
     for path in candidates:
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):  # nested too deeply: unreadable too
             continue
+        if isinstance(data, dict):
+            return data
     return None
 
 

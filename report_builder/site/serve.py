@@ -197,7 +197,7 @@ def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1", *,
             try:
                 super().__init__(*args, **kwargs)
             except BaseException:
-                os.close(self.root_fd)
+                self._close_root()  # (a failed bind has called server_close already)
                 raise
 
         def process_request(self, request, client_address):
@@ -218,10 +218,12 @@ def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1", *,
 
         def server_close(self):
             super().server_close()
-            try:
-                os.close(self.root_fd)
-            except OSError:
-                pass
+            self._close_root()
+
+        def _close_root(self):
+            fd, self.root_fd = self.root_fd, -1
+            if fd >= 0:
+                os.close(fd)
 
         def handle_error(self, request, client_address):
             if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, TimeoutError)):
@@ -240,12 +242,19 @@ def serve(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
 
     from report_builder.errors import UsageError
 
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port number (0 to 65535; 0 picks a free one)")
     try:
         server = make_server(site_dir, port, host)
+    except FileNotFoundError:
+        raise
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise UsageError(f"port {port} on {host} is already in use (another server?); choose another with "
                              f"--port, or --port 0 for a free one") from None
+        if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EACCES):
+            raise UsageError(f"cannot listen on {for_terminal(host)} port {port} ({e.strerror or e}); give --host an "
+                             "address of this machine (default 127.0.0.1) and a free --port") from None
         raise
     shown = f"[{host}]" if ":" in host else host
     print(f"Serving {for_terminal(Path(site_dir).resolve())} at http://{shown}:{server.server_address[1]}/ "

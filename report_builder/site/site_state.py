@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from report_builder import guard
+from report_builder.errors import UnsafeOutput
 
 SITE_DIR = "site"
 """The folder of a results cache holding each output's state."""
@@ -95,25 +96,35 @@ class SiteState:
     def working(self, new_site: Path) -> Path:
         """The folder this build reads and writes its renders in: ``root`` itself with a results cache;
         in the fallback, ``<new_site>/.report_builder`` holding hard links (copies where links fail) of
-        the old site's renders, so the swap carries what this build used and the old site stays whole."""
+        the old site's renders, so the swap carries what this build used and the old site stays whole:
+        only regular files of folders named like entries (`FIGURE_ENTRY`, `RENDER_ENTRY`), no link
+        followed (what was planted in the old site's hidden folder is not carried)."""
+        check(self)
         if not self.in_out:
             return self.ensure()
         work = Path(new_site) / IN_OUT
         work.mkdir(parents=True, exist_ok=True)
         old = self.root / "figure-renders"
-        if old.is_dir() and not old.is_symlink() and not self.root.is_symlink():
-            for src in old.rglob("*"):
-                if src.is_symlink():
+        if not old.is_dir() or old.is_symlink() or self.root.is_symlink():
+            return work
+        for top, dirs, files in os.walk(old):  # never into a linked folder
+            rel = Path(top).relative_to(old)
+            if rel.parts and not (FIGURE_ENTRY.fullmatch(rel.parts[0]) or RENDER_ENTRY.fullmatch(rel.parts[0])):
+                dirs[:] = []
+                continue
+            for name in files if rel.parts else ():
+                src = Path(top) / name
+                try:
+                    if not stat.S_ISREG(os.lstat(src).st_mode):
+                        continue
+                except OSError:
                     continue
-                dst = work / "figure-renders" / src.relative_to(old)
-                if src.is_dir():
-                    dst.mkdir(parents=True, exist_ok=True)
-                elif src.is_file():
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    try:
-                        os.link(src, dst)
-                    except OSError:
-                        shutil.copyfile(src, dst)
+                dst = work / "figure-renders" / rel / name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(src, dst, follow_symlinks=False)
+                except OSError:
+                    shutil.copyfile(src, dst, follow_symlinks=False)
         return work
 
     def key(self) -> bytes | None:
@@ -121,9 +132,33 @@ class SiteState:
         return secret(self.key_file)
 
 
+FIGURE_ENTRY = re.compile(r"fig-(?P<id>[a-z0-9][a-z0-9-]*)-(?P<key>[0-9a-f]{24})")
+"""Names of `figure_cache.FigureCache` entries (a figure by the key of its inputs)."""
+RENDER_ENTRY = re.compile(r"[0-9a-f]{12}-vl[\w.]+")
+"""Names of `figure_files.RenderCache` entries (drawings by content hash)."""
+
+
+def check(state: SiteState) -> None:
+    """Refuse (`UnsafeOutput`, one line) a state folder that report_builder did not make as it is: a
+    symbolic link, or something else than a folder, as ``<cache>/site``, the output's folder or its
+    ``figure-renders``; a build record or manifest that is a link or not a regular file (a FIFO would
+    hang the build that reads it). Nothing the state holds is then read or written through a link."""
+    folders = [state.root, state.root / "figure-renders"] + ([] if state.in_out else [state.root.parent])
+    for p in folders:
+        if p.is_symlink() or (p.exists() and not p.is_dir()):
+            raise UnsafeOutput(f"refusing to use {p} for the output's state folder: it is "
+                               f"{'a symbolic link' if p.is_symlink() else 'not a folder'}, which report_builder "
+                               "never makes; remove it (the renders are made again)")
+    for p in (state.record, state.manifest):
+        if p.is_symlink() or (p.exists() and not p.is_file()):
+            raise UnsafeOutput(f"refusing to read {p}: it is {'a symbolic link' if p.is_symlink() else 'not a regular file'}"
+                               ", which report_builder never makes; remove it (it is written again)")
+
+
 def site_state(out_dir: Path, cache_dir: Path | None = None) -> SiteState:
     """The state folder of a build of ``out_dir``: in the results cache ``cache_dir`` when it is one
-    (carries the marker), else inside the output; the key is the user's (`key_file`) either way."""
+    (carries the marker), else inside the output; the key is the user's (`key_file`) either way. `check`
+    it before it is used (`SiteState.working` does)."""
     out = Path(os.path.expanduser(out_dir)).resolve()
     if cache_dir is not None and guard.is_cache(Path(cache_dir)):
         base = Path(os.path.abspath(cache_dir)) / SITE_DIR

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from report_builder.atomic import write_text
 from report_builder.cache import frame_hash
+from report_builder import atomic
+from report_builder.errors import UnsafeOutput
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -66,10 +68,11 @@ def summary_memo(cfg: "Config", tables: "dict[str, pd.DataFrame]", hashes: dict[
         return hashlib.sha256(json.dumps(parts, default=repr).encode("utf-8")).hexdigest()
 
     try:
-        memo = json.loads(path.read_text(encoding="utf-8"))
+        base = Path(path).parent.resolve()  # read back from the cache: no link, no FIFO
+        memo = json.loads(atomic.read_inside(base, base / Path(path).name, 1 << 24))
         if memo.get("key") == key(memo["reads"]) and all(isinstance(x, str) for x in memo["lines"]):
             return list(memo["lines"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnsafeOutput):
         pass
     tracker = ReadTracker(tables)
     lines = summary_lines(tracker, cfg)

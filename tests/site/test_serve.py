@@ -127,3 +127,14 @@ def test_no_link_hidden_file_special_file_or_listing_is_served(tmp_path):
                      "/figures/%2e%2e/.env", "/index.html/x", "/%ff"):
             code, body = _get(host, port, path, timeout=10)
             assert code == 404 and b"PRIVATE" not in body and b"TOKEN" not in body, path
+
+
+def test_an_address_or_port_that_cannot_be_used_is_one_usage_line(tmp_path):
+    from report_builder.errors import UsageError
+
+    site = _site(tmp_path)
+    for kw, words in (({"port": 70000}, "not a port number"), ({"port": -1}, "not a port number"),
+                      ({"port": 0, "host": "nonexistent.invalid"}, "cannot listen on nonexistent.invalid"),
+                      ({"port": 0, "host": "192.0.2.1"}, "cannot listen on 192.0.2.1")):  # not this machine's
+        with pytest.raises(UsageError, match=words):
+            serve.serve(site, **kw)
