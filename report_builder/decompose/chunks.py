@@ -137,6 +137,11 @@ MIN_BLOCK_ROWS = 8
 few launches; below this, launches cost more than the zero pairs they save)."""
 GPU_FREE_FRACTION = 0.5
 """The share of the device's free memory the GPU rule's buffers may take when no budget is given."""
+GPU_BUFFER_BYTES = 4 << 30
+"""The most one GPU-rule buffer holds, whatever the memory free: from ~10^5 pair rows on, the buffer's one
+GEMM runs at the device's matmul rate, so larger buffers gain nothing and only fragment the allocator (a
+48 GiB buffer for SmolLM2 at n = 4096 failed on an H200 with 50 GiB reserved but unallocated). It also
+makes the cut the same on every device of a kind whatever else holds memory there."""
 
 
 def ff_pair_bytes(d: int, d_ff: int, gated: bool, itemsize: int = 4, reduced: bool = False) -> int:
@@ -213,8 +218,9 @@ def _seq_blocks(seq: int, n: int, nb: int, causal: bool, rows: int | None, cap: 
     out = []
     for a, b in spans:
         src = b if causal else n
-        parts = max(1, -(-nb * (b - a) * src // cap))
-        step = -(-(b - a) // parts)
+        most = max(1, cap // max(nb * src, 1))  # rows one block may hold
+        parts = -(-(b - a) // most)
+        step = -(-(b - a) // parts)  # equal sub-blocks, each within `most` rows
         out += [(seq, s, min(b, s + step), src) for s in range(a, b, step)]
     return out
 
@@ -232,7 +238,7 @@ def gpu_plan(n: int, d: int, d_ff: int, *, budget_bytes: int, batch: int = 1, ca
     blocks of that many rows instead (tests; causal blocks still over their source prefixes).
     """
     per_pair = ff_pair_bytes(d, d_ff, gated, itemsize, reduced)
-    cap = max(1, budget_bytes // max(per_pair, 1))  # pairs a buffer may hold
+    cap = max(1, min(budget_bytes, GPU_BUFFER_BYTES) // max(per_pair, 1))  # pairs a buffer may hold
     lengths = list(lengths) if lengths is not None else [n] * batch
     dense = pair_count(n, causal) * batch
     ragged = sum(pair_count(k, causal) for k in lengths)

@@ -93,8 +93,14 @@ def test_gpu_plan_covers_every_pair_once(n, causal, lengths):
                 cover[(s, i)] = cover.get((s, i), 0) + 1
                 assert src >= (i + 1 if causal else lens[s])  # every needed source
     assert all(cover.get((s, i)) == 1 for s in range(B) for i in range(lens[s]))
-    if causal and lengths is None and n >= 64:  # within 90 % of the minimal pairs, few blocks
-        assert chunks.pair_count(n, True) * B >= chunks.CAUSAL_EFFICIENCY * plan.pairs and len(plan.blocks) <= 12
+    per = chunks.ff_pair_bytes(768, 3072, False)
+    assert all(plan.group_pairs(g) * per <= chunks.GPU_BUFFER_BYTES for g in range(len(plan.groups)))
+    if causal and lengths is None and n >= 64:  # within 90 % of the minimal pairs, few blocks and buffers
+        assert chunks.pair_count(n, True) * B >= chunks.CAUSAL_EFFICIENCY * plan.pairs
+        spans = len(chunks._causal_blocks(n))
+        assert plan.pairs * per >= 0.9 * (len(plan.groups) - spans) * chunks.GPU_BUFFER_BYTES  # buffers ~full
+        if plan.pairs * per <= chunks.GPU_BUFFER_BYTES:
+            assert len(plan.blocks) <= 12
     if not causal and lengths is None:
         assert len(plan.blocks) == 1 and len(plan.groups) == 1  # the whole batch in one GEMM
     if lengths == [20, 8, 12, 9]:
