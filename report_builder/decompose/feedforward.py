@@ -299,73 +299,37 @@ rule for the usual |A| <= 4), then ``[4, 8]``, ``[8, 16]``, ``[16, 32]`` with `L
 LADDER_OUTER_NODES = 8
 
 
-def _ladder_values(act, dact, a: Tensor, b: Tensor, x16: Tensor, w16: Tensor, x8: Tensor, w8: Tensor,
-                   edges: Tensor, top: float) -> tuple[Tensor, Tensor]:
-    """The ladder's ``(I1, I2)`` for the float64 elements ``a``, ``b`` (N,): a pure function of tensors,
-    so that on CUDA `torch.compile` can fuse it into a few kernels without the (N, nodes) temporaries."""
-    mag = a.abs()
-    t = (edges / mag[:, None]).clamp(max=1.0)  # panel edges in t (|A| = 0: all 1)
-    width = t[:, 1:] - t[:, :-1]  # (N, 3): zero for panels beyond |A|
-    ts = torch.cat([t[:, :1] * x16, (t[:, :-1, None] + width[..., None] * x8).flatten(1)], dim=1)
-    ws = torch.cat([t[:, :1] * w16, (width[..., None] * w8).flatten(1)], dim=1)
-    v = (act(ts * a[:, None]) * ws).sum(-1)
-    # beyond the last edge the integrand is max(x, 0): int_{top/|A|}^1 t A dt for A > top
-    v = v + torch.where(a > top, 0.5 * a * (1 - (top / a) ** 2), 0.0)
-    small = mag < 1e-2
-    direct = (dact(x16 * a[:, None]) * (w16 * x16)).sum(-1)  # int_0^1 act'(t A) t dt, one panel
-    by_parts = (act(a) - v) / torch.where(small, 1.0, a)
-    return torch.where(small, direct, by_parts) * b, v
-
-
-_COMPILED: dict = {}
-"""``torch.compile``d `_ladder_values`, once per process (CUDA only); ``False`` once compiling failed."""
-
-
-def _ladder_fn(device: torch.device):
-    """`_ladder_values` compiled for a CUDA device (its (N, 56) float64 temporaries otherwise cost several
-    times the FF step's GEMM in memory traffic), or the plain function: on the CPU, when
-    ``REPORT_BUILDER_COMPILE=0``, or after a compile failure (said once; the plain path is the reference,
-    equal within float64 rounding)."""
-    import os
-    if device.type != "cuda" or os.environ.get("REPORT_BUILDER_COMPILE", "1") == "0" or _COMPILED.get("off"):
-        return _ladder_values
-    fn = _COMPILED.get("fn")
-    if fn is None:
-        fn = _COMPILED["fn"] = torch.compile(_ladder_values, dynamic=True)
-    return fn
-
-
 def _gated_ladder(act, a64: Tensor, b64: Tensor, opts: "IGOptions", max_numbers: int) -> tuple[Tensor, Tensor]:
     """``(I1, I2)`` in float64 without reading any value on the host (the GPU rule's form of
     `_gated_closed`, equal to it within ~1e-12 relative): every element gets the same fixed panels in
     ``x = t A`` (`LADDER_EDGES`), empty ones weighted 0, plus the closed-form tail beyond the last edge;
     ``I1`` by parts, or (|A| < 1e-2) directly with one panel, both computed and selected element-wise.
-    Evaluated ``max_numbers // 56`` elements at a time (a count known from the shapes); on CUDA through
-    `torch.compile` (`_ladder_fn`)."""
+    Evaluated ``max_numbers // 40`` elements at a time (a count known from the shapes)."""
     flat_a, flat_b = a64.reshape(-1), b64.reshape(-1)
     i1 = torch.empty_like(flat_a)
     i2 = torch.empty_like(flat_a)
     x16, w16 = (torch.as_tensor(v, dtype=torch.float64, device=a64.device) for v in _gl_rule(opts.gl_nodes, 1))
     x8, w8 = (torch.as_tensor(v, dtype=torch.float64, device=a64.device) for v in _gl_rule(LADDER_OUTER_NODES, 1))
     edges = torch.tensor(LADDER_EDGES, dtype=torch.float64, device=a64.device)
-    dact = _DERIVATIVES.get(act) or (lambda z: derivative(act, z))
-    per = 2 * len(x16) + (len(LADDER_EDGES) - 1) * len(x8)
+    top = LADDER_EDGES[-1]
+    dact = lambda z: derivative(act, z)  # noqa: E731
+    per = len(x16) + (len(LADDER_EDGES) - 1) * len(x8)
     step = max(1, max_numbers // per)
-    fn = _ladder_fn(a64.device)
     for s in range(0, flat_a.numel(), step):
-        args = (act, dact, flat_a[s:s + step], flat_b[s:s + step], x16, w16, x8, w8, edges, LADDER_EDGES[-1])
-        try:
-            i1[s:s + step], i2[s:s + step] = fn(*args)
-        except Exception as e:  # noqa: BLE001 - no compiler, no Triton, ...: the plain path, said once
-            if fn is _ladder_values:
-                raise
-            import logging
-            logging.getLogger("report_builder").warning(
-                "torch.compile of the gated IG quadrature failed (%s); using the plain torch path",
-                str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
-            _COMPILED["off"] = True
-            fn = _ladder_values
-            i1[s:s + step], i2[s:s + step] = fn(*args)
+        a, b = flat_a[s:s + step], flat_b[s:s + step]
+        mag = a.abs()
+        t = (edges / mag[:, None]).clamp_(max=1.0)  # panel edges in t (|A| = 0: all 1)
+        width = t[:, 1:] - t[:, :-1]  # (N, 3): zero for panels beyond |A|
+        ts = torch.cat([t[:, :1] * x16, (t[:, :-1, None] + width[..., None] * x8).flatten(1)], dim=1)
+        ws = torch.cat([t[:, :1] * w16, (width[..., None] * w8).flatten(1)], dim=1)
+        v = act(ts * a[:, None]).mul_(ws).sum(-1)
+        # beyond the last edge the integrand is max(x, 0): int_{top/|A|}^1 t A dt for A > top
+        v += torch.where(a > top, 0.5 * a * (1 - (top / a) ** 2), 0.0)
+        i2[s:s + step] = v
+        small = mag < 1e-2
+        direct = dact(x16 * a[:, None]).mul_(w16 * x16).sum(-1)  # int_0^1 act'(t A) t dt, one panel
+        by_parts = (act(a) - v) / torch.where(small, 1.0, a)
+        i1[s:s + step] = torch.where(small, direct, by_parts) * b
     return i1.view(a64.shape), i2.view(a64.shape)
 
 

@@ -82,6 +82,11 @@ class Progress:
         else:
             self.bar.update(k)
 
+    def postfix(self, text: str) -> None:
+        """A short status after the bar (e.g. tasks done); the overall line shows its own counts."""
+        if self.line is None:
+            self.bar.set_postfix_str(text)
+
     def __enter__(self) -> "Progress":
         return self
 

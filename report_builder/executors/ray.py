@@ -399,7 +399,7 @@ class RayExecutor:
         n = len(plan.tasks)
         remaining, nxt = list(refs), 0
         with Progress("build", total_seqs, self.show_progress) as bar:
-            bar.bar.set_postfix_str(f"tasks {len(entries)}/{n}")
+            bar.postfix(f"tasks {len(entries)}/{n}")
             while True:
                 while nxt < n and nxt in entries:  # plan order
                     yield Result(plan.tasks[nxt], entries[nxt])
@@ -429,7 +429,7 @@ class RayExecutor:
                         self.log(f"  {'reused  ' if info['reused'] else 'computed'} {task.label}"
                                  + ("" if info["reused"] else f" in {info['seconds']:.1f}s"))
                     bar(task.size)
-                    bar.bar.set_postfix_str(f"tasks {len(entries)}/{n}")
+                    bar.postfix(f"tasks {len(entries)}/{n}")
 
 
 EXECUTOR = RayExecutor
