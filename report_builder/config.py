@@ -91,7 +91,7 @@ class Config:
     device: str = "cpu"
     dtype: str = "float32"  # precision mode of the pair GEMMs (schema.PRECISIONS); the model stays float32
     chunk_rule: str = "auto"  # auto | cpu | gpu: how the FF step is cut (decompose.chunks); auto = the device's
-    batch_size: int = 8
+    batch_size: int | None = None  # sequences per padded batch on a GPU; None: as many as its free memory holds
     threads: int | None = None  # CPU worker threads (results do not depend on it); None = auto (choose_threads)
     shard_size: int | None = None  # split sequence analyses into shards of N sequences (results do not depend on it)
     max_memory: str = "1GiB"
@@ -191,7 +191,6 @@ PRESETS: dict[str, dict] = {
         "models": papers.preset_models(),
         "datasets": papers.preset_datasets(),
         "device": "cuda",
-        "batch_size": 32,
         "max_memory": "16GiB",
     },
 }
@@ -364,7 +363,7 @@ def validate(cfg: Config) -> Config:
     need(cfg.chunk_rule in CHUNK_RULES, "chunk_rule", f"{shown(cfg.chunk_rule)} is not one of {', '.join(CHUNK_RULES)}")
     need(cfg.chunk_rule != "cpu" or cfg.dtype == "float32", "chunk_rule",
          f"dtype {cfg.dtype} runs the GPU rule's FF step; use chunk_rule gpu or auto")
-    count(cfg.batch_size, "batch_size")
+    count(cfg.batch_size, "batch_size", optional=True)
     count(cfg.threads, "threads", optional=True)
     count(cfg.shard_size, "shard_size", optional=True)
     parse_size(cfg.max_memory, key="max_memory")

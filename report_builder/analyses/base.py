@@ -186,9 +186,12 @@ class Work:
     rows: Callable[[TableSize], dict[str, int]] = lambda t: {}
     batch_divisor: int | None = None
 
-    def batch(self, batch_size: int) -> int:
-        """Sequences per padded batch on the batched path, from the configured ``batch_size``."""
-        return 8 if self.batch_divisor is None else max(1, batch_size // self.batch_divisor)
+    def batch(self, batch_size: int | None) -> int | None:
+        """Sequences per padded batch on the batched path, from the configured ``batch_size`` (None: the
+        engine's rule, as many as the device's free memory holds)."""
+        if self.batch_divisor is None:
+            return 8
+        return None if batch_size is None else max(1, batch_size // self.batch_divisor)
 
     def __post_init__(self) -> None:
         if self.kind not in WORKS:

@@ -146,7 +146,8 @@ def _batch_size(task: "Task") -> int:
     """Sequences per padded batch on the batched (GPU) path, as each analysis asks the engine."""
     from report_builder.analyses import registry
 
-    return registry.get(task.base).work.batch(task.subject.cfg.batch_size)
+    # None (the default): the engine sizes batches from the device's free memory; priced as batches of 8
+    return registry.get(task.base).work.batch(task.subject.cfg.batch_size) or 8
 
 
 LOAD_S = 1.0

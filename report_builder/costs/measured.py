@@ -87,6 +87,7 @@ def load(path: str | Path) -> Measured:
     device, date = t.get("device"), t.get("date") or doc.get("date")
     if not isinstance(device, str) or not device or not isinstance(date, str) or not date:
         raise ValueError(f"{p.name}: no device or date in its table")
+    date = date[:10]  # the day (an ISO time stamp's date part): what a plan names
     rates, eff = {}, {}
     for prec, mode in PRECISIONS.items():
         r = _num((t.get("matmul_tflops") or {}).get(mode))
