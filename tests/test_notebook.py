@@ -388,12 +388,20 @@ def test_load_results_of_a_site_undoes_the_spreadsheet_guard(tmp_path):
 
     table = pd.DataFrame({"model": ["=cmd|' /C calc'!A0", "+tiny", "@m", "plain"], "token": ["-x", "NA", "'=q", "b"],
                           "layer": [1, 2, 3, 4], "value": [-0.5, 1.0, 2.5, 3.0], "=col": ["a", "b", "c", "d"]})
-    (tmp_path / "figures" / "f").mkdir(parents=True)
-    text = write_csv(table, tmp_path / "figures" / "f" / "data.csv")
+    (tmp_path / "figures" / "k21-tab2").mkdir(parents=True)
+    text = write_csv(table, tmp_path / "figures" / "k21-tab2" / "data.csv")
     assert "'=cmd" in text and "'+tiny" in text and "''=q" in text  # the site's file is guarded
-    got = rb.load_results(tmp_path)["f"]
+    got = rb.load_results(tmp_path)["k21-tab2"]
     pd.testing.assert_frame_equal(got, table)
-    pd.testing.assert_frame_equal(figure_diff.read_data(tmp_path / "figures" / "f" / "data.csv"), table)
+    pd.testing.assert_frame_equal(figure_diff.read_data(tmp_path / "figures" / "k21-tab2" / "data.csv"), table)
+    # a site is read back as untrusted: an id not in the registry and a linked data.csv are not read
+    (tmp_path / "figures" / "..evil").mkdir()
+    write_csv(table, tmp_path / "figures" / "..evil" / "data.csv")
+    outside = tmp_path / "outside.csv"
+    write_csv(table, outside)
+    (tmp_path / "figures" / "k21-tab3").mkdir()
+    (tmp_path / "figures" / "k21-tab3" / "data.csv").symlink_to(outside)
+    assert set(rb.load_results(tmp_path)) == {"k21-tab2"}
 
 
 def test_a_view_too_large_keeps_what_is_shown_and_says_so(tiny_bert, monkeypatch):

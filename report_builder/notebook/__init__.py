@@ -34,7 +34,6 @@ and nothing here renders unless a result is shown or plotted (`notebook.view`).
 """
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from pathlib import Path
@@ -254,21 +253,23 @@ def load_results(path: str | os.PathLike | None = None) -> dict[str, pd.DataFram
 
         path = default_dir()
     p = Path(path)
-    if (p / "last_build.json").is_file():
-        from report_builder import config as C
-        from report_builder.last_build import tables_from_cache
+    from report_builder import last_build
 
-        meta = json.loads((p / "last_build.json").read_text(encoding="utf-8"))
-        cfg = C.replace(C.from_dict(meta["provenance"]["config"]), cache_dir=str(p))
-        tables, _ = tables_from_cache(cfg)
+    if last_build.read(p) is not None:  # read bounded, no link followed (a copied cache is untrusted)
         from report_builder.notebook.frames import user_tables
 
+        tables, _ = last_build.tables_from_cache(p)
         return user_tables(tables)  # layers from 1, units named: the one boundary (SPEC §8)
     figs = p / "figures"
-    if figs.is_dir():
-        from report_builder.citations.version_files import read_csv  # the spreadsheet guard's ' undone
+    if figs.is_dir() and not figs.is_symlink():
+        from report_builder.citations import readback  # the one reader of a site: bounded, no link followed
 
-        out = {d.name: read_csv(d / "data.csv") for d in sorted(figs.iterdir()) if (d / "data.csv").is_file()}
+        out = {}
+        for d in sorted(figs.iterdir()):
+            fig_id = readback.figure_id(d.name)
+            frame = readback.read_data(figs, f"{d.name}/data.csv") if fig_id else None
+            if frame is not None:
+                out[fig_id] = frame
         if out:
             return out
     raise FileNotFoundError(f"{p} is neither a results cache with a recorded build (last_build.json) nor a "
