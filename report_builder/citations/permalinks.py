@@ -35,8 +35,7 @@ from typing import Any, Callable
 from report_builder import atomic
 from report_builder.citations import earlier_site, readback, recipe
 from report_builder.citations.cite import version_bibtex
-from report_builder.citations.version_files import (DERIVED, FILES, HASH, OPTIONAL, PAGE, permalink,  # noqa: F401
-                                                    version_hash)
+from report_builder.citations.version_files import DERIVED, FILES, OPTIONAL, PAGE, permalink
 
 INDEX = earlier_site.INDEX
 INDEX_FORMAT = "report_builder figure versions 1"
@@ -99,20 +98,6 @@ class Versions:
     def _damaged(self, fig_id: str, content_hash: str) -> None:
         self.log(f"warning: {permalink(fig_id, content_hash)} of {self.out_dir} is damaged "
                  f"({self.checked[(fig_id, content_hash)]}): not republished")
-
-    def old_folder(self, fig_id: str, content_hash: str) -> Path | None:
-        """The previous site's folder of an intact version (validated id and hash, its files checked), or None."""
-        if self.published(fig_id, content_hash) is None or not self.intact(fig_id, content_hash):
-            return None
-        return self.out_dir / permalink(fig_id, content_hash)
-
-    def carry_file(self, fig_id: str, content_hash: str, name: str, dst_dir: Path) -> bool:
-        """Copy the file ``name`` of an intact earlier version into ``dst_dir`` (replacing what is there) when
-        its record lists it and the bytes carried have its recorded SHA-256 (`earlier_site.carry`)."""
-        v = self.published(fig_id, content_hash)
-        if v is None or name not in v.files or not self.intact(fig_id, content_hash):
-            return False
-        return earlier_site.carry(self.out_dir, v.permalink + name, Path(dst_dir), name, v.files[name]) is not None
 
     def old_record(self, fig_id: str, content_hash: str) -> readback.Record | None:
         """The record (provenance.json) of an intact earlier version, read once; None when there is none."""
