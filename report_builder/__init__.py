@@ -44,7 +44,7 @@ def decompose(
     scopes: str | Iterable[str] | None = "all",
     methods: str | Iterable[str] | None = "all",
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str | None = None,
     max_length: int | None = None,
     ig: str = "closed",
     ig_steps: int = 64,
@@ -70,7 +70,10 @@ def decompose(
         methods: K21 methods whose maps to keep (``"all"``, a list or ``None``); their ratios are
             always computed.
         device: ``cpu`` or ``cuda`` (for a source string).
-        dtype: ``float32`` (errors enforced at 1e-4), ``bfloat16`` or ``float16`` (errors reported only).
+        dtype: The pair GEMMs' precision mode, as the config's ``dtype`` and ``--dtype``: ``float32``
+            (errors enforced at 1e-4), or on a GPU ``tf32``, ``bfloat16`` or ``float16`` (each enforced at
+            its own bound, ``schema.PRECISIONS``); the model stays float32. Default: the loaded model's
+            mode (`load_model`), else float32.
         max_length: Cut each text to this many tokens (default: the model's positions; a warning
             names the texts that were cut).
         ig: Feed-forward attribution: ``"closed"`` (exact closed-form IG) or ``"numerical"``.
@@ -85,7 +88,8 @@ def decompose(
         A [`Decomposition`][report_builder.notebook.Decomposition] (tensors on the CPU).
 
     Raises:
-        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts.
+        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts; an
+            unknown precision mode, or a reduced one on a CPU.
     """
     # `report_builder.notebook.decompose` itself (same signature and docstring, both checked by a test);
     # the notebook package, and torch, load on the first call, as `__getattr__` does for the other names

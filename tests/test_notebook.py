@@ -430,3 +430,28 @@ def test_load_model_shows_no_library_bars_and_leaves_the_setting(capfd):
     err = capfd.readouterr().err
     assert "Loading weights" not in err, err
     assert tl.is_progress_bar_enabled()
+
+
+def test_dtype_is_the_precision_mode_everywhere(tiny_bert, tmp_path, monkeypatch):
+    """``dtype`` means what the config's ``dtype`` and ``--dtype`` mean: the pair GEMMs' precision mode, the
+    model in float32. On a CPU a reduced mode is refused in the build's one line; a mode reaches the engine."""
+    from test_pipeline import tiny_bert_dir
+
+    for bad, match in (("bfloat16", "not faster than float32 on a CPU"), ("float64", "not one of float32, tf32")):
+        with pytest.raises(ValueError, match=f"^dtype: .*{match}"):
+            rb.decompose(tiny_bert, "a text", dtype=bad)
+        with pytest.raises(ValueError, match=f"^dtype: .*{match}"):
+            rb.load_model(str(tiny_bert_dir(tmp_path / "m", 0)), dtype=bad)
+    assert next(tiny_bert.model.parameters()).dtype == torch.float32 and tiny_bert.precision == "float32"
+    seen = []
+    import report_builder.engine as engine
+
+    real = engine.decompose_sequences
+
+    def spy(*a, **k):
+        seen.append(k.get("precision"))
+        return real(*a, **k)
+    monkeypatch.setattr(engine, "decompose_sequences", spy)
+    rb.decompose(tiny_bert, "a text", layers=[1], scopes=None, methods=None, progress=False)
+    rb.decompose(tiny_bert, "a text", layers=[1], scopes=None, methods=None, progress=False, dtype="float32")
+    assert seen == ["float32", "float32"]

@@ -58,26 +58,45 @@ def load_model(source: str, *, device: str = "cpu", dtype: str = "float32", name
     Args:
         source: An embedded name (``minilm``, ``smollm2``), a local directory or a hub id.
         device: ``cpu`` or ``cuda``.
-        dtype: ``float32``, ``bfloat16`` or ``float16``.
+        dtype: The precision mode of the decomposition's pair GEMMs, as the config's ``dtype`` and
+            ``--dtype``: ``float32`` (default), or on a GPU ``tf32``, ``bfloat16`` or ``float16``. The model
+            itself is loaded in float32 whatever the mode (`decompose`'s ``dtype`` overrides it per call).
         name: Display name (default: ``source``).
 
     Returns:
         The loaded model (``.model`` the transformers base model, ``.tokenizer``, ``.facts()``).
+
+    Raises:
+        ValueError: An unknown mode, or a reduced one on a CPU.
     """
     from report_builder.logsetup import no_library_bars
     from report_builder.models import loading
 
+    mode = _precision(dtype, device)
     with no_library_bars():
-        return loading.load(source, name=name, device=device, dtype=dtype)
+        lm = loading.load(source, name=name, device=device, dtype="float32")
+    lm.precision = mode
+    return lm
 
 
-def _as_model(model: Any, device: str, dtype: str) -> "LoadedModel":
+def _precision(dtype: str, device: str) -> str:
+    """A precision mode's id (`schema.PRECISIONS`), or the one-line ValueError a build gives for it."""
+    if dtype not in schema.PRECISIONS:
+        raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(schema.PRECISIONS)} (the pair GEMMs' "
+                         "precision mode; the model stays float32)")
+    if dtype != "float32" and str(device).split(":")[0] == "cpu":
+        raise ValueError(f"dtype: {dtype} is not faster than float32 on a CPU (no tensor cores there); use "
+                         "float32, or a GPU")
+    return dtype
+
+
+def _as_model(model: Any, device: str, dtype: str | None) -> "LoadedModel":
     from report_builder.models import loading
 
     if isinstance(model, loading.LoadedModel):
         return model
     if isinstance(model, (str, os.PathLike)):
-        return load_model(str(model), device=device, dtype=dtype)
+        return load_model(str(model), device=device, dtype=dtype or "float32")
     if isinstance(model, tuple) and len(model) == 2:
         hf, tok = model
         return loading.from_model(hf, tok, name=type(hf).__name__)
@@ -132,7 +151,7 @@ def decompose(
     scopes: str | Iterable[str] | None = "all",
     methods: str | Iterable[str] | None = "all",
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str | None = None,
     max_length: int | None = None,
     ig: str = "closed",
     ig_steps: int = 64,
@@ -158,7 +177,10 @@ def decompose(
         methods: K21 methods whose maps to keep (``"all"``, a list or ``None``); their ratios are
             always computed.
         device: ``cpu`` or ``cuda`` (for a source string).
-        dtype: ``float32`` (errors enforced at 1e-4), ``bfloat16`` or ``float16`` (errors reported only).
+        dtype: The pair GEMMs' precision mode, as the config's ``dtype`` and ``--dtype``: ``float32``
+            (errors enforced at 1e-4), or on a GPU ``tf32``, ``bfloat16`` or ``float16`` (each enforced at
+            its own bound, ``schema.PRECISIONS``); the model stays float32. Default: the loaded model's
+            mode (`load_model`), else float32.
         max_length: Cut each text to this many tokens (default: the model's positions; a warning
             names the texts that were cut).
         ig: Feed-forward attribution: ``"closed"`` (exact closed-form IG) or ``"numerical"``.
@@ -173,7 +195,8 @@ def decompose(
         A [`Decomposition`][report_builder.notebook.Decomposition] (tensors on the CPU).
 
     Raises:
-        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts.
+        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts; an
+            unknown precision mode, or a reduced one on a CPU.
     """
     import torch
 
@@ -196,6 +219,7 @@ def decompose(
     if not items:
         raise ValueError("texts: give at least one text")
     lm = _as_model(model, device, dtype)
+    mode = _precision(dtype, lm.device.type) if dtype is not None else getattr(lm, "precision", "float32")
     lay = lm.adapter.layout
     wanted = _layer_indices(layers, lm)
     sc = _pick(scopes, lay.scopes, "scopes")
@@ -213,7 +237,7 @@ def decompose(
             for k, index, r in decompose_sequences(
                     lm, [Tokens(e.input_ids, e.token_type_ids) for e in enc], layers=engine_layers, maps=sc + me,
                     ratios=True, enforce=enforce, ig=IGOptions(method=ig, steps=ig_steps), batch_size=batch_size,
-                    budget_bytes=parse_size(max_memory)):
+                    budget_bytes=parse_size(max_memory), precision=mode):
                 s, layer = seqs[k], index + schema.FIRST_LAYER
                 s.maps[layer] = {name: r.maps[name].detach().float().cpu() for name in sc + me}
                 s.ratios[layer] = {m: 100.0 * t.detach().float().cpu() for m, t in r.ratios.items()}  # percent
