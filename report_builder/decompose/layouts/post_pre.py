@@ -214,23 +214,27 @@ def _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk
     fw: FFWeights = lw.ff
     dff = fw.d_ff
     sf = s  # (B, n, 1)
-    w1 = fw.first()  # (d, d'), gated [W_gate | W_up] (d, 2 d'): both projections in one GEMM
-    pre_tot = fw.project(xin, w=w1)  # the real FF input's pre-activations (biases included)
-    pre_bias = fw.project(n_bias, w=w1)  # the bias term's
+    # the first projection(s) of everything FF reads, in one GEMM (gated: [W_gate | W_up], both at once): the
+    # head vectors (B, n, H, k d') and x through the norm, the real FF input and the bias term
+    u_heads, u_x, pre_tot, pre_bias = fw.project_all(mw, mx, xin, n_bias)
+    pre_tot = fw.with_bias(pre_tot)  # the real FF input's pre-activations (biases included)
+    pre_bias = fw.with_bias(pre_bias)  # the bias term's
     if fw.gated:
-        uab = fw.project(mw, False, w1)  # (B, n, H, 2 d')
-        uxab = fw.project(mx, False, w1)
+        uab, uxab = u_heads, u_x
         i1, i2 = gated_integrals(fw.act, pre_tot[..., :dff], pre_tot[..., dff:], ig)
         ff_bias_hidden = pre_bias[..., :dff] * i1 + pre_bias[..., dff:] * i2
     else:
-        u = fw.project(mw, False, w1)
-        ux = fw.project(mx, False, w1)
+        u, ux = u_heads, u_x
         kappa, g0 = elementwise_kappa(fw.act, pre_tot, ig)
         ff_bias_hidden = pre_bias * kappa + g0
-    ff_bias = ff_bias_hidden @ fw.w2 + (fw.b2 if fw.b2 is not None else 0)  # (n, d)
+    # the bias term's FF output and the un-decomposed FF output (it fixes the following norm's scale): one GEMM
+    rows = ff_bias_hidden.numel() // dff
+    both = torch.cat([ff_bias_hidden.reshape(rows, dff), fw.hidden(pre_tot).reshape(-1, dff)]) @ fw.w2
+    ff_bias = both[:rows].view(B, n, d) + (fw.b2 if fw.b2 is not None else 0)  # (B, n, d)
+    ff_total = both[rows:].view(B, n, d)
+    if fw.b2 is not None:
+        ff_total = ff_total + fw.b2
     res_bias = n_bias if post else output_bias(lw.attn, d, x).expand(B, n, d)
-
-    ff_total = fw.output(pre_tot)  # the un-decomposed FF output: fixes the following norm's scale
     lay = lw.layout
     resid = xin if post else res.sums[lay.attn_res]
     after_res = resid + ff_total
