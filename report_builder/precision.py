@@ -19,14 +19,16 @@ A rebuild whose figure data equal the current version's within it keeps that ver
 
 Every writer of published numbers goes through `round_array` (``data.csv`` and ``paper_vs_ours.csv``:
 `citations.version_files.csv_text`; the chart's spec, data and scales: `round_json` in
-`site.spec_data.published_spec`; HTML tables: `site.htmltable`), so a number reads the same in the CSV,
-the spec and the page. Pitfall: round in one place and with one
+`site.spec_data.published_spec`; HTML tables: `site.htmltable`; the figures' readings and pre-formatted
+cells: `published`), so a number reads the same in the CSV, the spec and the page. Pitfall: round in one place and with one
 implementation: Python's ``round`` and this vectorised rule may differ on a float within a bit of a
 tie, so everything (scalars too) goes through `round_array`.
 """
 from __future__ import annotations
 
 import math
+import re
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Iterator
 
 import numpy as np
@@ -107,6 +109,28 @@ def round_array(values: Any) -> np.ndarray:
 def round_value(value: float) -> float:
     """One float rounded by the rule (through `round_array`, the one implementation)."""
     return float(round_array(np.array([value], dtype=float))[0])
+
+
+def published(value: Any, spec: str) -> str:
+    """A number as prose and pre-formatted table cells print it, with ``spec`` ``.Nf``, ``+.Nf`` or ``.N%``:
+    rounded by the rule first (`round_value`), then that decimal rounded half-up to N places, so the text
+    follows from the number the CSV publishes and noise below the rule changes no printed digit (formatting
+    the float itself prints a value within float noise of a ``.x5`` boundary either way). NaN and
+    infinities print as ``format`` prints them."""
+    m = _SPEC.fullmatch(spec)
+    if m is None:
+        raise ValueError(f"published: spec {spec!r} is not .Nf, +.Nf or .N%")
+    v = round_value(float(value))
+    if not math.isfinite(v):
+        return format(v, spec)
+    d = Decimal(repr(v)) * (100 if m.group(3) == "%" else 1)
+    text = str(d.quantize(Decimal(1).scaleb(-int(m.group(2))), rounding=ROUND_HALF_UP))
+    if m.group(1) and not text.startswith("-"):
+        text = "+" + text
+    return text + ("%" if m.group(3) == "%" else "")
+
+
+_SPEC = re.compile(r"(\+?)\.(\d)([f%])")
 
 
 def _floats(node: Any) -> Iterator[float]:

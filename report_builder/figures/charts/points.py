@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from report_builder.figures.charts.data import DEFAULT_WIDTH, LAYER_TITLE, field, inline_data, shown, typed
+from report_builder.precision import published as pub
 
 
 def scatter(
@@ -142,7 +143,7 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
         "model": d["model"].astype(str), "dataset": d["dataset"].astype(str), "layer": d["layer"].astype(int),
         "rank": d["rank"].astype(int).astype(str),
         "pair": d["token_i"].astype(str) + " ← " + d["token_j"].astype(str),
-        "category": d["category"].astype(str), "amp": d["amp"].map(lambda v: f"{v:.3f}"),
+        "category": d["category"].astype(str), "amp": d["amp"].map(lambda v: f"{pub(v, '.3f')}"),
         "context": ctxt.where(ctxt.str.len() <= context_chars, ctxt.str.slice(0, context_chars - 1) + "…"),
     })
     # a model with fewer layers than the slider shows its last layer (never an empty table)

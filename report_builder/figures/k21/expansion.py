@@ -13,6 +13,7 @@ from report_builder.figures import reported, snippets
 from report_builder.figures.charts.lines import per_layer_chart
 from report_builder.figures.k21 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult
+from report_builder.precision import published as pub
 
 
 def build_tab8(ctx: FigureContext) -> FigureResult:
@@ -39,7 +40,7 @@ def build_tab8(ctx: FigureContext) -> FigureResult:
         paper = pd.concat(frames, ignore_index=True) if frames else None
     table = pd.DataFrame({
         "Model": summ["model"],
-        "Mean (SD)": [f"{a:.3f} ({b:.3f})" if not pd.isna(b) else f"{a:.3f}" for a, b in zip(summ["mean"], summ["sd"])],
+        "Mean (SD)": [f"{pub(a, '.3f')} ({pub(b, '.3f')})" if not pd.isna(b) else f"{pub(a, '.3f')}" for a, b in zip(summ["mean"], summ["sd"])],
         "Min": summ["min"].round(3), "Max": summ["max"].round(3), "Layers": summ["n_layers"],
     })
     pos = lines["expansion_rate"][lines["expansion_rate"] > 0]

@@ -14,6 +14,7 @@ from report_builder.stats import k21_figures as figstats
 from report_builder.figures.charts import points
 from report_builder.figures.k21 import readings, selection as sel, tables
 from report_builder.figures.spec import FigureContext, FigureResult
+from report_builder.precision import published as pub
 
 
 def build_tab3(ctx: FigureContext) -> FigureResult:
@@ -96,8 +97,8 @@ def build_tab11(ctx: FigureContext) -> FigureResult:
     fs = st.seed_group_spearman(freq, g).assign(dataset=ds)
     table = pd.DataFrame({
         "Method": fs["method"],
-        "ρ all: mean (SD)": [f"{a:.3f} ({b:.3f})" for a, b in zip(fs["rho_all_mean"], fs["rho_all_sd"])],
-        "ρ without [CLS], [SEP]: mean (SD)": [f"{a:.3f} ({b:.3f})" for a, b in
+        "ρ all: mean (SD)": [f"{pub(a, '.3f')} ({pub(b, '.3f')})" for a, b in zip(fs["rho_all_mean"], fs["rho_all_sd"])],
+        "ρ without [CLS], [SEP]: mean (SD)": [f"{pub(a, '.3f')} ({pub(b, '.3f')})" for a, b in
                                               zip(fs["rho_no_special_mean"], fs["rho_no_special_sd"])],
         "Models": fs["n_models"],
     })

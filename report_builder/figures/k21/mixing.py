@@ -13,6 +13,7 @@ from report_builder.stats import k21 as st
 from report_builder.figures import snippets
 from report_builder.figures.k21 import readings, selection as sel, tables
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
+from report_builder.precision import published as pub
 
 
 UNITS = {c: schema.PERCENT for c in ("mean", "max", "min")}
@@ -83,7 +84,7 @@ def build_tab7(ctx: FigureContext) -> FigureResult:
     stats = st.seed_group_stats(tok, g).assign(dataset=ds)
     table = pd.DataFrame({
         "Method": stats["method"],
-        "Mean (SD) (%)": [f"{a:.2f} ({b:.2f})" for a, b in zip(stats["mean"], stats["sd"])],
+        "Mean (SD) (%)": [f"{pub(a, '.2f')} ({pub(b, '.2f')})" for a, b in zip(stats["mean"], stats["sd"])],
         "Max (%)": stats["max"].round(2), "Min (%)": stats["min"].round(2), "Models": stats["n_models"],
     })
     reading = readings.seed_group_reading(stats)

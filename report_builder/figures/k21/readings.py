@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from report_builder.precision import published as pub
+
 
 def mixing_reading(stats: pd.DataFrame, who: str) -> str:
     """ATTNRESLN-N vs ATTN-N mean mixing ratio of one model (from `stats.k21` per-model stats)."""
@@ -15,8 +17,8 @@ def mixing_reading(stats: pd.DataFrame, who: str) -> str:
     if "ATTNRESLN-N" not in s or "ATTN-N" not in s:
         return ""
     a, b = s["ATTN-N"], s["ATTNRESLN-N"]
-    factor = f" (~{a / b:.1f}× less)" if b > 0 else ""
-    return (f"For {who}, the ATTNRESLN-N mean mixing ratio is {b:.1f}% against ATTN-N {a:.1f}%: "
+    factor = f" (~{pub(a / b, '.1f')}× less)" if b > 0 else ""
+    return (f"For {who}, the ATTNRESLN-N mean mixing ratio is {pub(b, '.1f')}% against ATTN-N {pub(a, '.1f')}%: "
             f"counting the residual connection and layer normalisation cuts the measured context mixing{factor}.")
 
 
@@ -29,13 +31,13 @@ def rho_reading(fs: pd.DataFrame, who: str) -> str:
     if pd.isna(a):
         return f"For {who} the ATTNRESLN-N correlation is undefined (constant ratios or ranks)."
     trend = "frequent tokens mix more with their context" if a < 0 else "rare tokens mix more with their context"
-    return f"For {who}, ATTNRESLN-N: ρ = {a:.2f} ({b:.2f} without [CLS]/[SEP]) — {trend}."
+    return f"For {who}, ATTNRESLN-N: ρ = {pub(a, '.2f')} ({pub(b, '.2f')} without [CLS]/[SEP]) — {trend}."
 
 
 def self_share_reading(share: pd.Series) -> str:
     """K21 Fig. 1: the diagonal share of ATTN-N vs ATTNRESLN-N rows (from `stats.k21_figures.self_share`)."""
-    return (f"On this sentence pair, a token's own term carries on average {share['ATTN-N']:.0f}% of its row in "
-            f"ATTN-N but {share['ATTNRESLN-N']:.0f}% in ATTNRESLN-N: once the residual and LayerNorm are "
+    return (f"On this sentence pair, a token's own term carries on average {pub(share['ATTN-N'], '.0f')}% of its row in "
+            f"ATTN-N but {pub(share['ATTNRESLN-N'], '.0f')}% in ATTNRESLN-N: once the residual and LayerNorm are "
             f"included, each token mostly keeps its own information.")
 
 
@@ -46,13 +48,13 @@ def category_reading(means: pd.DataFrame) -> str:
     reading = ""
     if len(ov):
         first, last = ov["value"].iloc[0], ov["value"].iloc[-1]
-        reading = (f"ATTNRESLN-N overall mixing goes from {first:.1f}% in layer 1 to {last:.1f}% in layer "
+        reading = (f"ATTNRESLN-N overall mixing goes from {pub(first, '.1f')}% in layer 1 to {pub(last, '.1f')}% in layer "
                    f"{int(ov['layer'].iloc[-1]) + 1}")
         rn = means[(means["method"] == "ATTNRESLN-N")].groupby("category")["value"].mean()
         sp = [c for c in ("BOS", "[CLS]", "[SEP]") if c in rn]
         if "Normal" in rn and sp:
-            reading += ("; averaged over layers, " + ", ".join(f"{c} {rn[c]:.1f}%" for c in sp)
-                        + f" vs Normal tokens {rn['Normal']:.1f}%")
+            reading += ("; averaged over layers, " + ", ".join(f"{c} {pub(rn[c], '.1f')}%" for c in sp)
+                        + f" vs Normal tokens {pub(rn['Normal'], '.1f')}%")
         reading += "."
     return reading
 
@@ -60,17 +62,17 @@ def category_reading(means: pd.DataFrame) -> str:
 def variants_reading(r: pd.Series) -> str:
     """K21 Table 5: the range of ATTNRESLN-N mean mixing ratio over variants (model -> mean)."""
     if len(r) == 1:
-        return f"ATTNRESLN-N mean mixing ratio of the one configured variant, {r.index[0]}: {r.iloc[0]:.1f}%."
+        return f"ATTNRESLN-N mean mixing ratio of the one configured variant, {r.index[0]}: {pub(r.iloc[0], '.1f')}%."
     if r.round(1).nunique() == 1:
-        return f"ATTNRESLN-N mean mixing ratio is {r.iloc[0]:.1f}% for all {len(r)} variants."
-    return (f"ATTNRESLN-N mean mixing ratio ranges from {r.min():.1f}% ({r.idxmin()}) to {r.max():.1f}% "
+        return f"ATTNRESLN-N mean mixing ratio is {pub(r.iloc[0], '.1f')}% for all {len(r)} variants."
+    return (f"ATTNRESLN-N mean mixing ratio ranges from {pub(r.min(), '.1f')}% ({r.idxmin()}) to {pub(r.max(), '.1f')}% "
             f"({r.idxmax()}) across the {len(r)} variants.")
 
 
 def datasets_reading(model: str, r: pd.Series) -> str:
     """K21 Table 6: one model's ATTNRESLN-N mean mixing ratio on each dataset (dataset -> mean)."""
     return (f"For {model}, the ATTNRESLN-N mean mixing ratio is "
-            + ", ".join(f"{v:.1f}% on {k}" for k, v in r.items()) + ".")
+            + ", ".join(f"{pub(v, '.1f')}% on {k}" for k, v in r.items()) + ".")
 
 
 def seed_group_reading(stats: pd.DataFrame) -> str:
@@ -80,7 +82,7 @@ def seed_group_reading(stats: pd.DataFrame) -> str:
     if "ATTNRESLN-N" in r.index:
         m_ln, sd_ln, m_a = r.loc["ATTNRESLN-N", "mean"], r.loc["ATTNRESLN-N", "sd"], r.loc["ATTN-N", "mean"]
         reading = (f"Over {int(r.loc['ATTNRESLN-N', 'n_models'])} seeds, the ATTNRESLN-N mean mixing ratio is "
-                   f"{m_ln:.1f}% (SD {sd_ln:.2f}) against ATTN-N {m_a:.1f}%")
+                   f"{pub(m_ln, '.1f')}% (SD {pub(sd_ln, '.2f')}) against ATTN-N {pub(m_a, '.1f')}%")
         reading += (": the gap is far larger than the seed-to-seed spread." if sd_ln * 10 < abs(m_a - m_ln)
                     else ".")
     return reading
@@ -88,12 +90,12 @@ def seed_group_reading(stats: pd.DataFrame) -> str:
 
 def rho_by_model_reading(r: pd.Series) -> str:
     """K21 Table 9: ATTNRESLN-N ρ per model (model -> ρ)."""
-    return "ATTNRESLN-N ρ(frequency rank, mixing ratio): " + ", ".join(f"{k} {v:.2f}" for k, v in r.items()) + "."
+    return "ATTNRESLN-N ρ(frequency rank, mixing ratio): " + ", ".join(f"{k} {pub(v, '.2f')}" for k, v in r.items()) + "."
 
 
 def rho_by_dataset_reading(model: str, r: pd.Series) -> str:
     """K21 Table 10: one model's ATTNRESLN-N ρ per dataset (dataset -> ρ)."""
-    return f"For {model}, ATTNRESLN-N ρ: " + ", ".join(f"{v:.2f} on {k}" for k, v in r.items()) + "."
+    return f"For {model}, ATTNRESLN-N ρ: " + ", ".join(f"{pub(v, '.2f')} on {k}" for k, v in r.items()) + "."
 
 
 def seed_rho_reading(fs: pd.DataFrame) -> str:
@@ -102,11 +104,11 @@ def seed_rho_reading(fs: pd.DataFrame) -> str:
     reading = ""
     if "ATTNRESLN-N" in r.index:
         reading = (f"Over {int(r.loc['ATTNRESLN-N', 'n_models'])} seeds, ATTNRESLN-N ρ = "
-                   f"{r.loc['ATTNRESLN-N', 'rho_all_mean']:.2f} (SD {r.loc['ATTNRESLN-N', 'rho_all_sd']:.2f}).")
+                   f"{pub(r.loc['ATTNRESLN-N', 'rho_all_mean'], '.2f')} (SD {pub(r.loc['ATTNRESLN-N', 'rho_all_sd'], '.2f')}).")
     return reading
 
 
 def expansion_reading(top: pd.Series) -> str:
     """K21 Table 8: the first model's mean, min and max expansion rate (a summary row)."""
-    return (f"{top['model']}: mean expansion rate {top['mean']:.2f} over its layers (min {top['min']:.2f}, "
-            f"max {top['max']:.2f}); values near 1 mean the value→output map neither shrinks nor grows vectors.")
+    return (f"{top['model']}: mean expansion rate {pub(top['mean'], '.2f')} over its layers (min {pub(top['min'], '.2f')}, "
+            f"max {pub(top['max'], '.2f')}); values near 1 mean the value→output map neither shrinks nor grows vectors.")

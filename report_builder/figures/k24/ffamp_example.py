@@ -27,6 +27,7 @@ from report_builder.figures import snippets, theme
 from report_builder.figures.charts.data import inline_data
 from report_builder.figures.k24 import selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult
+from report_builder.precision import published as pub
 
 TOP = 8
 UNITS = {"amp": schema.ROW_NORMALISED}
@@ -121,7 +122,7 @@ def build_ffamp_example(ctx: FigureContext) -> FigureResult:
         lead = ", ".join(f"{k} {v}" for k, v in shares.items())
         reading = (f"In layer {layer + 1} of {model} (the layer whose top pair FF amplifies most), the most "
                    f"amplified pair is {top['token_i'].iloc[0]} ← {top['token_j'].iloc[0]} "
-                   f"(+{top['amp'].iloc[0]:.3f} of the row's attribution); categories of the top {len(top)}: {lead}.")
+                   f"(+{pub(top['amp'].iloc[0], '.3f')} of the row's attribution); categories of the top {len(top)}: {lead}.")
     else:
         reading = f"FF amplifies no off-diagonal pair of this example in {model}."
     return FigureResult(data=cells.assign(model=model, example=str(example)), chart=chart, table=table,

@@ -10,16 +10,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from report_builder.precision import published as pub
+
 
 def self_attribution(model: str, layer: int, diag: pd.Series, scopes) -> str:
     """K24 Fig. 1: mean diagonal of the row-normalised map per scope at one (0-based) layer."""
     return (f"{model} (layer {layer + 1}): self-attribution (mean diagonal of the row-normalised map) "
-            + ", ".join(f"{s} {diag.get(s, np.nan):.0%}" for s in scopes))
+            + ", ".join(f"{s} {pub(diag.get(s, np.nan), '.0%')}" for s in scopes))
 
 
 def scope_path(model: str, diag: pd.Series, scopes) -> str:
     """K24 maps: one model's mean self-attribution along its scopes."""
-    return f"{model}: " + " → ".join(f"{s} {diag.get(s, np.nan):.0%}" for s in scopes)
+    return f"{model}: " + " → ".join(f"{s} {pub(diag.get(s, np.nan), '.0%')}" for s in scopes)
 
 
 def explorer_reading(parts, n_long: int, max_tokens: int) -> str:
@@ -34,13 +36,13 @@ def explorer_reading(parts, n_long: int, max_tokens: int) -> str:
 def ff_change_reading(by_model: pd.Series, top: pd.Series, models) -> str:
     """k24-ctx-ff: mean change through FF per model, and the largest (model, layer, dataset) cell."""
     return ("Mean change of the maps through FF alone (1 − ρ, mean over layers and datasets): "
-            + ", ".join(f"{m} {by_model[m]:.3f}" for m in models if m in by_model.index)
-            + f". Largest: {top['model']} layer {int(top['layer']) + 1} on {top['dataset']} ({top['change']:.3f}).")
+            + ", ".join(f"{m} {pub(by_model[m], '.3f')}" for m in models if m in by_model.index)
+            + f". Largest: {top['model']} layer {int(top['layer']) + 1} on {top['dataset']} ({pub(top['change'], '.3f')}).")
 
 
 def components_reading(rows) -> str:
     """k24-ctx-components: ``rows`` of (model, mean change per component, layout), components in layout order."""
-    parts = [f"{m}: " + ", ".join(f"{k} {g.get(k, np.nan):.3f}" for k in lay.components) for m, g, lay in rows]
+    parts = [f"{m}: " + ", ".join(f"{k} {pub(g.get(k, np.nan), '.3f')}" for k in lay.components) for m, g, lay in rows]
     return "Mean change per component (1 − ρ, over layers and datasets) — " + "; ".join(parts) + "."
 
 
@@ -53,10 +55,10 @@ def _step_verb(component: str, before: float, after: float) -> str:
     if not (np.isfinite(before) and np.isfinite(after)):
         return f"{component}: n/a"
     if abs(after - before) < 5e-4:
-        return f"{component} leaves it unchanged ({before:.3f} → {after:.3f})"
+        return f"{component} leaves it unchanged ({pub(before, '.3f')} → {pub(after, '.3f')})"
     if after < before:
-        return f"{component} undoes part of it ({before:.3f} → {after:.3f})"
-    return f"{component} adds change ({before:.3f} → {after:.3f})"
+        return f"{component} undoes part of it ({pub(before, '.3f')} → {pub(after, '.3f')})"
+    return f"{component} adds change ({pub(before, '.3f')} → {pub(after, '.3f')})"
 
 
 def cancellation_reading(rows) -> str:
@@ -92,9 +94,9 @@ def cancellation_reading(rows) -> str:
 def top_pairs_reading(shares: pd.Series, best: pd.Series) -> str:
     """k24-ffamp-top: the three commonest categories among top pairs and the most amplified pair."""
     return ("Among all top pairs (every layer, model and dataset), the commonest categories are "
-            + ", ".join(f"{c} {s:.0%}" for c, s in shares.head(3).items())
+            + ", ".join(f"{c} {pub(s, '.0%')}" for c, s in shares.head(3).items())
             + f". The most amplified pair is {best['token_i']} ← {best['token_j']} ({best['category']}, "
-            f"{best['model']} layer {int(best['layer']) + 1}, amp {best['amp']:.3f}): “{best['context']}”.")
+            f"{best['model']} layer {int(best['layer']) + 1}, amp {pub(best['amp'], '.3f')}): “{best['context']}”.")
 
 
 def lift_reading(rows) -> str:
@@ -104,7 +106,7 @@ def lift_reading(rows) -> str:
     for m, ts, bs, lift in rows:
         if len(lift):
             c = lift.idxmax()
-            parts.append(f"{m}: {c} is {ts[c]:.0%} of top pairs vs {bs[c]:.1%} of all pairs (×{lift[c]:.1f})")
+            parts.append(f"{m}: {c} is {pub(ts[c], '.0%')} of top pairs vs {pub(bs[c], '.1%')} of all pairs (×{pub(lift[c], '.1f')})")
     return "Most over-represented category among FF-amplified pairs — " + "; ".join(parts) + "."
 
 
@@ -114,7 +116,7 @@ def res_norms_reading(rows) -> str:
     for m, g in rows:
         below = int((g["ratio_q50"] < 1).sum())
         parts.append(f"{m}: median ratio below 1 in {below} of {len(g)} layer×dataset cells "
-                     f"(range {g['ratio_q50'].min():.2f}–{g['ratio_q50'].max():.2f})")
+                     f"(range {pub(g['ratio_q50'].min(), '.2f')}–{pub(g['ratio_q50'].max(), '.2f')})")
     return ("FF output norm relative to the residual it is added to — " + "; ".join(parts)
             + ". A ratio below 1 means the residual dominates the sum, so RES dilutes FF's change.")
 
@@ -123,7 +125,7 @@ def ln_dims_reading(dataset: str, rows) -> str:
     """k24-ln-dims: ``rows`` of (model, its `stats.k24_figures.ln_dims_summary` rows)."""
     parts = []
     for m, g in rows:
-        parts.append(f"{m}: LN passes on {g['kept_share'].mean():.0%} of FF's per-dimension change "
-                     f"(mean over layers), ρ(FF change, |γ|) = {g['rho_ff_gamma'].mean():+.2f}")
+        parts.append(f"{m}: LN passes on {pub(g['kept_share'].mean(), '.0%')} of FF's per-dimension change "
+                     f"(mean over layers), ρ(FF change, |γ|) = {pub(g['rho_ff_gamma'].mean(), '+.2f')}")
     return f"On {dataset} — " + "; ".join(parts) + (
         ". A negative ρ means LN's weight is small exactly where FF's change concentrates.")
