@@ -320,6 +320,15 @@ rule for the usual |A| <= 4), then ``[4, 8]``, ``[8, 16]``, ``[16, 32]`` with `L
 LADDER_OUTER_NODES = 8
 
 
+@lru_cache(maxsize=8)
+def _ladder_constants(nodes: int, device: str) -> tuple[Tensor, ...]:
+    """The ladder's nodes, weights and edges as float64 tensors on ``device``, made once per device (a copy
+    from host memory to a GPU on every call would wait for the device mid-layer)."""
+    x16, w16 = (torch.as_tensor(v, dtype=torch.float64, device=device) for v in _gl_rule(nodes, 1))
+    x8, w8 = (torch.as_tensor(v, dtype=torch.float64, device=device) for v in _gl_rule(LADDER_OUTER_NODES, 1))
+    return x16, w16, x8, w8, torch.tensor(LADDER_EDGES, dtype=torch.float64, device=device)
+
+
 def _gated_ladder(act, a64: Tensor, b64: Tensor, opts: "IGOptions", max_numbers: int) -> tuple[Tensor, Tensor]:
     """``(I1, I2)`` in float64 without reading any value on the host (the GPU rule's form of
     `_gated_closed`, equal to it within ~1e-12 relative): every element gets the same fixed panels in
@@ -329,9 +338,7 @@ def _gated_ladder(act, a64: Tensor, b64: Tensor, opts: "IGOptions", max_numbers:
     flat_a, flat_b = a64.reshape(-1), b64.reshape(-1)
     i1 = torch.empty_like(flat_a)
     i2 = torch.empty_like(flat_a)
-    x16, w16 = (torch.as_tensor(v, dtype=torch.float64, device=a64.device) for v in _gl_rule(opts.gl_nodes, 1))
-    x8, w8 = (torch.as_tensor(v, dtype=torch.float64, device=a64.device) for v in _gl_rule(LADDER_OUTER_NODES, 1))
-    edges = torch.tensor(LADDER_EDGES, dtype=torch.float64, device=a64.device)
+    x16, w16, x8, w8, edges = _ladder_constants(opts.gl_nodes, str(a64.device))
     top = LADDER_EDGES[-1]
     dact = lambda z: derivative(act, z)  # noqa: E731
     per = len(x16) + (len(LADDER_EDGES) - 1) * len(x8)

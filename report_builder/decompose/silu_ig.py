@@ -21,6 +21,7 @@ the host (the branches are `torch.where`), so it is sync-free.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import torch
 from torch import Tensor
@@ -40,8 +41,10 @@ _Q = (6.90990488912553276999E-4, 2.54043763932544379113E-2, 2.829748606025680899
 _PI2_12 = math.pi ** 2 / 12
 
 
-def _coefficients(device) -> Tensor:
-    """(8, 2) float64: column 0 P's, column 1 Q's coefficients, lowest power first (for the powers of w)."""
+@lru_cache(maxsize=8)
+def _coefficients(device: str) -> Tensor:
+    """(8, 2) float64: column 0 P's, column 1 Q's coefficients, lowest power first (for the powers of w).
+    Made once per device: a copy from host memory to a GPU on every call would wait for the device."""
     return torch.tensor([_P[::-1], _Q[::-1]], dtype=torch.float64, device=device).T.contiguous()
 
 
@@ -51,7 +54,7 @@ def _li2_neg(y: Tensor, lp: Tensor) -> Tensor:
     far = y > 0.5
     w = torch.where(far, 1.0 / (1.0 + y) - 1.0, y)
     powers = torch.cat([torch.ones_like(w)[:, None], w[:, None].expand(-1, 7)], dim=1).cumprod(dim=1)
-    pq = powers @ _coefficients(y.device)  # (N, 2): P(w), Q(w)
+    pq = powers @ _coefficients(str(y.device))  # (N, 2): P(w), Q(w)
     ratio = w * pq[:, 0] / pq[:, 1]
     return torch.where(far, ratio - 0.5 * lp * lp, -ratio)
 

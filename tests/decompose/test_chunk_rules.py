@@ -167,6 +167,34 @@ def test_gpu_rule_reads_nothing_on_the_host_mid_layer(monkeypatch):
         assert calls == {"item": 0, "__bool__": 0, "__float__": 0, "__int__": 0, "tolist": 1}, (family, calls)
 
 
+@pytest.mark.parametrize("family", ["bert", "llama", "gemma3"])
+def test_gpu_rule_makes_no_tensor_from_host_data_mid_layer(family):
+    """After a layer's first call, the GPU rule builds no tensor from Python or NumPy data inside a layer (on
+    a GPU each would be a copy from pageable host memory, which waits for the device): the gated integrals'
+    constants (SiLU's closed form, the ladder's nodes) are made once per device."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Made(TorchDispatchMode):
+        ops: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if "lift_fresh" in str(func):
+                Made.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    lm = tiny(family)
+    cap = _captures(lm, [12, 12])[0]
+    lw = lm.layer_weights(0)
+
+    def layer():
+        return decompose_batch(lw, cap.x, cap.alpha, [12, 12], maps=lw.scopes + K21_METHODS, ratios=True,
+                               refs=cap.refs, extras=True, chunk_rule="gpu", causal=lm.causal)
+    layer()
+    with Made():
+        layer()
+    assert Made.ops == [], (family, Made.ops)
+
+
 def test_gpu_rule_refuses_a_non_causal_alpha_given_as_causal():
     """``causal=True`` on bidirectional probabilities: refused when the errors are read (refs given); a
     caller that checks its own errors (the engine's batched path) sees the FF sums miss the pairs above the
