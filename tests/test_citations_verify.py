@@ -186,3 +186,35 @@ def test_diff_compares_the_data_not_the_recorded_hashes(built, tmp_path):
     assert any("NEW's files are not the version its record claims" in c for c in d["checks"])
     assert d["data"]["values_changed"] == 1 and abs(d["data"]["largest_abs"]["difference"] - 1.0) < 1e-9
     assert "changed" in api.format_diff(d).splitlines()[0]
+
+
+def test_diff_never_calls_files_it_cannot_read_identical(built, tmp_path):
+    """A side whose data.csv is a FIFO or a link (to the genuine file, even), or a bare provenance.json: the
+    records may claim the same hash, the verdict is not "identical" (nothing waited on, nothing followed)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(_folder(built), a)
+    shutil.copytree(_folder(built), b)
+    (b / "data.csv").unlink()
+    os.mkfifo(b / "data.csv")
+    d = api.diff(a, b)
+    assert not d["identical"] and d["verdict"] == "unverified", d
+    assert any("NEW has no readable spec.json and data.csv" in c for c in d["checks"])
+    assert api.format_diff(d).splitlines()[0].endswith(": the same recorded hash, files not compared")
+    (b / "data.csv").unlink()
+    (b / "data.csv").symlink_to(a / "data.csv")
+    assert api.diff(a, b)["verdict"] == "unverified"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(a / "provenance.json", bare / "provenance.json")
+    d = api.diff(a / "provenance.json", bare / "provenance.json")
+    assert not d["identical"] and d["verdict"] == "unverified"
+    sites = {}
+    for name, folder in (("old", a), ("new", b)):
+        site = tmp_path / f"{name}-site"
+        (site / "figures").mkdir(parents=True)
+        shutil.copytree(folder, site / "figures" / FIG, symlinks=True)
+        sites[name] = site
+    s = api.diff(sites["old"], sites["new"])
+    assert s["unchanged"] == [] and s["changed"] == [] and [c["figure"] for c in s["unverified"]] == [FIG]
+    assert "1 not comparable (files unreadable)" in api.format_diff(s).splitlines()[0]
+    assert api.diff(sites["old"], sites["old"])["unchanged"] == [FIG]

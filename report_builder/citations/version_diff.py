@@ -8,7 +8,9 @@ the same the Changes page shows: the inputs that differ and the numeric change o
 Two versions are "identical" when their own files say so: the content hash is recomputed from each
 side's ``spec.json`` and ``data.csv`` (`readback.content_hashes`), never taken from the records alone; a
 side whose files do not give the hash its record claims is named (``checks``) and never identical, and
-the numeric change of the data is shown either way. Every file is read through `readback` (bounded,
+the numeric change of the data is shown either way. A side without readable files (a bare
+``provenance.json``, or a ``data.csv`` that is a link, a FIFO or too large) is never identical either:
+``verdict`` is then ``unverified`` when the records claim the same hash, else ``changed``. Every file is read through `readback` (bounded,
 regular files only, no link followed, the record validated). Pitfall: every value printed comes from files a user may have downloaded from anywhere: the
 CLI prints them through its terminal escaping; nothing here evaluates them.
 """
@@ -58,12 +60,12 @@ def version_diff(old_prov: Path, new_prov: Path) -> dict[str, Any]:
     ha, hb = _actual(old_prov.parent), _actual(new_prov.parent)
     checks = [line for side, rec, got in (("OLD", a, ha), ("NEW", b, hb)) for line in [_check(side, rec, got)] if line]
     forged = any(got is not None and rec.get("content_hash") not in got for rec, got in ((a, ha), (b, hb)))
-    if ha is not None and hb is not None:  # the data themselves decide, not what the records claim
-        same = bool(ha & hb) and not forged
-    else:
-        same = a.get("content_hash") is not None and a.get("content_hash") == b.get("content_hash") and not forged
+    verified = ha is not None and hb is not None  # the data themselves decide, not what the records claim
+    same = verified and bool(ha & hb) and not forged
+    recorded_same = a.get("content_hash") is not None and a.get("content_hash") == b.get("content_hash")
+    verdict = "identical" if same else "unverified" if recorded_same and not verified and not forged else "changed"
     return {"figure": fb or fa, "old_figure": fa, "old": a.get("content_hash"), "new": b.get("content_hash"),
-            "identical": same, "checks": checks, "inputs": figure_diff.inputs_diff(a, b),
+            "identical": same, "verdict": verdict, "checks": checks, "inputs": figure_diff.inputs_diff(a, b),
             "data": figure_diff.data_summary(old_df, new_df) if old_df is not None and new_df is not None else
             {"comparable": False, "reason": "no readable data.csv beside a provenance.json"}}
 
@@ -81,7 +83,8 @@ def _check(side: str, rec: dict[str, Any], actual: set[str] | None) -> str | Non
     """What a side's files say against its record's claim (None: they agree)."""
     claim = rec.get("content_hash")
     if actual is None:
-        return f"{side} has no readable spec.json and data.csv beside its provenance.json: only its recorded hash is compared"
+        return (f"{side} has no readable spec.json and data.csv beside its provenance.json: its files cannot be "
+                f"compared, only what its record claims")
     if claim not in actual:
         return (f"{side}'s files are not the version its record claims: its spec.json and data.csv give "
                 f"{min(actual)}, its provenance.json records {claim}")
@@ -114,13 +117,13 @@ def diff(old: str | Path, new: str | Path) -> dict[str, Any]:
     fa, fb = _figures(pa), _figures(pb)
     out: dict[str, Any] = {"kind": "site", "old": str(old), "new": str(new),
                            "added": sorted(set(fb) - set(fa)), "removed": sorted(set(fa) - set(fb)),
-                           "unchanged": [], "changed": []}
+                           "unchanged": [], "changed": [], "unverified": []}
     for fid in sorted(set(fa) & set(fb)):
         d = version_diff(fa[fid], fb[fid])
         if d["identical"]:
             out["unchanged"].append(fid)
         else:
-            out["changed"].append(d)
+            out["unverified" if d["verdict"] == "unverified" else "changed"].append(d)
     return out
 
 
@@ -129,19 +132,22 @@ def format_diff(d: dict[str, Any]) -> str:
     if d["kind"] == "version":
         return _format_version(d)
     lines = [f"{len(d['changed'])} changed, {len(d['added'])} added, {len(d['removed'])} removed, "
-             f"{len(d['unchanged'])} unchanged"]
+             f"{len(d['unchanged'])} unchanged" + (f", {len(d['unverified'])} not comparable (files unreadable)"
+                                                   if d["unverified"] else "")]
     for fid in d["added"]:
         lines.append(f"added   {for_terminal(fid)}")
     for fid in d["removed"]:
         lines.append(f"removed {for_terminal(fid)}")
-    for c in d["changed"]:
+    for c in d["changed"] + d["unverified"]:
         lines.append(_format_version(c))
     return "\n".join(lines)
 
 
 def _format_version(d: dict[str, Any]) -> str:
     p = for_terminal
-    head = f"{p(d['figure'])} {p(d['old'])} -> {p(d['new'])}: " + ("identical" if d["identical"] else "changed")
+    verdict = {"identical": "identical", "unverified": "the same recorded hash, files not compared"}.get(
+        d.get("verdict", "identical" if d["identical"] else "changed"), "changed")
+    head = f"{p(d['figure'])} {p(d['old'])} -> {p(d['new'])}: {verdict}"
     lines = [head] + [f"  check: {p(c)}" for c in d.get("checks", [])]
     if not d["inputs"]:
         lines.append("  inputs: no recorded input differs")
