@@ -82,10 +82,23 @@ def test_a_rebuild_within_the_tolerance_keeps_the_version_and_one_beyond_it_does
     noisy = base.copy()
     noisy.loc[0, "value (%)"] = 12.3456499999
     assert csv_text(noisy) != csv_text(base)  # rounding alone does not make it stable ...
+    names = ("data.csv", "spec.json", "chart.svg", "chart.png")
+    stamps = {n: (old.site / old.permalink / n).stat().st_mtime_ns for n in names}
     again = _write(tmp_path / "b", noisy, previous=old)
     assert again.kept and again.content_hash == first.content_hash  # ... the version is kept
-    for name in ("data.csv", "spec.json", "chart.svg", "chart.png"):
+    for name in names:
         assert (tmp_path / "b" / "fig" / name).read_bytes() == (old.site / old.permalink / name).read_bytes()
+        assert (old.site / old.permalink / name).stat().st_mtime_ns == stamps[name], name  # carried, never rewritten
+    broken = Previous(old.site, old.permalink, {**old.files, "chart.png": "0" * 64})  # the last file fails to carry
+    part = _write(tmp_path / "p", noisy, previous=broken)
+    assert not part.kept and part.content_hash != first.content_hash
+    fresh = _write(tmp_path / "q", noisy)  # the same build with no earlier version
+    assert part.content_hash == fresh.content_hash
+    for name in ("data.csv", "spec.json"):  # its own texts again
+        assert (tmp_path / "p" / "fig" / name).read_bytes() == (tmp_path / "q" / "fig" / name).read_bytes(), name
+    for name in names:
+        assert (old.site / old.permalink / name).stat().st_mtime_ns == stamps[name], name
+        assert (tmp_path / "p" / "fig" / name).stat().st_nlink == 1, name  # no link to a published file left
     moved = base.copy()
     moved.loc[0, "value (%)"] = 12.3460  # 35 steps: a real change
     assert not _write(tmp_path / "c", moved, previous=old).kept

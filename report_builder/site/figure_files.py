@@ -161,18 +161,24 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     files["json"] = f"{rel}/spec.json"
 
     content_hash = version_hash(spec_text, csv, svg)
-    kept = previous is not None and previous.hash != content_hash and same_figure(previous, spec_text, csv, svg) \
-        and previous.carry_into(fig_dir)
+    kept = False
+    if previous is not None and previous.hash != content_hash and same_figure(previous, spec_text, csv, svg):
+        kept = previous.carry_into(fig_dir)
+        if not kept:  # carried in part: drop what came (links to published files, never written) and
+            for name in CARRIED:  # write this build's own texts again
+                (fig_dir / name).unlink(missing_ok=True)
+            (fig_dir / "data.csv").write_text(csv, encoding="utf-8")
+            (fig_dir / "spec.json").write_text(spec_text, encoding="utf-8")
     if kept:
         spec_text = (fig_dir / "spec.json").read_text(encoding="utf-8")
         spec = json.loads(spec_text)
         content_hash = version_hash(spec_text, (fig_dir / "data.csv").read_text(encoding="utf-8"), svg)
-    cached = (previous_renders(fig_dir) if kept else
-              render_cache.get(content_hash) if render_cache is not None else None)
+    # a kept version's drawings were carried with it (hard links to the published files: never written again)
+    cached = None if kept or render_cache is None else render_cache.get(content_hash)
     if cached is not None:
         (fig_dir / "chart.svg").write_bytes(cached[0])
         (fig_dir / "chart.png").write_bytes(cached[1])
-    else:
+    elif not kept:
         drawn = svg if svg is not None else vlc.vegalite_to_svg(spec)
         (fig_dir / "chart.svg").write_text(drawn, encoding="utf-8")
         drawn = (fig_dir / "chart.svg").read_text(encoding="utf-8")
@@ -185,13 +191,12 @@ def write_figure_files(fig_id: str, data: pd.DataFrame, chart: Any | None, table
     page_spec = externalise(spec, fig_dir, rel, inline_limit, files) if on_page else None
     if page_spec is not None and title is not None and page_spec.get("title") == title:
         del page_spec["title"]  # the page's heading and caption say it
-    return FigureFiles(content_hash=content_hash, page_spec=page_spec, files=files, reused=cached is not None,
-                       kept=kept)
+    return FigureFiles(content_hash=content_hash, page_spec=page_spec, files=files,
+                       reused=kept or cached is not None, kept=kept)
 
 
-def previous_renders(fig_dir: Path) -> tuple[bytes, bytes]:
-    """The drawings just copied from a kept version (written back as they are)."""
-    return (fig_dir / "chart.svg").read_bytes(), (fig_dir / "chart.png").read_bytes()
+CARRIED = ("data.csv", "spec.json", "chart.svg", "chart.png")
+"""The files of a version kept within the published precision (`Previous.carry_into`), in carrying order."""
 
 
 @dataclass(frozen=True)
@@ -221,7 +226,7 @@ class Previous:
         from report_builder.citations import earlier_site
 
         return all(earlier_site.carry(self.site, self.permalink + name, fig_dir, name, self.files.get(name))
-                   is not None for name in ("data.csv", "spec.json", "chart.svg", "chart.png"))
+                   is not None for name in CARRIED)
 
 
 def same_figure(previous: Previous, spec_text: str, csv: str, svg: str | None) -> bool:
