@@ -146,7 +146,7 @@ def format_diff(d: dict[str, Any]) -> str:
 def _format_version(d: dict[str, Any]) -> str:
     p = for_terminal
     verdict = {"identical": "identical", "unverified": "the same recorded hash, files not compared"}.get(
-        d.get("verdict", "identical" if d["identical"] else "changed"), "changed")
+        d["verdict"], "changed")
     head = f"{p(d['figure'])} {p(d['old'])} -> {p(d['new'])}: {verdict}"
     lines = [head] + [f"  check: {p(c)}" for c in d.get("checks", [])]
     if not d["inputs"]:
