@@ -82,6 +82,7 @@ class Subject:
         bits), and a reduced precision mode's error bound (`schema.PRECISIONS`), so a default key stays
         what it was.
         """
+        from report_builder.decompose.chunks import default_class
         from report_builder.schema import precision
 
         p = {"model": self.model.name, "fingerprint": self.fingerprint, "dtype": self.cfg.dtype}
@@ -89,7 +90,7 @@ class Subject:
         if kind != "cpu":
             p.update(device=kind, tf32=tf32_enabled(kind))
         rule = getattr(self.cfg, "chunk_rule", "auto")
-        if rule not in ("auto", "cpu" if kind == "cpu" else "gpu"):
+        if rule not in ("auto", default_class(kind)):
             p["chunk_rule"] = rule
         if self.cfg.dtype != "float32":
             p["precision_bound"] = precision(self.cfg.dtype).bound

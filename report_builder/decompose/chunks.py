@@ -117,7 +117,7 @@ def rule_class(chunk_rule: str, device_type: str, precision: str = "float32") ->
     if chunk_rule not in CHUNK_RULES:
         raise ValueError(f"chunk_rule: {chunk_rule!r} is not one of {', '.join(CHUNK_RULES)}")
     if chunk_rule == "auto":
-        return "cpu" if device_type == "cpu" and precision == "float32" else "gpu"
+        return default_class(device_type) if precision == "float32" else "gpu"
     if chunk_rule == "cpu" and precision != "float32":
         raise ValueError(f"precision {precision} runs the GPU rule's FF step; use chunk_rule gpu or auto")
     return chunk_rule

@@ -153,13 +153,20 @@ class FFWeights:
             p = u @ (self.first() if w is None else w)
         return self.with_bias(p) if bias else p
 
+    def first_bias(self) -> Tensor | None:
+        """The first projection's bias, (k d'): ``b1``, or gated ``[b_gate | b_up]`` with zeros for a missing
+        half; None when there is none."""
+        if not self.gated:
+            return self.b1
+        if self.b_gate is None and self.b_up is None:
+            return None
+        z = self.w2.new_zeros(self.d_ff)
+        return torch.cat([z if t is None else t for t in (self.b_gate, self.b_up)])
+
     def with_bias(self, p: Tensor) -> Tensor:
         """``p`` (..., k d') from the first projection(s) plus their biases (a new tensor)."""
-        b = (self.b_gate, self.b_up) if self.gated else (self.b1,)
-        if all(t is None for t in b):
-            return p + 0  # as ``u @ W + 0`` always did (a -0.0 becomes 0.0)
-        z = torch.zeros(self.d_ff, dtype=p.dtype, device=p.device)
-        return p + torch.cat([z if t is None else t for t in b])
+        b = self.first_bias()
+        return p + 0 if b is None else p + b  # no bias: as ``u @ W + 0`` always did (a -0.0 becomes 0.0)
 
     def project_all(self, *parts: Tensor, w: Tensor | None = None) -> list[Tensor]:
         """Each of ``parts`` (..., d) through the first projection(s), without biases, as **one** GEMM: the

@@ -81,7 +81,7 @@ def _record_errors(res: LayerResult, refs: dict[str, Tensor] | None) -> None:
             res.errors[key] = relative_error(res.sums[key], ref)
 
 
-def _setup(lw: LayerWeights, x: Tensor, alpha: Tensor, causal: bool | None, chunk_rule: str, precision: str,
+def _setup(x: Tensor, causal: bool | None, chunk_rule: str, precision: str,
            budget_bytes: int | None) -> tuple[str, int | None, bool]:
     """The device class, the budget (the CPU rule's default filled in) and whether the GPU rule checks
     ``causal=True`` with the errors (deferred: no host read mid-layer; a batch's after its pads are masked)."""
@@ -133,7 +133,7 @@ def decompose_layer(
         A `LayerResult`.
     """
     maths = _maths(lw)
-    rule, budget_bytes, check = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
+    rule, budget_bytes, check = _setup(x, causal, chunk_rule, precision, budget_bytes)
     flag = causal_violation(alpha) if check else None
     res = maths.one(lw, x, alpha, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig, chunk_rows=chunk_rows,
                     budget_bytes=budget_bytes, causal=resolve_causal(alpha, causal, rule), rule=rule,
@@ -180,17 +180,16 @@ def decompose_batch(
         per sequence when that saves pairs (`chunks.gpu_plan`).
     """
     maths = _maths(lw)
-    ragged = len(set(lengths)) > 1 and rule_class(chunk_rule, x.device.type, precision) == "cpu"
-    if maths.batch is None or ragged:  # the CPU rule runs a ragged batch one sequence at a time: no pad work
+    rule, budget, check = _setup(x, causal, chunk_rule, precision, budget_bytes)
+    if maths.batch is None or (len(set(lengths)) > 1 and rule == "cpu"):  # the CPU rule runs a ragged batch one sequence at a time: no pad work
         return [decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
                                 refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
                                 chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal,
                                 chunk_rule=chunk_rule, precision=precision)
                 for b, n in enumerate(lengths)]
-    rule, budget_bytes, check = _setup(lw, x, alpha, causal, chunk_rule, precision, budget_bytes)
     check = check and refs is not None  # read with the errors; without them, by the caller's own check
     out = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
-                      chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal, rule=rule, precision=precision,
+                      chunk_rows=chunk_rows, budget_bytes=budget, causal=causal, rule=rule, precision=precision,
                       refs=refs if rule == "gpu" else None, check_causal=check)
     if rule == "cpu":
         for b, (r, n) in enumerate(zip(out, lengths)):

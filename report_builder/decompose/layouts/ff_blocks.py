@@ -31,7 +31,7 @@ from torch import Tensor
 
 from report_builder.decompose.attention import output_bias
 from report_builder.decompose.chunks import FFPlan
-from report_builder.decompose.feedforward import FFWeights, activation, elementwise_kappa, gated_integrals
+from report_builder.decompose.feedforward import FFWeights, elementwise_kappa, gated_integrals
 from report_builder.decompose.layouts.common import norm32
 from report_builder.decompose.norms import norm_linear, norm_scale
 from report_builder.decompose.precision import input_dtype, pair_mm
@@ -81,16 +81,6 @@ def _linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
     return out.view(*lead, w.shape[1])
 
 
-def _first_bias(fw: FFWeights) -> Tensor | None:
-    """The first projection's bias (gated: ``[b_gate | b_up]``, zeros for a missing half), or None."""
-    if not fw.gated:
-        return fw.b1
-    if fw.b_gate is None and fw.b_up is None:
-        return None
-    z = fw.w2.new_zeros(fw.d_ff)
-    return torch.cat([z if t is None else t for t in (fw.b_gate, fw.b_up)])
-
-
 def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: FFPlan, extras, causal,
             precision: str = "float32") -> None:
     """Decompose FF, FF+RES and (post-LN) LN2 of a batch by `plan`'s blocks, into ``res`` (maps, sums,
@@ -103,20 +93,19 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
     lay = lw.layout
     dev = x.device
     w1 = fw.first()
-    b1 = _first_bias(fw)
+    b1 = fw.first_bias()
     pre_tot = _linear(xin, w1, b1)  # the real FF input's pre-activations (biases included)
     pre_bias = _linear(n_bias, w1, b1)  # the bias term's
     if fw.gated:
         i1, i2 = gated_integrals(fw.act, pre_tot[..., :dff], pre_tot[..., dff:], ig, sync_free=True,
                                  max_numbers=max(1 << 20, plan.budget_bytes // 32))
         ff_bias_hidden = pre_bias[..., :dff].mul_(i1).addcmul_(pre_bias[..., dff:], i2)
-        hidden_tot = activation(fw.act)(pre_tot[..., :dff]).mul_(pre_tot[..., dff:])
     else:
         kappa, g0 = elementwise_kappa(fw.act, pre_tot, ig)
         ff_bias_hidden = pre_bias.mul_(kappa)
         if g0 != 0.0:
             ff_bias_hidden += g0
-        hidden_tot = activation(fw.act)(pre_tot)
+    hidden_tot = fw.hidden(pre_tot)
     ff_bias = _linear(ff_bias_hidden, fw.w2, fw.b2)
     ff_total = _linear(hidden_tot, fw.w2, fw.b2)  # the un-decomposed FF output: fixes the next norm's scale
     b_o = output_bias(lw.attn, d, x)

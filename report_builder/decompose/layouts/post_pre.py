@@ -193,7 +193,7 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
                           precision)
     elif ff_wanted:
         _ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, chunk_rows,
-                 512 << 20 if budget_bytes is None else budget_bytes, extras, causal)
+                 budget_bytes, extras, causal)
     return res
 
 
