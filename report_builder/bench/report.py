@@ -14,7 +14,6 @@ def _f(v, spec: str, none: str = "n/a") -> str:
 
 
 def _mode(result: dict) -> str:
-    p = result.get("precision") or {}
     mode = result["config"]["dtype"]
     return mode if mode == "float32" else f"{mode} pair GEMMs (model and checks in float32)"
 

@@ -54,6 +54,7 @@ from report_builder.bench.timing import cpu_name, time_call
 from report_builder.decompose.attention import is_causal
 from report_builder.decompose.chunks import ff_tiles, gpu_plan, rule_class
 from report_builder.decompose.layouts import decompose_batch, decompose_layer
+from report_builder.decompose.precision import HALF
 from report_builder.errors import UsageError, shown
 from report_builder.schema import K21_METHODS, PRECISIONS
 
@@ -155,7 +156,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         if rule == "gpu":
             from report_builder.decompose.layouts.common import gpu_budget
             plan = gpu_plan(n, d, dff, budget_bytes=gpu_budget(caps[0].x, budget), batch=batch, causal=causal,
-                            gated=gated, reduced=mode in ("bfloat16", "float16"))
+                            gated=gated, reduced=mode in HALF)
             chunk, tile = plan.rows, n
         else:
             chunk, tile = ff_tiles(n, d, dff, budget_bytes=budget, itemsize=itemsize, gated=gated, batch=batch)

@@ -80,16 +80,10 @@ def build(shape: str | None, model: str | None, device: str, dtype: str):
 def build_for_pass(shape: str | None, model: str | None, device: str, dtype: str):
     """A timed pass's model (`k24_pass`, `k21_pass`): where the engine has precision modes
     (`models.loading.LoadedModel.precision`), the weights stay float32 and ``dtype`` is the pair GEMMs'
-    mode, with its own error bound; otherwise the model runs in ``dtype`` (``tf32``: TF32 matmuls)."""
-    import dataclasses
-
-    from report_builder.models.loading import LoadedModel
-
-    if dtype != "float32" and "precision" in {f.name for f in dataclasses.fields(LoadedModel)}:
-        lm = build(shape, model, device, "float32")
-        lm.precision = dtype
-        return lm
-    return build(shape, model, device, dtype)
+    mode, with its own error bound."""
+    lm = build(shape, model, device, "float32")
+    lm.precision = dtype
+    return lm
 
 
 def random_model(family: str, over: dict, seed: int = 0):
@@ -105,20 +99,6 @@ def random_model(family: str, over: dict, seed: int = 0):
         return GPT2Model(GPT2Config(**over, **kw))
     from transformers import LlamaConfig, LlamaModel
     return LlamaModel(LlamaConfig(**over, **kw))
-
-
-_BYTES = [*range(33, 127), *range(161, 173), *range(174, 256)]
-
-
-def _byte_symbols() -> list[str]:
-    """The 256 byte-level BPE symbols (GPT-2's byte -> printable character table)."""
-    cs, n = list(_BYTES), 0
-    out = dict(zip(_BYTES, _BYTES))
-    for b in range(256):
-        if b not in out:
-            out[b] = 256 + n
-            n += 1
-    return [chr(out[b]) for b in range(256)]
 
 
 def save_stand_in(shape: str, path, *, positions: int | None = None, layers: int | None = None, seed: int = 0):
@@ -150,8 +130,11 @@ def save_stand_in(shape: str, path, *, positions: int | None = None, layers: int
     else:
         from transformers import GPT2Tokenizer
 
+        from report_builder.tokens import _byte_alphabet
+
         special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-        vocab = {t: i for i, t in enumerate(special + _byte_symbols())}
+        symbol = {b: c for c, b in _byte_alphabet().items()}  # GPT-2's byte -> printable character table
+        vocab = {t: i for i, t in enumerate(special + [symbol[b] for b in range(256)])}
         GPT2Tokenizer(vocab=vocab, merges=[], unk_token=special[0], bos_token=special[1], eos_token=special[2],
                       pad_token=special[2]).save_pretrained(str(path))
     return path

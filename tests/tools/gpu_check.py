@@ -29,7 +29,8 @@ import time
 import traceback
 from pathlib import Path
 
-SCHEMA = "report_builder gpu-check 1"
+from report_builder.costs.measured import SCHEMA  # the schema the plan's reader accepts (imports no torch)
+
 BUDGET_S = 290
 """The whole check's budget on a GPU (the issue asks for <= 5 minutes on one H200)."""
 ROOT = Path(__file__).resolve().parents[2]
