@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from report_builder import papers
+from report_builder.citations.version_files import permalink_url
 
 #: Paper key -> BibTeX entry and short name, from the one table of paper facts.
 PAPER_BIBTEX = {key: p.bibtex for key, p in papers.PAPERS.items()}
@@ -230,8 +231,7 @@ def version_bibtex(rec: dict[str, Any], site_url: str | None = None) -> str:
     fig = rec.get("figure") or {}
     fig_id, h = str(fig.get("id")), str(rec.get("content_hash"))
     paper = str(fig.get("paper") or "")
-    rel = f"figures/{fig_id}/{h}/"
-    url = site_url.rstrip("/") + "/" + rel if site_url else rel
+    url = permalink_url(site_url, fig_id, h)
     try:
         from report_builder.figures.registry import figure
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from report_builder.citations import cite as cite_mod
 from report_builder.citations import earlier_site, readback
-from report_builder.citations.version_files import HASH, permalink
+from report_builder.citations.version_files import HASH, permalink, permalink_url
 from report_builder.errors import UsageError, shown
 
 
@@ -73,7 +73,5 @@ def cite(fig_id: str, content_hash: str | None = None, site_dir: str | Path = "s
         rec = readback.read_record(site / permalink(fig_id, h), fig_id, h)
     except FileNotFoundError:
         raise UsageError(f"{site / permalink(fig_id, h)}: its provenance.json is missing") from None
-    site_url = getattr(index, "site_url", None)
-    return Citation(figure=fig_id, hash=h, current=h == current,
-                    url=(site_url.rstrip("/") + "/" if site_url else "") + permalink(fig_id, h),
-                    bibtex=cite_mod.version_bibtex(rec.data, site_url))
+    return Citation(figure=fig_id, hash=h, current=h == current, url=permalink_url(index.site_url, fig_id, h),
+                    bibtex=cite_mod.version_bibtex(rec.data, index.site_url))

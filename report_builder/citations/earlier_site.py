@@ -52,7 +52,7 @@ class Version:
     def entry(self) -> dict[str, Any]:
         """The version's entry in ``versions.json`` (its carried files: `DERIVED` ones are made anew)."""
         return {"created": self.created, "title": self.title, "paper": self.paper,
-                "files": {k: v for k, v in sorted(self.files.items()) if k not in DERIVED}}
+                "files": dict(sorted(self.files.items()))}
 
 
 @dataclass
@@ -87,7 +87,8 @@ def _version(fid: Any, h: Any, rec: Any) -> Version | None:
     title, paper = rec.get("title", ""), rec.get("paper", "")
     if not isinstance(created, (str, type(None))) or not isinstance(title, str) or not isinstance(paper, str):
         return None
-    return Version(fid, h, created, title, paper, dict(files))
+    # a DERIVED file an older index lists (cite.bib) is made anew by every build: never read nor carried
+    return Version(fid, h, created, title, paper, {k: v for k, v in files.items() if k not in DERIVED})
 
 
 def read_index(site: Path) -> Index:
@@ -157,13 +158,11 @@ def check_version(site: Path, v: Version, svg_ok: Callable[[bytes], bool] | None
     with its recorded SHA-256, the content hash
     recomputed from ``spec.json``, ``data.csv`` (and ``chart.svg``) its name, its record naming it, and its
     drawing accepted by ``svg_ok`` (`site.svgsafe.is_safe`: the site serves it)."""
-    from report_builder.citations.version_files import version_hash
+    from report_builder.citations.version_files import version_hashes
 
     folder = Path(site) / v.permalink
     texts: dict[str, bytes] = {}
     for name, digest in sorted(v.files.items()):
-        if name in DERIVED:  # made anew by every build (an older index recorded it)
-            continue
         try:
             data = read_bytes(folder, name, CAPS["recipe"] if name == "provenance.json" else CAPS["file"])
         except FileNotFoundError:
@@ -179,7 +178,7 @@ def check_version(site: Path, v: Version, svg_ok: Callable[[bytes], bool] | None
         svg = texts["chart.svg"].decode("utf-8") if "chart.svg" in texts else None
     except (KeyError, UnicodeDecodeError):
         return "spec.json, data.csv or chart.svg cannot be read"
-    if v.hash not in {version_hash(spec, csv), *([version_hash(spec, csv, svg)] if svg is not None else [])}:
+    if v.hash not in version_hashes(spec, csv, svg):
         return "spec.json and data.csv no longer give its content hash"
     if svg_ok is not None and not svg_ok(texts.get("chart.svg", b"")):
         return "chart.svg holds more than a chart draws (a script, an event handler or a link)"

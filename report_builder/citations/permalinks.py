@@ -35,17 +35,11 @@ from typing import Any, Callable
 from report_builder import atomic
 from report_builder.citations import earlier_site, readback, recipe
 from report_builder.citations.cite import version_bibtex
-from report_builder.citations.version_files import DERIVED, FILES, OPTIONAL, PAGE, permalink
+from report_builder.citations.version_files import FILES, OPTIONAL, PAGE, permalink
+from report_builder.citations.version_files import permalink_url  # noqa: F401 - the site stage's name for it
 
 INDEX = earlier_site.INDEX
 INDEX_FORMAT = "report_builder figure versions 1"
-
-
-def permalink_url(site_url: str | None, fig_id: str, content_hash: str) -> str:
-    """The published address of a version (``<site_url>figures/<id>/<hash>/``), or the relative
-    permalink without a ``site_url``."""
-    rel = permalink(fig_id, content_hash)
-    return (site_url.rstrip("/") + "/" + rel) if site_url else rel
 
 
 @dataclass
@@ -170,7 +164,7 @@ class Versions:
             if rec is None:
                 continue
             if not all(earlier_site.carry(self.out_dir, v.permalink + name, tmp_site, sha256=digest)
-                       for name, digest in sorted(v.files.items()) if name not in DERIVED):
+                       for name, digest in sorted(v.files.items())):
                 self.checked[key] = "a file changed while it was carried"
                 self._damaged(*key)
                 atomic.remove_inside(tmp_site, tmp_site / v.permalink)

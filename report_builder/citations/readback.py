@@ -27,7 +27,7 @@ from typing import Any
 
 from report_builder import atomic
 from report_builder.errors import ReportBuilderError, UsageError
-from report_builder.citations.version_files import HASH, permalink, version_hash
+from report_builder.citations.version_files import HASH, permalink, version_hashes
 
 CAPS = {"index": 64 << 20, "recipe": 8 << 20, "text": 1 << 20, "file": 256 << 20}
 """The most bytes read of: an index (versions.json, history.json, manifest.json), a recipe
@@ -317,4 +317,4 @@ def content_hashes(folder: Path) -> set[str]:
             svg = None
     except UnicodeDecodeError:
         raise BadRecord(f"{folder}: spec.json, data.csv or chart.svg is not UTF-8 text") from None
-    return {version_hash(spec, csv), *([version_hash(spec, csv, svg)] if svg is not None else [])}
+    return version_hashes(spec, csv, svg)

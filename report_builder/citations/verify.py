@@ -71,7 +71,7 @@ def check_folder(folder: Path, rec: dict[str, Any]) -> FolderCheck:
         out.mismatches.append(f"the folder is named for version {folder.name}, its recipe records {recorded}")
     data: dict[str, bytes] = {}
     for name in FILES + OPTIONAL:
-        if name == "provenance.json" or name == "cite.bib":
+        if name == "provenance.json":
             continue
         try:
             data[name] = readback.read_bytes(folder, name, readback.CAPS["file"])
@@ -87,10 +87,9 @@ def check_folder(folder: Path, rec: dict[str, Any]) -> FolderCheck:
             except UnicodeDecodeError:
                 out.mismatches.append(f"{name} is not UTF-8 text")
     if out.complete:
-        from report_builder.citations.version_files import version_hash
+        from report_builder.citations.version_files import version_hashes
 
-        spec, csv, svg = out.texts["spec.json"], out.texts["data.csv"], out.texts.get("chart.svg")
-        out.hashes = {version_hash(spec, csv), *([version_hash(spec, csv, svg)] if svg is not None else [])}
+        out.hashes = version_hashes(out.texts["spec.json"], out.texts["data.csv"], out.texts.get("chart.svg"))
         if recorded not in out.hashes:
             out.mismatches.append(f"this folder is not the figure its recipe names: its spec.json and data.csv "
                                   f"give content hash {min(out.hashes)}, the recipe records {recorded}")

@@ -44,6 +44,13 @@ def permalink(fig_id: str, content_hash: str) -> str:
     return f"figures/{fig_id}/{content_hash}/"
 
 
+def permalink_url(site_url: str | None, fig_id: str, content_hash: str) -> str:
+    """The published address of a version (``<site_url>figures/<id>/<hash>/``), or the relative
+    permalink without a ``site_url``."""
+    rel = permalink(fig_id, content_hash)
+    return (site_url.rstrip("/") + "/" + rel) if site_url else rel
+
+
 def chart_path(fig_id: str, old: str, new: str) -> str:
     """Site-relative path of the difference chart of a figure's change from version ``old`` to ``new``."""
     return f"{HISTORY_ASSETS}/{fig_id}/{old}-{new}-difference.svg"
@@ -54,6 +61,12 @@ def version_hash(spec_text: str, csv: str, svg: str | None = None) -> str:
     its ``chart.svg`` (the one definition: the site names versions by it, `reproduce` compares it)."""
     text = spec_text + "\n" + csv + ("\n" + svg if svg is not None else "")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def version_hashes(spec_text: str, csv: str, svg: str | None = None) -> set[str]:
+    """The content hashes a version folder's texts can stand for: without its drawing, and with it when
+    there is one (a drawn diagram's hash covers its ``chart.svg``)."""
+    return {version_hash(spec_text, csv), *([version_hash(spec_text, csv, svg)] if svg is not None else [])}
 
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
