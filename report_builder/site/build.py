@@ -455,8 +455,7 @@ def _build_section(spec: FigureSpec, ctx: FigureContext, fig_dir: Path, inline_l
     if cmp is not None:
         write_csv(cmp.table, fig_dir / "paper_vs_ours.csv")  # spreadsheet-safe, as data.csv
         if ff.kept and "paper_vs_ours.csv" in previous.files:  # the kept version's own (same precision)
-            earlier_site.carry(previous.site, previous.permalink + "paper_vs_ours.csv", fig_dir, "paper_vs_ours.csv",
-                               previous.files["paper_vs_ours.csv"])
+            previous.carry_into(fig_dir, ("paper_vs_ours.csv",))
         files["paper_vs_ours"] = f"figures/{spec.id}/paper_vs_ours.csv"
     show_paper = (cmp is None and ctx.roles.preset == "paper" and result.paper is not None
                   and not result.paper.empty)

@@ -220,13 +220,13 @@ class Previous:
             raise ValueError(f"{self.permalink}{name} is not the file its index records")
         return data.decode("utf-8")
 
-    def carry_into(self, fig_dir: Path) -> bool:
-        """The version's data.csv, spec.json and charts into ``fig_dir`` (each carried only with its
-        recorded SHA-256: `earlier_site.carry`); False (nothing kept) when one cannot be."""
+    def carry_into(self, fig_dir: Path, names: tuple[str, ...] = CARRIED) -> bool:
+        """The version's files ``names`` (its data.csv, spec.json and charts) into ``fig_dir``, each carried
+        only with its recorded SHA-256 (`earlier_site.carry`); False (nothing kept) when one cannot be."""
         from report_builder.citations import earlier_site
 
         return all(earlier_site.carry(self.site, self.permalink + name, fig_dir, name, self.files.get(name))
-                   is not None for name in CARRIED)
+                   is not None for name in names)
 
 
 def same_figure(previous: Previous, spec_text: str, csv: str, svg: str | None) -> bool:
