@@ -106,6 +106,21 @@ def real_rows(lengths: tuple[int, ...], n_max: int, device: str) -> Tensor:
     return torch.stack([pos < n for n in lengths])
 
 
+def error_rows(outs: list[Tensor], refs: list[Tensor], lengths: list[int]) -> Tensor:
+    """`relative_error` of each (B, n, d) output against its reference, per sequence over its real rows
+    (pads count 0), on the device: (points, B) float32. An output may also broadcast over the rows
+    ((B, 1, d))."""
+    rows = []
+    pad = None
+    for o, r in zip(outs, refs):
+        o, r = o.float(), r.float()
+        if pad is None and any(n < r.shape[1] for n in lengths):
+            pad = real_rows(tuple(lengths), r.shape[1], str(r.device))
+        e = (o - r).norm(dim=-1) / r.norm(dim=-1).clamp_min(1e-12)
+        rows.append((e if pad is None else torch.where(pad, e, 0.0)).amax(-1))
+    return torch.stack(rows)
+
+
 def batch_errors(sums: dict[str, Tensor], refs: dict[str, Tensor], lengths: list[int],
                  flag: Tensor | None = None) -> tuple[list[dict[str, float]], bool]:
     """`relative_error` of every check point of a padded batch at once, read on the host in one step.
@@ -121,14 +136,7 @@ def batch_errors(sums: dict[str, Tensor], refs: dict[str, Tensor], lengths: list
     keys = [k for k in refs if k in sums]
     if not keys and flag is None:
         return [{} for _ in lengths], False
-    rows = []
-    pad = None
-    for k in keys:
-        o, r = sums[k].float(), refs[k].float()
-        if pad is None and any(n < o.shape[1] for n in lengths):
-            pad = real_rows(tuple(lengths), o.shape[1], str(o.device))
-        e = (o - r).norm(dim=-1) / r.norm(dim=-1).clamp_min(1e-12)
-        rows.append((e if pad is None else torch.where(pad, e, 0.0)).amax(-1))
+    rows = list(error_rows([sums[k] for k in keys], [refs[k] for k in keys], lengths)) if keys else []
     if flag is not None:
         rows.append(flag.to(torch.float32).expand(len(lengths)).to(rows[0].device if rows else flag.device))
     vals = torch.stack(rows).tolist()  # the one host read

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor
 
-from report_builder.decompose.layer import LayerResult
+from report_builder.decompose.layer import LayerResult, error_rows, real_rows
 from report_builder.decompose.layouts import decompose_batch
 from report_builder.engine.common import Tokens, enforce_bound, inputs, on_device
 from report_builder.engine.host import HostCopy
@@ -65,12 +65,8 @@ class Batch:
         return self.memo[k]
 
     def real(self, device: torch.device) -> Tensor:
-        """(B, n) bool: the real (not padding) positions, on ``device``."""
-        k = ("real", str(device))
-        if k not in self.memo:
-            lens = self.to(device, "lengths", lambda: torch.tensor(self.lengths))
-            self.memo[k] = torch.arange(self.n, device=device)[None, :] < lens[:, None]
-        return self.memo[k]
+        """(B, n) bool: the real (not padding) positions, on ``device`` (`decompose.layer.real_rows`)."""
+        return real_rows(tuple(self.lengths), self.n, str(device))
 
 
 def seq_bytes(lm: LoadedModel, n: int, *, layers: int, held_per_layer: int = 0, reduce_bytes: int = 0) -> int:
@@ -161,14 +157,11 @@ def _errors(rs: list[LayerResult], refs: dict[str, Tensor], batch: Batch) -> tup
     keys = [k for k in refs if k in rs[0].sums]
     if not keys:
         return [], None
-    out = []
+    outs = []
     for k in keys:
         s, how = _stacked([r.sums[k] for r in rs], batch.lengths, batch.n, 1, 2)
-        ref = refs[k].float()
-        num = ((s.float()[:, None] if how == "b" else s.float()) - ref).norm(dim=-1)
-        den = ref.norm(dim=-1).clamp_min(1e-12)
-        out.append(torch.where(batch.real(ref.device), num / den, 0.0).amax(dim=1))
-    return keys, torch.stack(out)
+        outs.append(s[:, None] if how == "b" else s)
+    return keys, error_rows(outs, [refs[k] for k in keys], batch.lengths)
 
 
 @dataclass
