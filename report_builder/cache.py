@@ -134,7 +134,9 @@ class Cache:
             with atomic.opened_regular(d, p, TABLE_MAX) as fd:
                 if sha256_of_fd(fd) != sha:
                     raise ValueError(f"{p.name} does not match its recorded hash")
-            tables[name] = pd.read_parquet(p)
+                os.lseek(fd, 0, os.SEEK_SET)  # the very file just hashed (never opened again by its name)
+                with os.fdopen(os.dup(fd), "rb") as fh:
+                    tables[name] = pd.read_parquet(fh)
         return Entry(tables, meta, reused=True)
 
     def _get_locked(self, analysis: str, key: str) -> Entry | None:
