@@ -250,6 +250,17 @@ def opened_regular(root: str | os.PathLike, path: str | os.PathLike, cap: int) -
             os.close(fd)
 
 
+def read_json_inside(root: str | os.PathLike, path: str | os.PathLike, cap: int):
+    """The JSON value of the regular file ``path`` inside ``root`` (`read_inside`), or None when it cannot be
+    read back: missing, a link, FIFO or device, larger than ``cap``, not JSON, nested too deeply."""
+    import json
+
+    try:
+        return json.loads(read_inside(root, path, cap))
+    except (OSError, ValueError, RecursionError, UnsafeOutput):
+        return None
+
+
 def read_inside(root: str | os.PathLike, path: str | os.PathLike, cap: int) -> bytes:
     """The bytes of the regular file ``path`` inside ``root``, at most ``cap`` (`opened_regular`; a file
     that grows past ``cap`` while it is read is refused too)."""

@@ -277,10 +277,8 @@ def is_entry(d: Path) -> bool:
     exactly the ``<table>.parquet`` files that ``meta.json`` lists (what `clean` may remove)."""
     if d.name.startswith(".") or d.is_symlink() or not d.is_dir():
         return False
-    try:
-        tables = json.loads(atomic.read_inside(d, d / "meta.json", META_MAX)).get("tables")
-    except (OSError, ValueError, AttributeError, RecursionError, UnsafeOutput):
-        return False
+    meta = atomic.read_json_inside(d, d / "meta.json", META_MAX)
+    tables = meta.get("tables") if isinstance(meta, dict) else None
     if not isinstance(tables, dict):
         return False
     names = {c.name: c for c in d.iterdir()}

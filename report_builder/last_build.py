@@ -35,7 +35,7 @@ from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
 from report_builder import atomic
-from report_builder.errors import ConfigError, DataError, UnsafeOutput
+from report_builder.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -65,9 +65,9 @@ def read(cache_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The record of the last build in ``cache_dir``, or None when there is none (or it is unreadable)."""
     try:
         base = Path(cache_dir).resolve()  # (the cache may be a link the user gave; nothing inside it is followed)
-        rec = json.loads(atomic.read_inside(base, base / RECORD, RECORD_MAX))
-    except (OSError, ValueError, RecursionError, UnsafeOutput):  # a link, a FIFO, too large, nested too deeply: unreadable
+    except (OSError, ValueError, RecursionError):
         return None
+    rec = atomic.read_json_inside(base, base / RECORD, RECORD_MAX)  # None: a link, a FIFO, too large, too deep
     return rec if isinstance(rec, dict) and "entries" in rec else None
 
 

@@ -212,10 +212,7 @@ class FigureCache:
     def get(self, spec: FigureSpec) -> Hit | None:
         """The stored entry of ``spec`` whose key equals the key of its inputs now, or None."""
         for d in self._candidates(spec.id):
-            try:
-                meta = json.loads(atomic.read_inside(d, d / "meta.json", META_MAX))
-            except (OSError, ValueError, RecursionError, guard.UnsafeOutput):  # a link, a FIFO, too large, not JSON
-                continue
+            meta = atomic.read_json_inside(d, d / "meta.json", META_MAX)  # None: a link, FIFO, too large, not JSON
             if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
                 continue  # not an entry as `put` writes it
             if meta.get("format") != FORMAT or meta.get("id") != spec.id or not site_state.verify(
