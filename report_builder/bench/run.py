@@ -50,6 +50,7 @@ from report_builder.bench.memory import (
 from report_builder.bench.memory_child import run_child
 from report_builder.bench.roofline import efficiency, gemm_shape, roofline
 from report_builder.bench.shapes import SHAPES, build, capture_layers, layer_dims, random_inputs
+from report_builder.bench.short import K21_N_MAPS
 from report_builder.bench.timing import cpu_name, time_call
 from report_builder.decompose.attention import is_causal
 from report_builder.decompose.chunks import ff_tiles, gpu_plan, rule_class
@@ -58,7 +59,6 @@ from report_builder.decompose.precision import HALF
 from report_builder.errors import UsageError, shown
 from report_builder.schema import K21_METHODS, PRECISIONS
 
-K21_N_MAPS = ("ATTN-N", "ATTNRES-N", "ATTNRESLN-N")
 DEFAULT_TIMED_LAYERS = 2
 TARGETS = {"k21_ratios_speedup": 10.0, "k21_maps_speedup": 5.0, "ff_roofline": 0.5, "budget_bytes": 2 * GIB,
            "ff_roofline_causal": 0.6, "causal_error": 1e-5}

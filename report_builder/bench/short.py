@@ -24,6 +24,11 @@ from report_builder.schema import K21_METHODS
 N_SEQS = 16
 LENGTHS = (8, 20)
 K21_N_MAPS = ("ATTN-N", "ATTNRES-N", "ATTNRESLN-N")
+"""K21's norm-based maps: what the engine computes that the naive K21 formulas time against (`bench.run` too)."""
+CASES = (("k21_ratios", "K21 ratios", "fast_ratios", "naive_k21_ratios"),
+         ("k21_maps", "K21 maps", "fast_k21_maps", "naive_k21_maps"),
+         ("full_layer", "full layer", "fast_full", "naive_full"))
+"""(key, label, the engine's method, the naive method) of each timed case."""
 
 
 def short_lengths(n_seqs: int = N_SEQS, seed: int = 0) -> list[int]:
@@ -81,9 +86,7 @@ def run_short(lm, layers: list[int], *, device: str, repeats: int, naive: bool =
                 raw[k].append(time_call(fn, device))
     per_layer = {k: statistics.median(v) / len(layers) for k, v in raw.items()}
     speedup = {}
-    for what, slow in (("k21_ratios", "naive_k21_ratios"), ("k21_maps", "naive_k21_maps"),
-                       ("full_layer", "naive_full")):
-        fast = {"k21_ratios": "fast_ratios", "k21_maps": "fast_k21_maps", "full_layer": "fast_full"}[what]
+    for what, _, fast, slow in CASES:
         for how in ("b1", "batched"):
             if slow in per_layer:
                 speedup[f"{what}_{how}"] = per_layer[slow] / per_layer[f"{fast}_{how}"]
@@ -97,9 +100,7 @@ def format_short(r: dict) -> list[str]:
     pl, sp = r["seconds_per_layer"], r["speedup_vs_naive"]
     lines = [f"short inputs: {r['n_seqs']} sequences of {min(r['lengths'])}-{max(r['lengths'])} tokens "
              f"({r['tokens']} tokens), s/layer for all of them; engine one at a time (b1) and as one padded batch"]
-    for what, fast, slow in (("K21 ratios", "fast_ratios", "naive_k21_ratios"),
-                             ("K21 maps", "fast_k21_maps", "naive_k21_maps"), ("full layer", "fast_full", "naive_full")):
-        key = {"K21 ratios": "k21_ratios", "K21 maps": "k21_maps", "full layer": "full_layer"}[what]
+    for key, what, fast, slow in CASES:
         naive = f"naive {pl[slow]:.4f}" if slow in pl else "naive skipped"
         parts = [f"b1 {pl[fast + '_b1']:.4f}" + (f" ({sp[key + '_b1']:.1f}x)" if key + "_b1" in sp else ""),
                  f"batched {pl[fast + '_batched']:.4f}" + (f" ({sp[key + '_batched']:.1f}x)" if key + "_batched" in sp
