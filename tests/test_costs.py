@@ -146,6 +146,20 @@ def test_absent_gpu_named_gpu_and_n_gpus(tmp_path, no_weights, monkeypatch):
     assert "on 1 GPU: ~" in text and "on 4 GPUs: ~" in text
 
 
+def test_a_reduced_precision_mode_prices_float32_weights_and_memory(tmp_path, no_weights, monkeypatch):
+    # a build loads its models in float32 in every mode (a reduced mode is the pair GEMMs' inputs only), so
+    # the model's load time, its weights and each task's peak memory are the float32 plan's, only faster
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    est = {dt: costs.estimate(planning.plan(_cfg(tmp_path, device="cuda", dtype=dt)), None, gpu="H100")
+           for dt in ("float32", "bfloat16")}
+    f32, bf16 = est["float32"], est["bfloat16"]
+    assert bf16["totals"]["load_seconds"] == pytest.approx(f32["totals"]["load_seconds"])
+    assert f32["totals"]["load_seconds"] > costs.LOAD_S
+    assert [t["peak_bytes"] for t in bf16["tasks"]] == [t["peak_bytes"] for t in f32["tasks"]]
+    assert bf16["device"]["flops_per_s"] > f32["device"]["flops_per_s"]
+    assert costs.MODEL_ITEMSIZE == 4
+
+
 def test_balance_is_greedy_and_never_splits():
     span, loads = costs.balance([5.0, 4.0, 3.0, 3.0, 1.0], 2)
     assert span == 8.0 and sorted(loads) == [8.0, 8.0]

@@ -20,7 +20,7 @@ GPU estimate is a lower bound until ``bench --device cuda`` has measured its fac
 from __future__ import annotations
 
 from report_builder.costs.devices import (ASSUMED_GPU_MATMUL_EFFICIENCY, GPU, GPUS, calibrate, device_rate,
-                                          itemsize_of, precision_of)
+                                          MODEL_ITEMSIZE, precision_of)
 from report_builder.costs.estimate import (LOAD_BYTES_PER_S, LOAD_S, TaskCost, balance, estimate, load_seconds, plan_costs,
                                            task_cost)
 from report_builder.costs.sizing import FLAGS as ESTIMATE_FLAGS, SizedSet, Sizing
@@ -36,6 +36,6 @@ __all__ = ["ASSUMED_GPU_MATMUL_EFFICIENCY", "EFFICIENCY", "FLOP_COUNT_DOC", "GPU
            "attention_flops", "balance", "calibrate", "capture_bytes", "chunk_bytes", "device_rate", "disk_bytes",
            "estimate", "estimated_cell", "expansion_flops", "ff_flops", "ff_rows", "fmt_bytes", "fmt_flops",
            "fmt_seconds", "format_plan", "forward_flops", "full_layer_flops", "gram_map_flops", "ig_points",
-           "itemsize_of", "layer_fixed_bytes", "load_seconds", "pairs", "plan_costs", "precision_of",
+           "MODEL_ITEMSIZE", "layer_fixed_bytes", "load_seconds", "pairs", "plan_costs", "precision_of",
            "sequence_capture_bytes", "shape_of", "shard_cell", "SizedSet", "Sizing", "table_rows",
            "task_cost", "work_flops"]

@@ -42,8 +42,10 @@ def precision_of(dtype: str, tf32: bool = False) -> str:
     return "tf32" if tf32 or dtype == "tf32" else "fp32"
 
 
-def itemsize_of(dtype: str) -> int:
-    return 2 if precision_of(dtype) in ("bf16", "fp16") else 4
+MODEL_ITEMSIZE = 4
+"""Bytes per weight and activation number in every precision mode: a build loads its models in float32
+(`models.loading.load_configured`) and a reduced mode (``dtype`` tf32, bfloat16, float16) changes only the
+pair GEMMs' inputs, so the model's load time, its weights and the captured activations are float32 sizes."""
 
 
 def calibrate(device: str = "cpu", dtype: str = "float32", threads: int = 1, seconds: float = 0.4) -> dict[str, Any]:

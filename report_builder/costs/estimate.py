@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from report_builder.costs import flops as F
-from report_builder.costs.devices import device_rate, itemsize_of, precision_of
+from report_builder.costs.devices import MODEL_ITEMSIZE, device_rate, precision_of
 from report_builder.costs.flops import (EFFICIENCY, OVERHEAD_S, Shape, expansion_flops, forward_flops,
                                         ig_points, shape_of, work_flops)
 from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, disk_bytes, layer_fixed_bytes,
@@ -157,9 +157,10 @@ LOAD_BYTES_PER_S = 1 * GIB
 """Weight bytes read per second when a model loads (an assumption: a local SSD or the page cache)."""
 
 
-def load_seconds(s: Shape, dtype: str) -> float:
-    """Seconds to load a model: charged to its first task that computes (the executor loads it then)."""
-    return LOAD_S + s.params * itemsize_of(dtype) / LOAD_BYTES_PER_S
+def load_seconds(s: Shape) -> float:
+    """Seconds to load a model: charged to its first task that computes (the executor loads it then); float32
+    weights in every precision mode (`devices.MODEL_ITEMSIZE`)."""
+    return LOAD_S + s.params * MODEL_ITEMSIZE / LOAD_BYTES_PER_S
 
 
 def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, rate: float | None, kind: str,
@@ -180,7 +181,7 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
     cfg = task.subject.cfg
     work = registry.get(task.base).work
     pts = ig_points(shape.gated, cfg.ig.method, cfg.ig.steps)
-    itemsize = itemsize_of(cfg.dtype)
+    itemsize = MODEL_ITEMSIZE  # weights, captures and chunks: float32 in every precision mode
     causal = task.subject.causal
     fwd = sum(forward_flops(shape, n) for n in lengths) * shape.layers
     dec = sum(work_flops(work.kind, shape, n, pts) for n in lengths) * shape.layers
@@ -309,7 +310,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
                 r.key = None
         if not cached and not t.reduce and key not in loaded:  # the executor loads a model on its first task that computes
             loaded.add(key)
-            r.load_seconds = load_seconds(shapes[key], cfg.dtype)
+            r.load_seconds = load_seconds(shapes[key])
             if r.seconds is not None:
                 r.seconds += r.load_seconds
         rows.append(r)
