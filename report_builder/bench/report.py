@@ -33,7 +33,7 @@ def _chunks_line(result: dict) -> str:
 def _ops_lines(result: dict) -> list[str]:
     """Ops (CPU) or kernels (CUDA) per layer, and the GPU's busy time."""
     out = []
-    for key, what in (("fast_ff", "FF decomposition"), ("fast_full", "full layer")):
+    for key, what in (("fast_ratios", "K21 ratios"), ("fast_ff", "FF decomposition"), ("fast_full", "full layer")):
         o = (result.get("ops") or {}).get(key)
         if not o:
             continue
@@ -41,7 +41,7 @@ def _ops_lines(result: dict) -> list[str]:
             out.append(f"{what}: {o['kernels_per_layer']:.0f} CUDA kernels per layer ({o['ops_per_layer']:.0f} torch "
                        f"ops), GPU busy {o['gpu_busy_ms_per_layer']:.2f} ms per layer (profiler)")
         else:
-            top = ", ".join(f"{k.replace('aten::', '')} {v}" for k, v in list(o["by_name"].items())[:4])
+            top = ", ".join(f"{k.replace('aten::', '')} {v:g}" for k, v in list(o["by_name"].items())[:4])
             out.append(f"{what}: {o['ops_per_layer']:.0f} torch ops per layer (profiler; a kernel each on a GPU: "
                        f"{top}, ...)")
     return out

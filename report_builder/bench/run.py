@@ -387,16 +387,17 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
 
 
 def _count(methods: dict, device: str, layers: int) -> dict:
-    """Torch ops (CPU) or CUDA kernels and GPU busy time per layer of the FF decomposition and the full
-    layer, each profiled once apart from the timed repeats (`bench.ops`)."""
+    """Torch ops (CPU) or CUDA kernels and GPU busy time per layer of the K21 ratios, the FF decomposition and
+    the full layer, each profiled once apart from the timed repeats (`bench.ops`): against the wall time, the
+    busy time says whether a step is bound by its arithmetic or by launching its kernels."""
     from report_builder.bench.ops import count_ops
 
     out = {}
-    for key in ("fast_ff", "fast_full"):
+    for key in ("fast_ratios", "fast_ff", "fast_full"):
         if key not in methods:
             continue
         c = count_ops(methods[key], device)
-        out[key] = {"ops_per_layer": c["ops"] / layers, "by_name": c["by_name"]}
+        out[key] = {"ops_per_layer": c["ops"] / layers, "by_name": {k: v / layers for k, v in c["by_name"].items()}}
         if "kernels" in c:
             out[key].update(kernels_per_layer=c["kernels"] / layers, gpu_busy_ms_per_layer=c["gpu_busy_ms"] / layers)
     return out

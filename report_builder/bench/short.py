@@ -80,6 +80,8 @@ def run_short(lm, layers: list[int], *, device: str, repeats: int, naive: bool =
                 "naive_k21_maps": lambda: [naive_k21(lw, x, al, maps=True) for lw, x, al, _ in one],
                 "naive_full": lambda: [reference_maps(reference_layer(lw, x, al, ig="closed")) for lw, x, al, _ in one],
             })
+        for fn in methods.values():  # warm-up: a first call builds per-shape caches (`--repeats 1` timed it)
+            fn()
         raw: dict[str, list[float]] = {k: [] for k in methods}
         for _ in range(max(1, repeats)):
             for k, fn in methods.items():

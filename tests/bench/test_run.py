@@ -42,8 +42,9 @@ def test_all_keys_and_sane_values(result):
     assert result["budget_check"]["pass"] is None  # skipped for the tiny shape
     # the device class's chunks, the ops per layer, the precision mode, the short-input case
     assert result["chunks"]["rule"] == "cpu" and result["chunks"]["rows"] == result["config"]["chunk_rows"]
-    for key in ("fast_ff", "fast_full"):
+    for key in ("fast_ratios", "fast_ff", "fast_full"):
         assert result["ops"][key]["ops_per_layer"] > 0 and result["ops"][key]["by_name"]
+        assert sum(result["ops"][key]["by_name"].values()) == pytest.approx(result["ops"][key]["ops_per_layer"])
     assert result["precision"] == {"mode": "float32", "label": "float32", "bound": 1e-4, "unit_roundoff": 2 ** -24,
                                    "refused": None}
     s = result["short"]
@@ -70,7 +71,7 @@ def test_json_serialisable(result):
 
 def test_report_has_the_new_lines(result):
     text = format_bench(result)
-    for line in ("chunk rule cpu: budget", "FF decomposition: ", "torch ops per layer (profiler",
+    for line in ("chunk rule cpu: budget", "FF decomposition: ", "torch ops per layer (profiler", "K21 ratios: ",
                  "short inputs: 16 sequences of", "K21 ratios  naive", "(the float32 bound 1.0e-04)",
                  "short inputs: engine (b1) no slower than naive"):
         assert line in text, line

@@ -243,6 +243,8 @@ def _bench_numbers(b: dict) -> dict:
            "ff_kernels_per_layer": _get(b, "ops.fast_ff.kernels_per_layer"),
            "ff_gpu_busy_ms_per_layer": _get(b, "ops.fast_ff.gpu_busy_ms_per_layer"),
            "full_kernels_per_layer": _get(b, "ops.fast_full.kernels_per_layer"),
+           "ratios_kernels_per_layer": _get(b, "ops.fast_ratios.kernels_per_layer"),
+           "ratios_gpu_busy_ms_per_layer": _get(b, "ops.fast_ratios.gpu_busy_ms_per_layer"),
            "precision_refused": prec.get("refused"), "speedup_vs_float32": prec.get("speedup_vs_float32"),
            "precision_bound": prec.get("bound"), "short": b.get("short")}
     return {"ff_roofline": _get(b, "roofline.fraction"), "ff_roofline_done": _get(b, "roofline.fraction_done"),
