@@ -17,7 +17,8 @@ import sys
 from report_builder import __version__, api, cli_citations
 from report_builder.caches import default_dir
 from report_builder.config import DEVICE_MAPS, DTYPES
-from report_builder.errors import EXIT_CODES, ReportBuilderError, clip, exit_code, for_terminal, terminal_table
+from report_builder.errors import (EXIT_CODES, ReportBuilderError, UsageError, clip, exit_code, for_terminal,
+                                    terminal_table)
 from report_builder.logsetup import library_noise, log, setup_logging  # noqa: F401 - cli.setup_logging
 from report_builder.schema import CHUNK_RULES, PRECISIONS
 
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
 def _check_preset(name: str | None) -> None:
     """A bad ``--preset`` is one line (exit 2), not the whole usage: "did you mean" and the presets."""
     from report_builder.config import PRESETS, did_you_mean
-    from report_builder.errors import UsageError, shown
+    from report_builder.errors import shown
 
     if name is not None and name not in PRESETS:
         guess = did_you_mean(name, list(PRESETS))
@@ -388,6 +389,11 @@ def _dispatch(args) -> int:
             log.error(f"the reconstruction error {worst:.3e} exceeds the bound {bound:g}")
             return EXIT_CODES["reconstruction"]
         return 0
+    if args.cmd == "bench":  # counts: 0 or less is a typo, not "the default" (--k24-pass 0 ran the other bench)
+        for flag, dest in (("--seq-len", "seq_len"), ("--batch", "batch"), ("--repeats", "repeats"),
+                           ("--threads", "threads"), ("--k24-pass", "k24_pass"), ("--k21-pass", "k21_pass")):
+            if getattr(args, dest, None) is not None and getattr(args, dest) < 1:
+                raise UsageError(f"{flag}: expected a positive number, got {getattr(args, dest)}")
     if args.cmd == "bench" and (args.k24_pass or getattr(args, "k21_pass", None)):  # one of them (checked above)
         from report_builder import bench
 
@@ -395,7 +401,7 @@ def _dispatch(args) -> int:
                     else (bench.run_k21_pass, bench.format_k21_pass))
         res = run(shape=args.shape or (None if args.model else "base"), model=args.model,
                   n_seqs=args.k24_pass or args.k21_pass, seq_len=args.seq_len,
-                  batch=None if args.batch is None else max(1, args.batch),
+                  batch=args.batch,
                   device=args.device, dtype=args.dtype, max_memory=args.max_memory, threads=args.threads)
         _say(json.dumps(res, indent=1, default=str) if args.json else fmt(res))
         return 0

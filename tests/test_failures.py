@@ -338,3 +338,41 @@ def test_internal_error_is_kept_for_real_bugs():
     assert code == 3 and "[distributed] extra" in msg
     assert isinstance(__import__("report_builder.extras").extras.from_import_error(
         ModuleNotFoundError(name="altair")), MissingDependency)
+
+
+def test_a_device_this_machine_cannot_run_is_one_usage_line(tmp_path, monkeypatch, capsys):
+    """``--device cuda`` (or ``device: cuda`` in a config from a GPU machine) where torch has no CUDA, a device
+    that is no device, or an index past the GPUs: one line, exit 2, before a model is built (they were
+    "internal error" lines from inside torch)."""
+    import torch
+
+    from report_builder.models.device_plan import require_device
+
+    cases = [(["check", "--model", "minilm", "--device", "tpu"], "device 'tpu' is not one of cpu, cuda, cuda:<index>"),
+             (["bench", "--shape", "tiny", "--device", "vulkan"], "device 'vulkan' is not one of")]
+    if not torch.cuda.is_available():
+        cfg = tmp_path / "gpu.yaml"
+        cfg.write_text("device: cuda\n")
+        cases += [(["check", "--model", "minilm", "--device", "cuda"], "device cuda: "),
+                  (["bench", "--shape", "tiny", "--device", "cuda:0"], "device cuda:0: "),
+                  (["build", "--preset", "smoke", "--config", str(cfg), "--out", str(tmp_path / "site"),
+                    "--cache", str(tmp_path / "cache"), "-q"], "device cuda: ")]
+    for argv, want in cases:
+        assert cli.main(argv) == EXIT_CODES["usage"], argv
+        line = _one_error_line(capsys.readouterr().err)
+        assert line.startswith(f"error: {want}") and "internal error" not in line, (argv, line)
+    assert not (tmp_path / "site").exists()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    require_device("cuda:0")
+    with pytest.raises(Exception, match=r"^device cuda:1: this machine has 1 visible CUDA device\(s\)"):
+        require_device("cuda:1")
+
+
+@pytest.mark.parametrize("flag", ["--seq-len", "--batch", "--repeats", "--threads", "--k24-pass", "--k21-pass"])
+def test_bench_counts_below_one_are_refused(flag, capsys):
+    # `--k24-pass 0` ran the side-by-side bench instead, `--k21-pass -1` printed negative rates, `--seq-len 0`
+    # and `--batch 0` were internal errors from inside torch
+    for value in ("0", "-2"):
+        assert cli.main(["bench", "--shape", "tiny", flag, value]) == EXIT_CODES["usage"]
+        assert _one_error_line(capsys.readouterr().err) == f"error: {flag}: expected a positive number, got {value}"

@@ -62,8 +62,10 @@ def parse_dtype(name: str) -> tuple[torch.dtype, bool]:
 
 def build(shape: str | None, model: str | None, device: str, dtype: str):
     """A `LoadedModel`: a shape from configs with seeded random init, or a named model via `load`."""
+    from report_builder.models.device_plan import require_device
     from report_builder.models.loading import from_model, load
 
+    require_device(device)
     tdt, tf32 = parse_dtype(dtype)
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = tf32

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from report_builder.errors import ModelError, SequenceTooLong, UnknownModel, shown
-from report_builder.models.device_plan import device_map_for, placement_options
+from report_builder.models.device_plan import device_map_for, placement_options, require_device
 from report_builder.models.embedded import EMBEDDED, licence
 from report_builder.models.fingerprints import (
     WEIGHT_SUFFIXES, embedded_fingerprint, hash_files, hash_state_dict, weight_files,
@@ -185,8 +185,10 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         device_memory: with a mode, the weights budget of each device in bytes (default: what is free,
             less ``reserve``). reserve: bytes each GPU keeps free for the decomposition.
     Raises:
-        UnknownModel, HubUnreachable, UnsupportedArchitecture, ModelError: with what to do.
+        UnknownModel, HubUnreachable, UnsupportedArchitecture, ModelError: with what to do; UsageError: a
+        device this machine cannot run (`device_plan.require_device`), before anything is read.
     """
+    require_device(device)
     import torch
     from transformers import AutoModel, AutoTokenizer
 
