@@ -218,3 +218,19 @@ def test_diff_never_calls_files_it_cannot_read_identical(built, tmp_path):
     assert s["unchanged"] == [] and s["changed"] == [] and [c["figure"] for c in s["unverified"]] == [FIG]
     assert "1 not comparable (files unreadable)" in api.format_diff(s).splitlines()[0]
     assert api.diff(sites["old"], sites["old"])["unchanged"] == [FIG]
+
+
+def test_a_recipe_from_a_gpu_asks_for_device_cpu_on_a_machine_without_one(built, monkeypatch):
+    """A figure built on CUDA, reproduced where torch has no CUDA device: one line naming ``--device cpu``
+    (the recipe's device was an internal error from inside torch); with ``--device cpu`` it runs here."""
+    import torch
+
+    from report_builder.citations import reproduce
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rec = json.loads((_folder(built) / "provenance.json").read_text())
+    rec["config"]["device"] = "cuda"
+    with pytest.raises(UsageError, match=r"^the recipe ran on 'cuda', which this machine cannot run \(.*\): add "
+                                         r"--device cpu"):
+        reproduce._config(rec, built.tmp / "c5", {}, {}, None)
+    assert reproduce._config(rec, built.tmp / "c5", {}, {}, "cpu").device == "cpu"

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import atomic, guard
-from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal
+from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal, shown
 from report_builder import precision
 from report_builder.citations import figure_diff, readback, recipe, verify
 from report_builder.citations.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
@@ -145,6 +145,13 @@ def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: 
     conf.update(preset="custom", cache_dir=str(cache_dir), figures=[rec["figure"]["id"]])
     if device:
         conf["device"] = device
+    elif isinstance(conf.get("device"), str) and conf["device"].startswith("cuda"):
+        from report_builder.models.device_plan import device_problem
+
+        why = device_problem(conf["device"])
+        if why is not None:
+            raise UsageError(f"the recipe ran on {shown(conf['device'])}, which this machine cannot run ({why}): add "
+                             f"--device cpu (a result from another device is compared within the published precision)")
     if chunk_rule:
         conf["chunk_rule"] = chunk_rule
     try:

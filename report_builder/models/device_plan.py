@@ -29,26 +29,34 @@ DEVICE_FORM = re.compile(r"cpu|cuda(:[0-9]{1,4})?")
 """The devices a build, `check`, `bench` or `reproduce` runs on (`config.DEVICES` names them)."""
 
 
-def require_device(device: str) -> None:
-    """Refuse, in one line (`UsageError`, exit 2), a device this machine cannot run before a model is built:
-    not ``cpu``, ``cuda`` or ``cuda:N``, or CUDA where torch has none (a CPU build of torch, no visible GPU)
-    or fewer GPUs than the index. A config carried from a GPU machine, or ``--device cuda`` on a laptop,
-    otherwise failed deep inside torch as an internal error."""
+def device_problem(device: str) -> str | None:
+    """Why this machine cannot run ``device`` (None: it can): not ``cpu``, ``cuda`` or ``cuda:N``, CUDA where
+    torch has none (a CPU build of torch, no visible GPU), or an index past the GPUs."""
     if not isinstance(device, str) or DEVICE_FORM.fullmatch(device) is None:
-        raise UsageError(f"device {shown(device)} is not one of cpu, cuda, cuda:<index>")
+        return "is not one of cpu, cuda, cuda:<index>"
     if device == "cpu":
-        return
+        return None
     import torch
 
     if not torch.cuda.is_available():
         why = ("this torch is a CPU build" if torch.version.cuda is None else
                "torch sees no CUDA device (check the driver and CUDA_VISIBLE_DEVICES)")
-        raise UsageError(f"device {device}: {why} (torch {torch.__version__}); use device cpu here, or run on a "
-                         f"machine with a GPU")
-    index = int(device.partition(":")[2] or 0)
-    if index >= torch.cuda.device_count():
-        raise UsageError(f"device {device}: this machine has {torch.cuda.device_count()} visible CUDA device(s), "
-                         f"numbered from 0")
+        return f"{why} (torch {torch.__version__})"
+    if int(device.partition(":")[2] or 0) >= torch.cuda.device_count():
+        return f"this machine has {torch.cuda.device_count()} visible CUDA device(s), numbered from 0"
+    return None
+
+
+def require_device(device: str) -> None:
+    """Refuse, in one line (`UsageError`, exit 2), a device this machine cannot run (`device_problem`), before a
+    model is built: a config carried from a GPU machine, or ``--device cuda`` on a laptop, otherwise failed
+    deep inside torch as an internal error."""
+    why = device_problem(device)
+    if why is None:
+        return
+    if why.startswith("is not"):
+        raise UsageError(f"device {shown(device)} {why}")
+    raise UsageError(f"device {device}: {why}; use device cpu here, or run on a machine with a GPU")
 
 
 def device_map_for(meta: nn.Module, device_map, *, device: str, dtype: torch.dtype, device_memory: int | None,
