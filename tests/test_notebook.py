@@ -225,6 +225,26 @@ def test_long_text_is_cut_with_a_warning(tiny_bert):
     assert len(res[1]) == 12
 
 
+@pytest.mark.parametrize("texts, kw, message", [
+    (None, {}, r"^texts: expected a text, a \(text_a, text_b\) pair or a list of them, got None$"),
+    (5, {}, r"^texts: expected a text, a \(text_a, text_b\) pair or a list of them, got 5$"),
+    (["x", None], {}, r"^texts\[1\]: expected a text or a \(text_a, text_b\) pair, got None$"),
+    ([("x",)], {}, r"^texts\[0\]: expected a text or a \(text_a, text_b\) pair, got \('x',\)$"),
+    ("x", {"layers": 2}, r"^layers: expected a list of whole numbers counted from 1 \(e\.g\. \[2\]\), got 2$"),
+    ("x", {"max_length": 0}, r"^max_length: expected a whole number from 1 to tiny-bert's 128 positions"),
+    ("x", {"max_length": -1}, r"^max_length: expected a whole number from 1 to tiny-bert's 128 positions"),
+    ("word " * 200, {"max_length": 1000}, r"^max_length: expected a whole number from 1 to tiny-bert's 128 "),
+    ("x", {"ig": "Closed"}, r"^ig: 'Closed' is not one of closed, numerical$"),
+    ("x", {"ig": "numerical", "ig_steps": 0}, r"^ig_steps: expected a whole number ≥ 1, got 0$"),
+])
+def test_bad_arguments_are_one_value_error(tiny_bert, texts, kw, message):
+    """Each gets one ValueError line naming the argument, before any work (was a TypeError from inside
+    the loop, a tokenizers OverflowError, a SequenceTooLong advising a config key, an unknown ``ig``
+    silently computed as closed-form, or a NaN reconstruction error)."""
+    with pytest.raises(ValueError, match=message):
+        rb.decompose(tiny_bert, texts, progress=False, **kw)
+
+
 def _external_refs(page: str) -> list[str]:
     """Every http(s) address in the HTML outside the inlined (compressed) Vega bundle, and every
     script/style/link that loads from elsewhere."""
