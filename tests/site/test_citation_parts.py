@@ -84,6 +84,10 @@ def test_inputs_diff_kinds():
                     ("code", "figure.version"), ("library", "libraries.pandas"), ("device", "device")}
     gone = figure_diff.inputs_diff(a, {**a, "models": {}})
     assert [(r["kind"], r["what"], r["new"]) for r in gone] == [("weights", "models.m", "removed")]
+    # the published files' checksums are the version's output, not an input: never a "parameter" change
+    files = figure_diff.inputs_diff({**a, "files": {"data.csv": "1" * 64, "chart.svg": "2" * 64}},
+                                    {**a, "files": {"data.csv": "3" * 64, "chart.svg": "4" * 64}})
+    assert files == []
 
 
 def _build_prov(top_k: int, mask_rate: float) -> dict:
