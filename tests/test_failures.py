@@ -156,6 +156,18 @@ def test_truncated_and_missing_weights_are_model_errors(tmp_path, tiny_dir):
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
+def test_a_model_folder_without_its_tokenizer_is_a_model_error(tmp_path, tiny_dir):
+    """`model.save_pretrained(dir)` without `tokenizer.save_pretrained(dir)`: transformers builds a tokenizer
+    of the special tokens alone, every word became [UNK] and `check` (and a build) went on, exit 0."""
+    bare = _copy_model(tiny_dir, tmp_path / "no-tokenizer")
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (bare / f).unlink()
+    r = _cli("check", "--model", str(bare))
+    assert r.returncode == EXIT_CODES["model"] == 4, r.stdout + r.stderr
+    line = _one_error_line(r.stderr)
+    assert "tokenizer" in line and "30522" in line and "save_pretrained" in line, line
+
+
 def test_non_utf8_config_is_a_config_error(tmp_path):
     p = tmp_path / "latin1.yaml"
     p.write_bytes("preset: smoke\n# réglages\n".encode("latin-1"))
