@@ -109,6 +109,14 @@ def test_decompose_maps_ratios_bias_errors(tiny_bert):
     assert one.layers == (2,) and set(one[0].maps) == {2}
     with pytest.raises(ValueError, match="layer 1 was not decomposed; decomposed layers: 2"):
         one.map(1, "ATB")
+    # the per-layer dicts too: `res[0].ratios[0]` (0-based habit) names the rule, not a bare `KeyError: 0`
+    for bad, attr in ((0, "ratios"), (3, "maps"), (0, "bias"), (1, "errors")):
+        with pytest.raises(KeyError, match=rf"^layer {bad} is not in {attr}: layers count from 1"):
+            getattr(one[0] if bad == 1 else res[0], attr)[bad]
+    with pytest.raises(ValueError, match="^layer 0 is not in ratios: layers count from 1; this result has "
+                                         r"layers 1, 2$"):
+        res[0].ratios[0]
+    assert res[0].ratios.get(0) is None and 0 not in res[0].ratios  # a dict still
 
 
 def test_normalise_has_one_default_everywhere(tiny_bert):
