@@ -279,6 +279,25 @@ def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where,
     assert "<unicode string>" not in r.stderr and len(r.stderr.splitlines()) == 1
 
 
+def test_a_yaml_key_given_twice_is_refused(tmp_path):
+    """YAML has no duplicate keys; PyYAML kept the last silently, so a second `k24:` added at the end of a
+    long file dropped the first one's settings without a word. Now one line naming both places, exit 3."""
+    p = tmp_path / "twice.yaml"
+    p.write_text("preset: smoke\nk24: {top_k: 5}\ndatasets:\n  - {id: wiki, n: 3}\nk24: {top_k: 7}\n")
+    r = _cli("list", "models", "--config", str(p))
+    line = _one_error_line(r.stderr)
+    assert r.returncode == 3 and line == f"error: {p}:5:1: key 'k24' is given twice (first on line 2); keep one", line
+    p.write_text("preset: smoke\ndatasets:\n  - {id: wiki, n: 3, n: 4}\n")
+    line = _one_error_line(_cli("list", "models", "--config", str(p)).stderr)
+    assert line == f"error: {p}:3:22: key 'n' is given twice (first on line 3); keep one", line
+    ok = tmp_path / "merge.yaml"  # a merge key (<<) and the same key in two mappings stay fine
+    ok.write_text("preset: smoke\nbase: &b {n: 2, max_length: 40}\n"
+                  "datasets: [{<<: *b, id: wiki}, {<<: *b, id: sentiment-sample, n: 3}]\n")
+    from report_builder.yamlsafe import load_yaml
+
+    assert load_yaml(ok.read_text(), "merge.yaml")["datasets"][1] == {"n": 3, "max_length": 40, "id": "sentiment-sample"}
+
+
 def _bomb(levels: int, width: int = 10) -> str:
     lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
     for k in range(1, levels):
