@@ -233,6 +233,20 @@ def test_long_text_is_cut_with_a_warning(tiny_bert):
     assert len(res[1]) == 12
 
 
+def test_a_cut_text_gets_only_our_warning(tmp_path, capfd, caplog):
+    """Checking which texts were cut tokenized them whole, so transformers added "Token indices sequence
+    length is longer than the specified maximum ... will result in indexing errors": false (the text was
+    cut) and alarming. Only the package's own warning remains."""
+    from test_pipeline import tiny_bert_dir
+
+    lm = rb.load_model(str(tiny_bert_dir(tmp_path / "tiny", 0)), name="fresh")  # its tokenizer has not warned yet
+    capfd.readouterr()
+    with pytest.warns(UserWarning, match="text 0 cut to 128 tokens"):
+        rb.decompose(lm, "word " * 600, scopes=["ATB"], methods=None, progress=False)  # over the tokenizer's 512
+    err = capfd.readouterr().err + caplog.text
+    assert "indexing errors" not in err and "longer than the specified maximum" not in err, err
+
+
 @pytest.mark.parametrize("texts, kw, message", [
     (None, {}, r"^texts: expected a text, a \(text_a, text_b\) pair or a list of them, got None$"),
     (5, {}, r"^texts: expected a text, a \(text_a, text_b\) pair or a list of them, got 5$"),

@@ -189,7 +189,8 @@ def _max_length(max_length: Any, lm: "LoadedModel") -> int:
 
 def _warn_cut(enc, tokenizer, limit: int) -> None:
     """One warning naming the texts the tokenizer cut to ``limit`` tokens."""
-    cut = [k for k, e in enumerate(enc) if len(e) >= limit and len(tokenizer(e.text)["input_ids"]) > limit]
+    cut = [k for k, e in enumerate(enc)  # verbose=False: no "longer than the maximum" warning for a text cut here
+           if len(e) >= limit and len(tokenizer(e.text, verbose=False)["input_ids"]) > limit]
     if cut:
         warnings.warn(f"text{'s' * (len(cut) > 1)} {', '.join(map(str, cut))} cut to {limit} tokens "
                       f"(max_length, default the model's positions)", stacklevel=3)
