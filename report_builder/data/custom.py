@@ -169,7 +169,7 @@ def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None
                         f"expected {FORMAT_HELP}")
     if not os.path.isfile(path):
         where = "" if os.path.isabs(path) else (f" (a relative path is read from the current directory, "
-                                                 f"{for_terminal(os.getcwd())}, not from the configuration file's)")
+                                                 f"{for_terminal(os.getcwd())})")
         raise DataError(f"dataset {shown(set_id)}: data file not found: {shown(src.path)}{where}; expected {FORMAT_HELP}")
     if src.hub or src.subset or src.split:
         raise DataError(f"dataset {shown(set_id)}: give either `path:` or `hub:` (with `subset:`/`split:`), "
