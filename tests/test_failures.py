@@ -168,6 +168,15 @@ def test_a_model_folder_without_its_tokenizer_is_a_model_error(tmp_path, tiny_di
     assert "tokenizer" in line and "30522" in line and "save_pretrained" in line, line
 
 
+def test_a_check_text_longer_than_the_positions_is_a_usage_line(tiny_dir):
+    """`check --text` over the model's positions was exit 4 (a model error) advising "the dataset's
+    max_length in the config", which `check` has neither of; now a usage line naming --text, exit 2."""
+    r = _cli("check", "--model", str(tiny_dir), "--text", "word " * 200)
+    line = _one_error_line(r.stderr)
+    assert r.returncode == EXIT_CODES["usage"] == 2, r.stderr
+    assert line == f"error: --text: text 1 has 202 tokens, more than {tiny_dir}'s 128 positions; give a shorter text", line
+
+
 def test_non_utf8_config_is_a_config_error(tmp_path):
     p = tmp_path / "latin1.yaml"
     p.write_bytes("preset: smoke\n# réglages\n".encode("latin-1"))
