@@ -74,8 +74,8 @@ def decompose(
             (errors enforced at 1e-4), or on a GPU ``tf32``, ``bfloat16`` or ``float16`` (each enforced at
             its own bound, ``schema.PRECISIONS``); the model stays float32. Default: the loaded model's
             mode (`load_model`), else float32.
-        max_length: Cut each text to this many tokens (default: the model's positions; a warning
-            names the texts that were cut).
+        max_length: Cut each text to this many tokens, 1 to the model's positions (default: all of
+            them; a warning names the texts that were cut).
         ig: Feed-forward attribution: ``"closed"`` (exact closed-form IG) or ``"numerical"``.
         ig_steps: Steps of the numerical IG.
         enforce: Raise ``ReconstructionError`` when a float32 error exceeds the bound.
@@ -88,8 +88,9 @@ def decompose(
         A [`Decomposition`][report_builder.notebook.Decomposition] (tensors on the CPU).
 
     Raises:
-        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts; an
-            unknown precision mode, or a reduced one on a CPU.
+        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts, or
+            an item neither a text nor a pair; ``max_length`` outside ``1..`` the model's positions; an
+            unknown ``ig``, or ``ig_steps`` below 1; an unknown precision mode, or a reduced one on a CPU.
     """
     # `report_builder.notebook.decompose` itself (same signature and docstring, both checked by a test);
     # the notebook package, and torch, load on the first call, as `__getattr__` does for the other names

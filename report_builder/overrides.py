@@ -202,4 +202,13 @@ def with_models(cfg: "Config", sources: list[str], causal: list[bool]) -> "Confi
     from report_builder.config import ModelConfig, validate
 
     ms = tuple(ModelConfig(name=name(s), source=s, role=r) for s, r in zip(sources, roles))
+    named: dict[str, Any] = {}
+    for m in ms:  # every table and figure tells models apart by name
+        first = named.setdefault(m.name, m)
+        if first is not m:
+            from report_builder.errors import UsageError
+
+            raise UsageError(f"--model: {for_terminal(first.source)} and {for_terminal(m.source)} would both be named "
+                             f"{shown(m.name)} in the report; rename a folder, or name each model in a configuration "
+                             "file (models: - {name: ..., source: ...})")
     return validate(_replace(cfg, models=ms))

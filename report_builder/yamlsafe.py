@@ -2,7 +2,8 @@
 does, with every failure one `ConfigError` line: a syntax error as ``FILE:LINE:COLUMN: not valid YAML:
 <problem>``, aliases that would add more than `ALIAS_BUDGET` values once expanded (an "alias bomb": a
 few hundred bytes that expand to billions of values) or that refer to themselves refused before anything
-is expanded, nesting too deep for the parser, and values PyYAML cannot construct (a date out of range).
+is expanded, a key given twice in one mapping, nesting too deep for the parser, and values PyYAML cannot
+construct (a date out of range).
 """
 from __future__ import annotations
 
@@ -36,9 +37,25 @@ def _alias_growth(root: "yaml.Node", where: str) -> int:
             raise ConfigError(f"{where}:{mark.line + 1}:{mark.column + 1}: a YAML alias refers to a value that "
                               "contains it (a recursive alias); write the values out")
         active.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            _unique_keys(node, where)
         stack.append((node, True))
         stack.extend((c, False) for c in kids if id(c) not in size)
     return size[id(root)] - len(size)
+
+
+def _unique_keys(node: "yaml.MappingNode", where: str) -> None:
+    """`ConfigError` for a key given twice in one mapping (YAML forbids it; PyYAML would keep the last
+    silently, dropping the first one's settings); merge keys (``<<``) are YAML's own."""
+    seen: dict[tuple[str, str], "yaml.Mark"] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        first = seen.setdefault((key.tag, key.value), key.start_mark)
+        if first is not key.start_mark:
+            mark = key.start_mark
+            raise ConfigError(f"{where}:{mark.line + 1}:{mark.column + 1}: key {key.value[:80]!r} is given twice "
+                              f"(first on line {first.line + 1}); keep one")
 
 
 def load_yaml(text: str, where: str):

@@ -126,3 +126,12 @@ def test_k21_tables_from_the_batched_path_equal_the_cpu_build_within_float_round
                 assert abs(x[c].to_numpy(float) - y[c].to_numpy(float)).max() <= 1e-4, (name, c)  # percent
             else:
                 assert x[c].tolist() == y[c].tolist(), (name, c)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_missed_error_bound_names_the_layer_counted_from_1(monkeypatch, batched):
+    # the engine's layer 1 (0-based) is the user's layer 2: the error names it as every page does
+    lm = tiny("bert")
+    monkeypatch.setattr("report_builder.engine.ERROR_BOUND", 0.0)
+    with pytest.raises(ReconstructionError, match=r": layer 2, scope \w+: relative reconstruction error"):
+        list(decompose_sequences(lm, SEQS[:2], layers=[1], maps=("ATB",), batched=batched))

@@ -156,6 +156,27 @@ def test_truncated_and_missing_weights_are_model_errors(tmp_path, tiny_dir):
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
+def test_a_model_folder_without_its_tokenizer_is_a_model_error(tmp_path, tiny_dir):
+    """`model.save_pretrained(dir)` without `tokenizer.save_pretrained(dir)`: transformers builds a tokenizer
+    of the special tokens alone, every word became [UNK] and `check` (and a build) went on, exit 0."""
+    bare = _copy_model(tiny_dir, tmp_path / "no-tokenizer")
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (bare / f).unlink()
+    r = _cli("check", "--model", str(bare))
+    assert r.returncode == EXIT_CODES["model"] == 4, r.stdout + r.stderr
+    line = _one_error_line(r.stderr)
+    assert "tokenizer" in line and "30522" in line and "save_pretrained" in line, line
+
+
+def test_a_check_text_longer_than_the_positions_is_a_usage_line(tiny_dir):
+    """`check --text` over the model's positions was exit 4 (a model error) advising "the dataset's
+    max_length in the config", which `check` has neither of; now a usage line naming --text, exit 2."""
+    r = _cli("check", "--model", str(tiny_dir), "--text", "word " * 200)
+    line = _one_error_line(r.stderr)
+    assert r.returncode == EXIT_CODES["usage"] == 2, r.stderr
+    assert line == f"error: --text: text 1 has 202 tokens, more than {tiny_dir}'s 128 positions; give a shorter text", line
+
+
 def test_non_utf8_config_is_a_config_error(tmp_path):
     p = tmp_path / "latin1.yaml"
     p.write_bytes("preset: smoke\n# réglages\n".encode("latin-1"))
@@ -265,6 +286,25 @@ def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where,
     line = _one_error_line(r.stderr)
     assert r.returncode == 3 and line.startswith(f"error: {p}{where}"), line
     assert "<unicode string>" not in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_a_yaml_key_given_twice_is_refused(tmp_path):
+    """YAML has no duplicate keys; PyYAML kept the last silently, so a second `k24:` added at the end of a
+    long file dropped the first one's settings without a word. Now one line naming both places, exit 3."""
+    p = tmp_path / "twice.yaml"
+    p.write_text("preset: smoke\nk24: {top_k: 5}\ndatasets:\n  - {id: wiki, n: 3}\nk24: {top_k: 7}\n")
+    r = _cli("list", "models", "--config", str(p))
+    line = _one_error_line(r.stderr)
+    assert r.returncode == 3 and line == f"error: {p}:5:1: key 'k24' is given twice (first on line 2); keep one", line
+    p.write_text("preset: smoke\ndatasets:\n  - {id: wiki, n: 3, n: 4}\n")
+    line = _one_error_line(_cli("list", "models", "--config", str(p)).stderr)
+    assert line == f"error: {p}:3:22: key 'n' is given twice (first on line 3); keep one", line
+    ok = tmp_path / "merge.yaml"  # a merge key (<<) and the same key in two mappings stay fine
+    ok.write_text("preset: smoke\nbase: &b {n: 2, max_length: 40}\n"
+                  "datasets: [{<<: *b, id: wiki}, {<<: *b, id: sentiment-sample, n: 3}]\n")
+    from report_builder.yamlsafe import load_yaml
+
+    assert load_yaml(ok.read_text(), "merge.yaml")["datasets"][1] == {"n": 3, "max_length": 40, "id": "sentiment-sample"}
 
 
 def _bomb(levels: int, width: int = 10) -> str:

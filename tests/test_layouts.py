@@ -164,6 +164,8 @@ def test_unexpected_norm_in_a_layer_is_refused_by_name():
     m.layers[0].post_feedforward_layernorm = torch.nn.LayerNorm(16)
     with pytest.raises(UnsupportedArchitecture, match="post_feedforward_layernorm.*norm"):
         from_model(m, None, name="x")
+    with pytest.raises(UnsupportedArchitecture, match="LlamaModel layer 1 does not match"):  # layers count from 1
+        from_model(m, None, name="x")
 
 
 def test_residual_inside_the_module_is_refused_before_weights(tmp_path):

@@ -109,6 +109,14 @@ def test_decompose_maps_ratios_bias_errors(tiny_bert):
     assert one.layers == (2,) and set(one[0].maps) == {2}
     with pytest.raises(ValueError, match="layer 1 was not decomposed; decomposed layers: 2"):
         one.map(1, "ATB")
+    # the per-layer dicts too: `res[0].ratios[0]` (0-based habit) names the rule, not a bare `KeyError: 0`
+    for bad, attr in ((0, "ratios"), (3, "maps"), (0, "bias"), (1, "errors")):
+        with pytest.raises(KeyError, match=rf"^layer {bad} is not in {attr}: layers count from 1"):
+            getattr(one[0] if bad == 1 else res[0], attr)[bad]
+    with pytest.raises(ValueError, match="^layer 0 is not in ratios: layers count from 1; this result has "
+                                         r"layers 1, 2$"):
+        res[0].ratios[0]
+    assert res[0].ratios.get(0) is None and 0 not in res[0].ratios  # a dict still
 
 
 def test_normalise_has_one_default_everywhere(tiny_bert):
@@ -223,6 +231,40 @@ def test_long_text_is_cut_with_a_warning(tiny_bert):
         res = rb.decompose(tiny_bert, ["Short.", "word " * 40], max_length=12, scopes=["ATB"], methods=None,
                            progress=False)
     assert len(res[1]) == 12
+
+
+def test_a_cut_text_gets_only_our_warning(tmp_path, capfd, caplog):
+    """Checking which texts were cut tokenized them whole, so transformers added "Token indices sequence
+    length is longer than the specified maximum ... will result in indexing errors": false (the text was
+    cut) and alarming. Only the package's own warning remains."""
+    from test_pipeline import tiny_bert_dir
+
+    lm = rb.load_model(str(tiny_bert_dir(tmp_path / "tiny", 0)), name="fresh")  # its tokenizer has not warned yet
+    capfd.readouterr()
+    with pytest.warns(UserWarning, match="text 0 cut to 128 tokens"):
+        rb.decompose(lm, "word " * 600, scopes=["ATB"], methods=None, progress=False)  # over the tokenizer's 512
+    err = capfd.readouterr().err + caplog.text
+    assert "indexing errors" not in err and "longer than the specified maximum" not in err, err
+
+
+@pytest.mark.parametrize("texts, kw, message", [
+    (None, {}, r"^texts: expected a text, a \(text_a, text_b\) pair or a list of them, got None$"),
+    (5, {}, r"^texts: expected a text, a \(text_a, text_b\) pair or a list of them, got 5$"),
+    (["x", None], {}, r"^texts\[1\]: expected a text or a \(text_a, text_b\) pair, got None$"),
+    ([("x",)], {}, r"^texts\[0\]: expected a text or a \(text_a, text_b\) pair, got \('x',\)$"),
+    ("x", {"layers": 2}, r"^layers: expected a list of whole numbers counted from 1 \(e\.g\. \[2\]\), got 2$"),
+    ("x", {"max_length": 0}, r"^max_length: expected a whole number from 1 to tiny-bert's 128 positions"),
+    ("x", {"max_length": -1}, r"^max_length: expected a whole number from 1 to tiny-bert's 128 positions"),
+    ("word " * 200, {"max_length": 1000}, r"^max_length: expected a whole number from 1 to tiny-bert's 128 "),
+    ("x", {"ig": "Closed"}, r"^ig: 'Closed' is not one of closed, numerical$"),
+    ("x", {"ig": "numerical", "ig_steps": 0}, r"^ig_steps: expected a whole number ≥ 1, got 0$"),
+])
+def test_bad_arguments_are_one_value_error(tiny_bert, texts, kw, message):
+    """Each gets one ValueError line naming the argument, before any work (was a TypeError from inside
+    the loop, a tokenizers OverflowError, a SequenceTooLong advising a config key, an unknown ``ig``
+    silently computed as closed-form, or a NaN reconstruction error)."""
+    with pytest.raises(ValueError, match=message):
+        rb.decompose(tiny_bert, texts, progress=False, **kw)
 
 
 def _external_refs(page: str) -> list[str]:

@@ -153,6 +153,27 @@ def test_an_unknown_or_mixed_model_item_is_one_line(capsys, tmp_path):
     assert not (tmp_path / "c").exists() and not (tmp_path / "s").exists()
 
 
+def test_bare_model_items_that_would_share_a_name_are_one_line(capsys, tmp_path):
+    """Bare --model sources are named by their folder: `run1/final` and `run2/final` (or one source given
+    twice) made two models named `final`, accepted, whose tables share one name. Refused, exit 2."""
+    import shutil
+
+    from report_builder import cli
+    from tests.test_pipeline import MINILM
+
+    for run in ("run1", "run2"):
+        shutil.copytree(MINILM, tmp_path / run / "final")
+    for args, want in (([str(tmp_path / "run1" / "final"), str(tmp_path / "run2" / "final")],
+                        f"--model: {tmp_path / 'run1' / 'final'} and {tmp_path / 'run2' / 'final'} would both be "
+                        "named 'final' in the report; rename a folder, or name each model in a configuration "
+                        "file (models: - {name: ..., source: ...})"),
+                       (["minilm", "minilm"], "--model: minilm and minilm would both be named 'minilm'")):
+        code = cli.main(["plan", "--preset", "smoke", "--cache", str(tmp_path / "c"),
+                         *[a for s in args for a in ("--model", s)]])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and len(err.splitlines()) == 1 and want in err, err
+
+
 def test_a_misspelt_config_key_or_preset_gets_did_you_mean(capsys, tmp_path):
     from report_builder import cli
 

@@ -65,10 +65,14 @@ def cite(fig_id: str, content_hash: str | None = None, site_dir: str | Path = "s
     versions = index.versions.get(fig_id) or {}
     current = index.current.get(fig_id)
     h = content_hash or current
-    if h is None or h not in versions:
-        held = ", ".join(sorted(versions)) or "none"
-        what = f"version {h} of {fig_id}" if h else f"a version of {fig_id}"
-        raise UsageError(f"{site} holds no {what} (its versions of {fig_id}: {held})")
+    held = ", ".join(sorted(versions)) or "none"
+    if h is None:  # no current version: the last build did not make this figure
+        out = f"{fig_id} is not in the last build of {site} (not configured, or left out by `figures:`)"
+        raise UsageError(out + (f", so it has no current version; cite one of its {len(versions)} version"
+                                f"{'s' * (len(versions) > 1)}: report-builder cite {fig_id} HASH --dir {site} ({held})"
+                                if versions else ", and the site holds no version of it"))
+    if h not in versions:
+        raise UsageError(f"{site} holds no version {h} of {fig_id} (its versions of {fig_id}: {held})")
     try:
         rec = readback.read_record(site / permalink(fig_id, h), fig_id, h)
     except FileNotFoundError:

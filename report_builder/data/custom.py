@@ -36,6 +36,10 @@ from .text import normalise_space
 FILE_FORMATS = {".txt": "text", ".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 """Local file suffixes a user's dataset may have, and how each is read."""
 
+UTF8 = "utf-8-sig"
+"""How a data file is decoded: UTF-8, a leading byte order mark (Excel's "CSV UTF-8", Notepad) dropped
+rather than read as part of the first header field, JSON line or text."""
+
 FORMAT_HELP = ("a .txt file (one text per line), a .jsonl or .csv/.tsv file with `column:` "
                "(and optionally `pair_column:`), or `hub: <dataset id>` with `column:` and `split:`")
 
@@ -108,13 +112,13 @@ def _read_txt(path: str, src: DataSource, set_id: str) -> list[tuple[str, str | 
     if src.column or src.pair_column:
         raise DataError(f"dataset {shown(set_id)}: {_name(path)} is a .txt file (one text per "
                         f"line); `column:`/`pair_column:` apply to .jsonl and .csv files only")
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding=UTF8) as fh:
         return [(t, None) for t in (normalise_space(line) for line in fh) if t]
 
 
 def _read_jsonl(path: str, src: DataSource, set_id: str) -> list[tuple[str, str | None]]:
     rows = []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding=UTF8) as fh:
         for k, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -136,7 +140,7 @@ def _read_jsonl(path: str, src: DataSource, set_id: str) -> list[tuple[str, str 
 
 
 def _read_csv(path: str, src: DataSource, set_id: str, delimiter: str) -> list[tuple[str, str | None]]:
-    with open(path, encoding="utf-8", newline="") as fh:
+    with open(path, encoding=UTF8, newline="") as fh:
         reader = csv.DictReader(fh, delimiter=delimiter)
         rows: list[dict] = []
         fields: list[str] | None = None
@@ -164,7 +168,9 @@ def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None
         raise DataError(f"dataset {shown(set_id)}: cannot read {_name(path)} (suffix {ext or 'none'}); "
                         f"expected {FORMAT_HELP}")
     if not os.path.isfile(path):
-        raise DataError(f"dataset {shown(set_id)}: data file not found: {shown(src.path)}; expected {FORMAT_HELP}")
+        where = "" if os.path.isabs(path) else (f" (a relative path is read from the current directory, "
+                                                 f"{for_terminal(os.getcwd())})")
+        raise DataError(f"dataset {shown(set_id)}: data file not found: {shown(src.path)}{where}; expected {FORMAT_HELP}")
     if src.hub or src.subset or src.split:
         raise DataError(f"dataset {shown(set_id)}: give either `path:` or `hub:` (with `subset:`/`split:`), "
                         f"not both")

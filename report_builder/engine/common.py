@@ -63,14 +63,15 @@ def enforce_bound(lm: LoadedModel, layer: int, errors: dict[str, float], points:
                   mode: str = "float32") -> None:
     """The one error-bound check: every check point (``points`` True) or only those named. The bound is
     the precision mode's (`schema.PRECISIONS`): float32's is the package's ``engine.ERROR_BOUND``
-    (`schema.ERROR_BOUND`), read at each call."""
-    from report_builder.schema import precision
+    (`schema.ERROR_BOUND`), read at each call. ``layer`` is the engine's 0-based index; the message
+    counts layers from 1, as every page and frame does (SPEC §8)."""
+    from report_builder.schema import FIRST_LAYER, precision
 
     bound = sys.modules["report_builder.engine"].ERROR_BOUND if mode == "float32" else precision(mode).bound
     for scope, err in errors.items():
         if (points is True or scope in points) and not err <= bound:
             raise ReconstructionError(
-                f"{lm.name}: layer {layer}, scope {scope}: relative reconstruction error "
+                f"{lm.name}: layer {layer + FIRST_LAYER}, scope {scope}: relative reconstruction error "
                 f"{err:.3g} exceeds {bound:g}" + ("" if mode == "float32" else f" (the {mode} bound)"))
 
 

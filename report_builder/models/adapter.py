@@ -131,7 +131,7 @@ def check_structure(model: nn.Module, adapter: Adapter) -> None:
             if missing:
                 what.append("missing submodule(s) " + ", ".join(missing))
             raise UnsupportedArchitecture(
-                f"{type(model).__name__} layer {k} does not match the {adapter.layout.label} layout of the "
+                f"{type(model).__name__} layer {k + 1} does not match the {adapter.layout.label} layout of the "
                 f"{adapter.family} adapter: {'; '.join(what)}. Refused before any result is computed.")
 
 

@@ -157,7 +157,7 @@ def _require(cap: LayerCapture, k: int, model: nn.Module) -> None:
     if cap.alpha is None or cap.x is None:
         impl = getattr(model.config, "_attn_implementation", "?")
         raise FusedAttention(
-            f"attention probabilities were not captured for layer {k} (attention implementation "
+            f"attention probabilities were not captured for layer {k + 1} (attention implementation "
             f"{impl!r}). Fused attention (sdpa/flash) skips them: load the model with "
             "attn_implementation='eager' (report_builder does this itself for models it loads)."
         )

@@ -228,6 +228,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     else:
         model.eval()  # dispatched by accelerate: each module stays where the map put it
     tok = AutoTokenizer.from_pretrained(path, **kw)
+    _check_tokenizer(tok, model, source)
     d = Path(path)
     snap = None if d.is_dir() else hub_snapshot_dir(source, revision)
     if source in EMBEDDED:
@@ -242,6 +243,16 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     if dmap is not None:
         lm.placement = placement_of(lm.model, lm.adapter.layers(lm.model), mode, dmap)
     return lm
+
+
+def _check_tokenizer(tok, model, source: str) -> None:
+    """Refuse a tokenizer far smaller than the model's vocabulary: a folder saved without its tokenizer
+    files gets one of the special tokens alone from transformers, which reads every word as unknown."""
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tok) < rows // 2:
+        raise ModelError(f"the tokenizer of {shown(source)} has {len(tok)} tokens for a model of {rows}: its "
+                         "tokenizer files (tokenizer.json, vocab.txt, vocab.json, ...) are missing or not its own; "
+                         "save them next to the weights (tokenizer.save_pretrained(DIR))")
 
 
 def load_for(mc, cfg) -> LoadedModel:

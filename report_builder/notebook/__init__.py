@@ -122,10 +122,14 @@ def _layer_indices(layers: Iterable[int] | None, lm: "LoadedModel") -> tuple[int
     n = lm.n_layers
     if layers is None:
         return tuple(range(1, n + 1))
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+        hint = f"[{layers!r}]" if isinstance(layers, int) else "[1, 2]"
+        raise ValueError(f"layers: expected a list of whole numbers counted from 1 (e.g. {hint}), got {layers!r}")
+    layers = list(layers)
     try:
         wanted = sorted({operator.index(l) for l in layers})
     except TypeError:
-        raise ValueError(f"layers: expected whole numbers counted from 1, got {list(layers)!r}") from None
+        raise ValueError(f"layers: expected whole numbers counted from 1, got {layers!r}") from None
     bad = [l for l in wanted if not 1 <= l <= n]
     if bad:
         raise ValueError(f"layer {', '.join(map(str, bad))} does not exist: layers count from 1, and {lm.name} "
@@ -135,9 +139,58 @@ def _layer_indices(layers: Iterable[int] | None, lm: "LoadedModel") -> tuple[int
     return tuple(wanted)
 
 
+def _text_pairs(texts: Any) -> list[tuple[str, str | None]]:
+    """``(text_a, text_b or None)`` per text, or one ValueError naming the argument that is neither a
+    text, a pair nor a list of them."""
+    if isinstance(texts, str) or (isinstance(texts, tuple) and len(texts) == 2
+                                  and all(isinstance(t, str) for t in texts)):
+        texts = [texts]
+    if isinstance(texts, (bytes, dict)) or not isinstance(texts, Iterable):
+        raise ValueError(f"texts: expected a text, a (text_a, text_b) pair or a list of them, got {texts!r:.80}")
+    out = []
+    for k, t in enumerate(texts):
+        if isinstance(t, str):
+            out.append((t, None))
+        elif isinstance(t, (tuple, list)) and len(t) == 2 and all(isinstance(x, str) for x in t):
+            out.append((t[0], t[1]))
+        else:
+            raise ValueError(f"texts[{k}]: expected a text or a (text_a, text_b) pair, got {t!r:.80}")
+    return out
+
+
+def _whole(what: str, value: Any, low: int = 1) -> int:
+    import operator
+
+    try:
+        n = operator.index(value)
+    except TypeError:
+        n = None
+    if n is None or n < low:
+        raise ValueError(f"{what}: expected a whole number ≥ {low}, got {value!r}")
+    return n
+
+
+def _max_length(max_length: Any, lm: "LoadedModel") -> int:
+    """The tokens a text is cut to: ``max_length`` within the model's positions (default: all of them)."""
+    import operator
+
+    limit = lm.max_positions()
+    if max_length is None:
+        return limit
+    try:
+        n = operator.index(max_length)
+    except TypeError:
+        n = 0
+    if not 1 <= n <= limit:
+        raise ValueError(f"max_length: expected a whole number from 1 to {lm.name}'s {limit} positions (or None "
+                         f"for all of them), got {max_length!r}")
+    return n
+
+
 def _warn_cut(enc, tokenizer, limit: int) -> None:
     """One warning naming the texts the tokenizer cut to ``limit`` tokens."""
-    cut = [k for k, e in enumerate(enc) if len(e) >= limit and len(tokenizer(e.text)["input_ids"]) > limit]
+    cut = [k for k, e in enumerate(enc)  # verbose=False: no "longer than the maximum" warning for a text cut here
+           if len(e) >= limit and len(tokenizer(e.text, verbose=False)["input_ids"]) > limit]
     if cut:
         warnings.warn(f"text{'s' * (len(cut) > 1)} {', '.join(map(str, cut))} cut to {limit} tokens "
                       f"(max_length, default the model's positions)", stacklevel=3)
@@ -181,8 +234,8 @@ def decompose(
             (errors enforced at 1e-4), or on a GPU ``tf32``, ``bfloat16`` or ``float16`` (each enforced at
             its own bound, ``schema.PRECISIONS``); the model stays float32. Default: the loaded model's
             mode (`load_model`), else float32.
-        max_length: Cut each text to this many tokens (default: the model's positions; a warning
-            names the texts that were cut).
+        max_length: Cut each text to this many tokens, 1 to the model's positions (default: all of
+            them; a warning names the texts that were cut).
         ig: Feed-forward attribution: ``"closed"`` (exact closed-form IG) or ``"numerical"``.
         ig_steps: Steps of the numerical IG.
         enforce: Raise ``ReconstructionError`` when a float32 error exceeds the bound.
@@ -195,8 +248,9 @@ def decompose(
         A [`Decomposition`][report_builder.notebook.Decomposition] (tensors on the CPU).
 
     Raises:
-        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts; an
-            unknown precision mode, or a reduced one on a CPU.
+        ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts, or
+            an item neither a text nor a pair; ``max_length`` outside ``1..`` the model's positions; an
+            unknown ``ig``, or ``ig_steps`` below 1; an unknown precision mode, or a reduced one on a CPU.
     """
     import torch
 
@@ -209,22 +263,20 @@ def decompose(
     from report_builder.decompose.feedforward import IGOptions
     from report_builder.engine import Tokens, decompose_sequences
 
-    if isinstance(texts, str) or (isinstance(texts, tuple) and len(texts) == 2
-                                  and all(isinstance(t, str) for t in texts)):
-        texts = [texts]
-    items = []
-    for k, t in enumerate(texts):
-        a, b = (t, None) if isinstance(t, str) else tuple(t)
-        items.append(TextItem(f"text-{k}", a, b))
+    items = [TextItem(f"text-{k}", a, b) for k, (a, b) in enumerate(_text_pairs(texts))]
     if not items:
         raise ValueError("texts: give at least one text")
+    if ig == "numerical":
+        _whole("ig_steps", ig_steps)
+    if ig not in ("closed", "numerical"):
+        raise ValueError(f"ig: {ig!r} is not one of closed, numerical")
     lm = _as_model(model, device, dtype)
     mode = _precision(dtype, lm.device.type) if dtype is not None else getattr(lm, "precision", "float32")
     lay = lm.adapter.layout
     wanted = _layer_indices(layers, lm)
     sc = _pick(scopes, lay.scopes, "scopes")
     me = _pick(methods, schema.K21_METHODS, "methods")
-    limit = max_length or lm.max_positions()
+    limit = _max_length(max_length, lm)
     enc = encode(EvalSet("notebook", "notebook texts", tuple(items)), lm.tokenizer, causal=lm.causal,
                  max_length=limit)
     _warn_cut(enc, lm.tokenizer, limit)

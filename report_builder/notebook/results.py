@@ -45,6 +45,27 @@ def _span(layers) -> str:
     return ", ".join(map(str, ls))
 
 
+class MissingLayer(KeyError, ValueError):
+    """A layer that a result's per-layer dict does not hold (a `KeyError` as any dict's, and the
+    `ValueError` the API gives for a layer elsewhere), saying that layers count from 1."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ByLayer(dict):
+    """A dict keyed by layer (from 1) whose missing key names the rule instead of a bare ``KeyError: 0``;
+    ``what`` is the attribute it is (``ratios``), for the message."""
+
+    def __init__(self, data: Any = (), what: str = "this dict") -> None:
+        super().__init__(data)
+        self.what = what
+
+    def __missing__(self, layer: Any) -> Any:
+        raise MissingLayer(f"layer {layer!r} is not in {getattr(self, 'what', 'this dict')}: layers count from 1; "
+                           f"this result has layers {_span(sorted(self)) or 'none'}")
+
+
 @dataclass(repr=False)
 class SequenceResult:
     """The decomposition of one text (or text pair). Layers are keys counted from 1.
@@ -73,6 +94,10 @@ class SequenceResult:
     errors: dict[int, dict[str, float]] = field(default_factory=dict)
     _owner = None  # the Decomposition it belongs to, and its index there (set by it; not dataclass fields,
     _index = 0     # so `dataclasses.asdict` and `==` see only the data)
+
+    def __post_init__(self) -> None:
+        for what in ("maps", "ratios", "bias", "errors"):
+            setattr(self, what, ByLayer(getattr(self, what), what))
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -56,6 +56,23 @@ def test_jsonl_single_and_pair(tmp_path):
     assert single.hash != pair.hash
 
 
+@pytest.mark.parametrize("name, content, kwargs", [
+    ("r.csv", "text,other\r\nHello there.,1\r\n", {"column": "text"}),       # Excel's "CSV UTF-8"
+    ("r.tsv", "text\tother\nHello there.\t1\n", {"column": "text"}),
+    ("r.jsonl", '{"text": "Hello there."}\n', {"column": "text"}),
+    ("r.txt", "Hello there.\n", {}),
+])
+def test_a_byte_order_mark_is_not_part_of_the_data(tmp_path, name, content, kwargs):
+    """A file saved with a UTF-8 byte order mark (Excel, Notepad) reads as the same file without one: the
+    mark was glued to the first header field (`column: text` then missed a field shown as 'text'), to the
+    first JSON line (not JSON) or to the first text."""
+    plain = load_eval_set("mine", path=_write(tmp_path / name, content), **kwargs)
+    (tmp_path / "bom").mkdir()
+    marked = load_eval_set("mine", path=_write(tmp_path / "bom" / name, "\ufeff" + content), **kwargs)
+    assert [it.text_a for it in marked] == [it.text_a for it in plain] == ["Hello there."]
+    assert marked.hash == plain.hash
+
+
 def test_csv_and_tsv_with_quotes(tmp_path):
     p = _write(tmp_path / "r.csv", 'id,text,other\n1,"Hello, world ""quoted""",x\n2,Plain one,y\n')
     s = load_eval_set("r", path=p, column="text")
@@ -77,9 +94,13 @@ def test_bad_files_name_the_problem(tmp_path, content, kwargs, message):
         load_eval_set("bad", path=p, **kwargs)
 
 
-def test_other_input_errors(tmp_path):
+def test_other_input_errors(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="not found"):
         load_eval_set("mine", path=str(tmp_path / "missing.txt"))
+    monkeypatch.chdir(tmp_path)  # a relative path: the message says where it was looked for
+    with pytest.raises(DataError, match=rf"not found: 'notes.txt' \(a relative path is read from the current "
+                                        rf"directory, {tmp_path}\); expected"):  # (not from the configuration file's folder)
+        load_eval_set("mine", path="notes.txt")
     with pytest.raises(DataError, match="cannot read 'x.parquet'"):
         load_eval_set("mine", path=_write(tmp_path / "x.parquet", "x"))
     with pytest.raises(DataError, match="empty"):

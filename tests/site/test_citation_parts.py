@@ -84,6 +84,10 @@ def test_inputs_diff_kinds():
                     ("code", "figure.version"), ("library", "libraries.pandas"), ("device", "device")}
     gone = figure_diff.inputs_diff(a, {**a, "models": {}})
     assert [(r["kind"], r["what"], r["new"]) for r in gone] == [("weights", "models.m", "removed")]
+    # the published files' checksums are the version's output, not an input: never a "parameter" change
+    files = figure_diff.inputs_diff({**a, "files": {"data.csv": "1" * 64, "chart.svg": "2" * 64}},
+                                    {**a, "files": {"data.csv": "3" * 64, "chart.svg": "4" * 64}})
+    assert files == []
 
 
 def _build_prov(top_k: int, mask_rate: float) -> dict:
@@ -226,3 +230,30 @@ def test_diff_text_escapes_terminal_sequences(tmp_path):
 
     with pytest.raises(UsageError, match="figure.id is not a registered figure id"):
         diff(tmp_path / "a", tmp_path / "b")
+
+
+def test_cite_of_a_figure_the_current_build_left_out_says_so(tmp_path):
+    """A figure outside the last build (`figures:` or not configured) has no current version: `cite ID` said
+    "holds no a version of ID (its versions of ID: <hash>)"; it now says why and how to cite a version."""
+    import json
+
+    from report_builder import api
+    from report_builder.citations.earlier_site import FILES
+    from report_builder.errors import UsageError
+
+    rec = {"created": "2026-01-01T00:00:00+00:00", "title": "t", "paper": "K24",
+           "files": {f: "0" * 64 for f in FILES}}
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "versions.json").write_text(json.dumps({
+        "format": "report_builder figure versions 1", "site_url": None, "current": {},
+        "figures": {"k24-maps": {"3b812387c3b9": rec, "d701a3d4981b": rec}}}))
+    with pytest.raises(UsageError, match=r"^k24-maps is not in the last build of .* \(not configured, or left out "
+                                         r"by `figures:`\), so it has no current version; cite one of its 2 versions: "
+                                         r"report-builder cite k24-maps HASH --dir .* \(3b812387c3b9, d701a3d4981b\)$"):
+        api.cite("k24-maps", site_dir=tmp_path)
+    with pytest.raises(UsageError, match=r"^k21-fig6 is not in the last build of .* \(not configured, or left out "
+                                         r"by `figures:`\), and the site holds no version of it$"):
+        api.cite("k21-fig6", site_dir=tmp_path)
+    with pytest.raises(UsageError, match=r"holds no version 0123456789ab of k24-maps \(its versions of k24-maps: "
+                                         r"3b812387c3b9, d701a3d4981b\)$"):
+        api.cite("k24-maps", "0123456789ab", site_dir=tmp_path)
