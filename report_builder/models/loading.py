@@ -246,11 +246,13 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
 
 
 def _check_tokenizer(tok, model, source: str) -> None:
-    """Refuse a tokenizer far smaller than the model's vocabulary: a folder saved without its tokenizer
-    files gets one of the special tokens alone from transformers, which reads every word as unknown."""
+    """Refuse a tokenizer that holds nothing but special tokens: a folder saved without its tokenizer files gets
+    one of them alone from transformers, which reads every word as unknown. (Not a size rule: a byte-level or
+    letter-level tokenizer of a few hundred tokens is a real one, `bench.shapes.save_stand_in`'s.)"""
     rows = model.get_input_embeddings().num_embeddings
-    if len(tok) < rows // 2:
-        raise ModelError(f"the tokenizer of {shown(source)} has {len(tok)} tokens for a model of {rows}: its "
+    if not set(tok.get_vocab()) - set(tok.all_special_tokens):
+        raise ModelError(f"the tokenizer of {shown(source)} has only its {len(tok)} special tokens for a model of "
+                         f"{rows}: its "
                          "tokenizer files (tokenizer.json, vocab.txt, vocab.json, ...) are missing or not its own; "
                          "save them next to the weights (tokenizer.save_pretrained(DIR))")
 
