@@ -257,6 +257,7 @@ def test_names_that_are_no_typo_get_no_suggestion(tmp_path):
     ("preset: smoke\nk24:\n\ttop_k: 3\n", ":3:1: not valid YAML: found character '\\t'"),
     ("preset: smoke\n---\npreset: default\n", ":2:1: not valid YAML: expected a single document in the stream, "
                                               "but found another document"),
+    ("preset: smoke\nsite_url: \"https://x/\x1b[31m\"\n", ":2:22: not valid YAML: character #x001b is not allowed"),
 ])
 def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where, tmp_path):
     p = tmp_path / "my config.yaml"
