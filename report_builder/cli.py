@@ -154,10 +154,18 @@ def _sub(sub, name: str, summary: str, description: str, common) -> argparse.Arg
                           parents=[common], epilog=EPILOG)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors print through `for_terminal` (its "unrecognized arguments"
+    line quotes them raw; its subcommands' parsers are of this class too)."""
+
+    def error(self, message: str):
+        super().error(for_terminal(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``report-builder`` argument parser (every command and option documented)."""
     common = _common()
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="report-builder", parents=[common], epilog=EPILOG,
         description="Exact token-to-token decomposition of Transformer layers, rendered as a citable "
                     "static report reproducing Kobayashi et al. (EMNLP 2021, ICLR 2024).")
