@@ -89,7 +89,8 @@ def _protected(p: Path) -> str | None:
 
 
 def check_replaceable(target: Path, marker: str, what: str, option: str) -> None:
-    """Raise `UnsafeOutput` unless ``target`` is missing, an empty dir, or a dir carrying ``marker``."""
+    """Raise `UnsafeOutput` unless ``target`` is missing, an empty dir, or a dir carrying ``marker``, and is
+    not a mount point (an empty mounted volume given as ``--out``: the swap cannot rename it)."""
     target = Path(target)
     why = _protected(target)
     if why is None and target.is_symlink():
@@ -98,6 +99,9 @@ def check_replaceable(target: Path, marker: str, what: str, option: str) -> None
     elif why is None and target.exists():
         if not target.is_dir():
             why = "it is a file, not a directory"
+        elif os.path.ismount(target):  # the swap renames it: EBUSY, after all the work
+            why = (f"it is a mount point, which the site swap (renaming folders) cannot replace; give a folder "
+                   f"inside it, e.g. {target / 'site'}")
         elif not (target / marker).is_file() and any(target.iterdir()):
             why = f"it is not empty and has no {marker} marker (report_builder did not create it)"
     if why:

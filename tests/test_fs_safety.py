@@ -209,6 +209,23 @@ def test_cache_and_output_never_nest(tmp_path):
     assert not s.exists() and "analyses:" not in r.stdout
 
 
+def test_a_mount_point_is_no_output(tmp_path, monkeypatch, capsys):
+    """An empty mounted volume as --out (a container's ``-v ...:/out``) was adopted, then the swap's rename
+    failed with EBUSY after all the work: an internal error. Refused before any work, in one line."""
+    from report_builder import cli
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == mnt or real(p))
+    with pytest.raises(guard.UnsafeOutput, match="mount point"):
+        guard.check_replaceable(mnt, guard.SITE_MARKER, "the output directory", "--out")
+    guard.check_replaceable(mnt / "site", guard.SITE_MARKER, "the output directory", "--out")  # inside it: fine
+    monkeypatch.setattr(cli.api, "build", lambda *a, **k: pytest.fail("a build ran"))
+    assert cli.main(["render", "--preset", "smoke", "--cache", str(tmp_path / "c"), "--out", str(mnt)]) == 3
+    assert "it is a mount point" in capsys.readouterr().err and list(mnt.iterdir()) == []
+
+
 def test_blocked_state_path_is_found_before_any_work(tmp_path):
     cache = Cache(tmp_path / "cache")
     out = tmp_path / "site"
