@@ -165,10 +165,14 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
         k = 0
         if models.is_dir():
             for d in models.iterdir():
-                if d.is_dir() and not d.is_symlink() and d.name.startswith(CACHE_PREFIXES):
-                    with guard.removing_locked(d):
-                        shutil.rmtree(d, ignore_errors=True)
-                    k += 1
+                if not (d.is_dir() and not d.is_symlink() and d.name.startswith(CACHE_PREFIXES)):
+                    continue
+                if not _converted_copy(d):  # `smollm2-my-finetune/`: named like ours, not ours
+                    left.append(d)
+                    continue
+                with guard.removing_locked(d):
+                    shutil.rmtree(d, ignore_errors=True)
+                k += 1
         swept += guard.sweep([models])
         if models.is_dir():  # lock files of models that are gone
             from report_builder.cache import _is_lock_file
@@ -197,6 +201,17 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
         shown = ", ".join(str(p) for p in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
         msg += f"; left {len(left)} it cannot prove it wrote: {shown}"
     return msg
+
+
+def _converted_copy(d: Path) -> bool:
+    """Whether ``d`` (in ``<user cache>/models/``) is a converted copy the tool made: it carries the model
+    marker, or (a copy from before the marker) its name is exactly a prefix and a 16-hex fingerprint."""
+    import re
+
+    from report_builder.models.embedded import CACHE_PREFIXES
+
+    return (d / guard.MODEL_MARKER).is_file() or any(
+        re.fullmatch(re.escape(p) + "[0-9a-f]{16}", d.name) for p in CACHE_PREFIXES)
 
 
 def _clean_cache(cache: Cache, done: list[str], left: list[Path]) -> None:

@@ -172,6 +172,25 @@ def test_clean_all_empties_reproduce_default_cache(tmp_path, foreign):
     assert r.returncode == 0 and _tree(d) == ["results", "results/exp.csv"] and str(d) in r.stdout, r.stdout
 
 
+def test_clean_all_removes_only_converted_copies_it_made(tmp_path):
+    """``<user cache>/models/``: `clean --all` removed every folder whose name starts like a converted copy
+    (``smollm2-``, ``gemma3-270m-``), a user's own ``smollm2-my-finetune/`` and its weights included. Now
+    only a copy carrying the model marker, or named exactly prefix + 16-hex fingerprint (a copy from
+    before the marker); the others are named and kept."""
+    models = tmp_path / "ucache" / "models"
+    mine = {"smollm2-my-finetune": "model.safetensors", "gemma3-270m-notes": "README"}
+    ours = {"smollm2-0123456789abcdef": "model.safetensors", "gemma3-270m-mine-but-marked": guard.MODEL_MARKER}
+    for name, f in {**mine, **ours}.items():
+        (models / name).mkdir(parents=True)
+        (models / name / f).write_text("{}")
+    r = _cli("clean", "--all", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "o"), cwd=tmp_path,
+             env_extra={"REPORT_BUILDER_CACHE": str(tmp_path / "ucache")})
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in models.iterdir()) == sorted(mine), r.stdout
+    assert f"2 converted models from {models}" in r.stdout and "left 2" in r.stdout
+    assert all(str(models / name) in r.stdout for name in mine)
+
+
 def test_clean_refuses_symlinked_results_or_out(tmp_path):
     victim = tmp_path / "victim"
     (victim / "exp" / ("a" * 20)).mkdir(parents=True)
