@@ -462,3 +462,22 @@ def test_control_characters_are_escaped_on_the_terminal(capsys, tmp_path, monkey
     code, out, err = _run(capsys, "plan", "--preset", "smoke", "--cache", str(tmp_path / "c"), "--model",
                           str(tmp_path / "no\x1b[2Jsuch"))
     assert code == 4 and "no\\x1b[2Jsuch" in _one_error_line(err) and "\x1b" not in err
+
+
+def test_a_file_name_that_is_not_utf8_prints_as_its_byte(tmp_path):
+    """`clean` names what it leaves; a file of the cache named with a byte that is not UTF-8 (``mine\\xff.txt``)
+    reached stdout as a lone surrogate: on a terminal whose stdout is strict UTF-8 (``en_US.UTF-8``) an
+    internal error (UnicodeEncodeError) after the clean. `for_terminal` shows the byte, ``\\xff``."""
+    from report_builder import guard
+    from report_builder.errors import for_terminal
+
+    assert for_terminal("mine\udcff.txt \ud800") == "mine\\xff.txt \\ud800"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / guard.CACHE_MARKER).write_text("")
+    open(os.path.join(os.fsencode(cache), b"mine\xff.txt"), "w").close()
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, "-m", "report_builder", "clean", "--cache", str(cache), "--out",
+                        str(tmp_path / "site")], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0 and "mine\\xff.txt" in r.stdout and "internal error" not in r.stderr, r.stderr
+    assert os.listdir(os.fsencode(cache)).count(b"mine\xff.txt") == 1  # named, never removed
