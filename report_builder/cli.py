@@ -45,6 +45,10 @@ def _config(args):
     else:
         cfg = api.configure(args.config, preset=args.preset, models=getattr(args, "model", None) or (), **changes)
         cfg = api.with_overrides(cfg, getattr(args, "set", None) or [])
+    if args.config and (args.cmd == "render" or args.cmd == "build" and not args.plan):  # the swap would delete it
+        from report_builder.guard import check_input_outside
+
+        check_input_outside(cfg.out_dir, args.config, "--config")
     if log.isEnabledFor(logging.DEBUG):
         import yaml
 

@@ -160,6 +160,17 @@ def check_not_nested(out_dir: Path, cache_dir: Path) -> None:
             raise UnsafeOutput(f"--out {out} is inside --cache {cache}; choose an output outside the cache")
 
 
+def check_input_outside(out_dir: Path, path: str | os.PathLike, what: str) -> None:
+    """Raise `UnsafeOutput` when an input of the command (its configuration file, a data file or folder, a
+    model folder) is ``--out`` or lies inside it: the site swap would delete it (a build read
+    ``site/my-config.yaml``, then removed it with the old site)."""
+    out = Path(os.path.abspath(os.path.expanduser(out_dir)))
+    p = Path(os.path.abspath(os.path.expanduser(path)))
+    if any(a == b or a in b.parents for a, b in ((out, p), (out.resolve(), p.resolve()))):
+        raise UnsafeOutput(f"{what} {path} is inside --out {out_dir}: the site swap would delete it; move it out "
+                           "of the output folder, or choose another --out")
+
+
 def check_no_symlink(path: Path, what: str) -> None:
     """Raise `UnsafeOutput` when ``path`` is a symbolic link (the tool never makes one, so what it points
     to cannot be proved its own)."""

@@ -47,12 +47,19 @@ def check_ids(cfg: Config) -> Config:
 
 def checks(cfg: Config, *, site: bool = True) -> None:
     """The checks `preflight` runs before it creates or writes anything: the configured ids, the
-    output (``site``) and that the cache and the output do not nest. The front runs them before it
+    output (``site``), that no data file or folder or local model lies inside it (the swap would delete
+    it) and that the cache and the output do not nest. The front runs them before it
     takes the cache's lock (`cache_lock.using`, which creates the cache), then `preflight` under it."""
     check_ids(cfg)
     out = Path(cfg.out_dir)
     if site:
         guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+        inputs = [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets)),
+                  *((f"models[{k}].source", m.source) for k, m in enumerate(cfg.models)
+                    if os.path.exists(os.path.expanduser(str(m.source))))]  # a local folder, not a hub id
+        for what, path in inputs:
+            if path:
+                guard.check_input_outside(out, path, what)
     guard.check_not_nested(out, Path(cfg.cache_dir))  # before the cache is created
 
 

@@ -245,6 +245,32 @@ def test_a_mount_point_is_no_output(tmp_path, monkeypatch, capsys):
     assert "it is a mount point" in capsys.readouterr().err and list(mnt.iterdir()) == []
 
 
+def test_an_input_inside_the_output_is_refused_before_any_work(tmp_path):
+    """A configuration file, a data file or folder, or a local model inside --out: the build read it, then
+    the site swap deleted it with the old site (``site/my-config.yaml`` gone after the build). Refused in one
+    line before any work; ``build --plan`` (no site written) still reads it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / guard.SITE_MARKER).write_text("")
+    conf = site / "my-config.yaml"
+    conf.write_text("preset: smoke\n")
+    (site / "data").mkdir()
+    (site / "data" / "mine.txt").write_text("the film is good .\n")
+    outside = tmp_path / "cfg.yaml"
+    cases = {"--config": ["--config", str(conf)],
+             "datasets[0].path": ["--config", str(outside), "--set", f"datasets.0.path={site / 'data' / 'mine.txt'}"],
+             "data_dir": ["--preset", "smoke", "--data-dir", str(site / "data")],
+             "models[0].source": ["--preset", "smoke", "--set", f"models.0.source={site / 'data'}"]}
+    outside.write_text("preset: smoke\ndatasets: [{id: mine, path: x.txt, n: 1}]\n")
+    for what, argv in cases.items():
+        r = _cli("build", *argv, "--no-progress", "--cache", str(tmp_path / "c"), "--out", str(site), cwd=tmp_path)
+        _refused(r, 3, what, "is inside --out", "the site swap would delete it")
+        assert not (tmp_path / "c").exists() and "analyses:" not in r.stdout
+    assert sorted(p.name for p in site.iterdir()) == sorted([guard.SITE_MARKER, "my-config.yaml", "data"])
+    r = _cli("build", "--plan", "--config", str(conf), "--cache", str(tmp_path / "c"), "--out", str(site), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
 def test_blocked_state_path_is_found_before_any_work(tmp_path):
     cache = Cache(tmp_path / "cache")
     out = tmp_path / "site"
