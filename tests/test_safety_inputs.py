@@ -481,3 +481,18 @@ def test_a_file_name_that_is_not_utf8_prints_as_its_byte(tmp_path):
                         str(tmp_path / "site")], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert r.returncode == 0 and "mine\\xff.txt" in r.stdout and "internal error" not in r.stderr, r.stderr
     assert os.listdir(os.fsencode(cache)).count(b"mine\xff.txt") == 1  # named, never removed
+
+
+@pytest.mark.parametrize("config_text, shown", [
+    ("[" * 100_000 + "]" * 100_000, "RecursionError"),  # nested too deeply for the JSON reader
+    ('{"model_type": "bert", "hidden_size": 1e400, "num_hidden_layers": 2}', "hidden_size"),  # a field's type
+])
+def test_a_model_config_transformers_cannot_read_is_one_line(capsys, tmp_path, config_text, shown):
+    """A model folder's config.json nested too deeply, or with a value of the wrong type (transformers 5
+    validates its fields: StrictDataclassFieldValidationError): "internal error" before, now one line, exit 4."""
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text(config_text)
+    got, _, err = _run(capsys, "check", "--model", str(d))
+    line = _one_error_line(err)
+    assert got == 4 and "could not read the config of" in line and shown in line, line
