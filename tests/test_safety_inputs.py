@@ -496,3 +496,29 @@ def test_a_model_config_transformers_cannot_read_is_one_line(capsys, tmp_path, c
     got, _, err = _run(capsys, "check", "--model", str(d))
     line = _one_error_line(err)
     assert got == 4 and "could not read the config of" in line and shown in line, line
+
+
+@pytest.mark.parametrize("file, change, expected", [
+    ("config.json", {"num_hidden_layers": 0}, "its config.json declares no layers (num_hidden_layers 0)"),
+    ("config.json", {"num_attention_heads": 3}, "could not build"),  # 32 is not a multiple of 3
+    ("tokenizer.json", "[" * 100_000 + "]" * 100_000, "could not read the tokenizer of"),
+    ("tokenizer_config.json", {"tokenizer_class": 5}, "could not read the tokenizer of"),
+])
+def test_a_damaged_model_folder_is_one_line(capsys, tmp_path, file, change, expected):
+    """A model folder whose config declares no layers or heads that do not divide its width, or whose
+    tokenizer files are nested too deeply or hold a value of the wrong type: "internal error" (IndexError,
+    ValueError, RecursionError, AttributeError) in `check`, `plan` and a build before; now one line, exit 4."""
+    from tests.test_pipeline import tiny_bert_dir
+
+    d = tiny_bert_dir(tmp_path / "model", 0)
+    if isinstance(change, dict):
+        (d / file).write_text(json.dumps({**json.loads((d / file).read_text()), **change}))
+    else:
+        (d / file).write_text(change)
+    argvs = [("check", "--model", str(d))]
+    if file.startswith("tokenizer"):  # a plan reads the tokenizer too (its cost estimate)
+        argvs.append(("plan", "--preset", "smoke", "--model", str(d), "--cache", str(tmp_path / "c")))
+    for argv in argvs:
+        got, _, err = _run(capsys, *argv)
+        line = _one_error_line(err)
+        assert got == 4 and expected in line, (argv, line)
