@@ -268,6 +268,16 @@ def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where,
     assert "<unicode string>" not in r.stderr and len(r.stderr.splitlines()) == 1
 
 
+def test_a_config_file_is_read_bounded(tmp_path):
+    """``--config /dev/zero`` read until the memory ran out (the process was killed); a file over 16 MiB is
+    no configuration: one line, exit 3, after reading 16 MiB (a sparse 17 MiB file stands for the device)."""
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as f:
+        f.truncate(17 << 20)
+    r = _cli("list", "models", "--config", str(big), timeout=120)
+    assert r.returncode == 3 and "more than 16 MiB, not a configuration file" in _one_error_line(r.stderr)
+
+
 def _bomb(levels: int, width: int = 10) -> str:
     lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
     for k in range(1, levels):
