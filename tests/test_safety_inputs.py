@@ -522,3 +522,23 @@ def test_a_damaged_model_folder_is_one_line(capsys, tmp_path, file, change, expe
         got, _, err = _run(capsys, *argv)
         line = _one_error_line(err)
         assert got == 4 and expected in line, (argv, line)
+
+
+def test_a_damaged_memo_of_the_user_cache_is_ignored(tmp_path):
+    """The fingerprint and causality memos (``<user cache>/fingerprints.json``, ``causal.json``) only save
+    time: one nested too deeply, holding a list, or a FIFO in its place was an internal error (RecursionError,
+    TypeError) or a hang of `plan` and `build`; now it reads as empty and the next write replaces it."""
+    from report_builder.models.fingerprints import memo_put, memo_read
+
+    memo = tmp_path / "fingerprints.json"
+    for text in ("[" * 100_000 + "]" * 100_000, "[1, 2]", "{", "7"):
+        memo.write_text(text)
+        assert memo_read(memo) == {}
+        memo_put(memo, "k", "v")
+        assert memo_read(memo) == {"k": "v"}
+    memo.unlink()
+    os.mkfifo(memo)  # in a subprocess: a reader that opens a FIFO waits for a writer forever
+    code = f"from pathlib import Path; from report_builder.models.fingerprints import memo_read; print(memo_read(Path({str(memo)!r})))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0 and r.stdout.strip() == "{}", r.stderr
