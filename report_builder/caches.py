@@ -72,15 +72,16 @@ def _index() -> Path:
 
 
 def _read() -> dict[str, float]:
-    try:
-        data = json.loads(_index().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    from report_builder.atomic import read_json_inside
+
+    # bounded, no FIFO waited on, JSON nested too deeply or a time of 400 digits (OverflowError) ignored
+    data = read_json_inside(_index().parent, _index(), 16 << 20)
     caches = data.get("caches") if isinstance(data, dict) else None
     if not isinstance(caches, dict):
         return {}
     return {k: float(v) for k, v in caches.items()
-            if isinstance(k, str) and 0 < len(k) < 4096 and os.path.isabs(k) and isinstance(v, (int, float))}
+            if isinstance(k, str) and 0 < len(k) < 4096 and os.path.isabs(k) and isinstance(v, (int, float))
+            and not isinstance(v, bool) and abs(v) < 1e15}
 
 
 def remember(cache_dir: str | os.PathLike) -> None:

@@ -45,6 +45,10 @@ def _config(args):
     else:
         cfg = api.configure(args.config, preset=args.preset, models=getattr(args, "model", None) or (), **changes)
         cfg = api.with_overrides(cfg, getattr(args, "set", None) or [])
+    if args.config and (args.cmd == "render" or args.cmd == "build" and not args.plan):  # the swap would delete it
+        from report_builder.guard import check_input_outside
+
+        check_input_outside(cfg.out_dir, args.config, "--config")
     if log.isEnabledFor(logging.DEBUG):
         import yaml
 
@@ -154,10 +158,18 @@ def _sub(sub, name: str, summary: str, description: str, common) -> argparse.Arg
                           parents=[common], epilog=EPILOG)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors print through `for_terminal` (its "unrecognized arguments"
+    line quotes them raw; its subcommands' parsers are of this class too)."""
+
+    def error(self, message: str):
+        super().error(for_terminal(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``report-builder`` argument parser (every command and option documented)."""
     common = _common()
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="report-builder", parents=[common], epilog=EPILOG,
         description="Exact token-to-token decomposition of Transformer layers, rendered as a citable "
                     "static report reproducing Kobayashi et al. (EMNLP 2021, ICLR 2024).")

@@ -429,6 +429,9 @@ def expand_paths(cfg: Config) -> Config:
                     datasets=tuple(_replace(d, path=ex(d.path)) for d in cfg.datasets))
 
 
+CONFIG_FILE_MAX = 16 << 20  # the most bytes of a configuration file read (a device such as /dev/zero never ends)
+
+
 def load_config(path: str | Path | None = None, *, preset: str | None = None) -> Config:
     """Load a YAML config file, or a preset by name (``default`` when neither is given)."""
     if path is not None:
@@ -437,7 +440,12 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None) ->
         if not p.exists():
             raise ConfigError(f"config file {p} does not exist")
         try:
-            text = p.read_text(encoding="utf-8")
+            with open(p, "rb") as f:  # bounded: `--config /dev/zero` read until memory ran out
+                raw = f.read(CONFIG_FILE_MAX + 1)
+            if len(raw) > CONFIG_FILE_MAX:
+                raise ConfigError(f"{p}: more than {CONFIG_FILE_MAX >> 20} MiB, not a configuration file (one is a "
+                                  "few KiB of YAML)")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise ConfigError(f"{p}: not UTF-8 text (byte {e.start}: {e.reason}); save the file as UTF-8") from None
         except OSError as e:

@@ -164,6 +164,8 @@ _BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 
 def _escape_char(c: str) -> str:
     o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:  # a byte of a file name that is not UTF-8 (surrogateescape): the byte
+        o -= 0xDC00
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
 
 
@@ -171,7 +173,9 @@ def for_terminal(text: Any, *, newlines: bool = False) -> str:
     """``text`` safe to print on a terminal: control characters (C0, DEL, C1 such as the 8-bit CSI,
     bidirectional overrides) written as visible escapes (``ESC [31m`` becomes ``\\x1b[31m``), so a
     model name, dataset id or path can neither recolour, move the cursor, retitle the window nor
-    hide text. Tabs are kept; newlines only with ``newlines=True`` (a multi-line table or report).
+    hide text. Tabs are kept; newlines only with ``newlines=True`` (a multi-line table or report). A lone
+    surrogate (a file name's byte that is not UTF-8, ``\\udcff``) is shown as its byte (``\\xff``): a
+    terminal with a strict UTF-8 stdout cannot print it (UnicodeEncodeError).
 
     The one function for what the CLI prints (its log lines, error lines, tables and summaries).
     """
@@ -183,7 +187,7 @@ def for_terminal(text: Any, *, newlines: bool = False) -> str:
         o = ord(c)
         if c == "\t" or (c == "\n" and newlines):
             out.append(c)
-        elif o < 0x20 or o == 0x7F or 0x80 <= o < 0xA0 or o in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp"):
+        elif o < 0x20 or o == 0x7F or 0x80 <= o < 0xA0 or o in _BIDI or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp"):
             out.append(_escape_char(c))
         else:
             out.append(c)

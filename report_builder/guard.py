@@ -89,7 +89,8 @@ def _protected(p: Path) -> str | None:
 
 
 def check_replaceable(target: Path, marker: str, what: str, option: str) -> None:
-    """Raise `UnsafeOutput` unless ``target`` is missing, an empty dir, or a dir carrying ``marker``."""
+    """Raise `UnsafeOutput` unless ``target`` is missing, an empty dir, or a dir carrying ``marker``, and is
+    not a mount point (an empty mounted volume given as ``--out``: the swap cannot rename it)."""
     target = Path(target)
     why = _protected(target)
     if why is None and target.is_symlink():
@@ -98,6 +99,9 @@ def check_replaceable(target: Path, marker: str, what: str, option: str) -> None
     elif why is None and target.exists():
         if not target.is_dir():
             why = "it is a file, not a directory"
+        elif os.path.ismount(target):  # the swap renames it: EBUSY, after all the work
+            why = (f"it is a mount point, which the site swap (renaming folders) cannot replace; give a folder "
+                   f"inside it, e.g. {target / 'site'}")
         elif not (target / marker).is_file() and any(target.iterdir()):
             why = f"it is not empty and has no {marker} marker (report_builder did not create it)"
     if why:
@@ -154,6 +158,17 @@ def check_not_nested(out_dir: Path, cache_dir: Path) -> None:
                                f"cache outside the output")
         if b in a.parents:
             raise UnsafeOutput(f"--out {out} is inside --cache {cache}; choose an output outside the cache")
+
+
+def check_input_outside(out_dir: Path, path: str | os.PathLike, what: str) -> None:
+    """Raise `UnsafeOutput` when an input of the command (its configuration file, a data file or folder, a
+    model folder) is ``--out`` or lies inside it: the site swap would delete it (a build read
+    ``site/my-config.yaml``, then removed it with the old site)."""
+    out = Path(os.path.abspath(os.path.expanduser(out_dir)))
+    p = Path(os.path.abspath(os.path.expanduser(path)))
+    if any(a == b or a in b.parents for a, b in ((out, p), (out.resolve(), p.resolve()))):
+        raise UnsafeOutput(f"{what} {path} is inside --out {out_dir}: the site swap would delete it; move it out "
+                           "of the output folder, or choose another --out")
 
 
 def check_no_symlink(path: Path, what: str) -> None:

@@ -47,12 +47,19 @@ def check_ids(cfg: Config) -> Config:
 
 def checks(cfg: Config, *, site: bool = True) -> None:
     """The checks `preflight` runs before it creates or writes anything: the configured ids, the
-    output (``site``) and that the cache and the output do not nest. The front runs them before it
+    output (``site``), that no data file or folder or local model lies inside it (the swap would delete
+    it) and that the cache and the output do not nest. The front runs them before it
     takes the cache's lock (`cache_lock.using`, which creates the cache), then `preflight` under it."""
     check_ids(cfg)
     out = Path(cfg.out_dir)
     if site:
         guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+        inputs = [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets)),
+                  *((f"models[{k}].source", m.source) for k, m in enumerate(cfg.models)
+                    if os.path.exists(os.path.expanduser(str(m.source))))]  # a local folder, not a hub id
+        for what, path in inputs:
+            if path:
+                guard.check_input_outside(out, path, what)
     guard.check_not_nested(out, Path(cfg.cache_dir))  # before the cache is created
 
 
@@ -165,10 +172,14 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
         k = 0
         if models.is_dir():
             for d in models.iterdir():
-                if d.is_dir() and not d.is_symlink() and d.name.startswith(CACHE_PREFIXES):
-                    with guard.removing_locked(d):
-                        shutil.rmtree(d, ignore_errors=True)
-                    k += 1
+                if not (d.is_dir() and not d.is_symlink() and d.name.startswith(CACHE_PREFIXES)):
+                    continue
+                if not _converted_copy(d):  # `smollm2-my-finetune/`: named like ours, not ours
+                    left.append(d)
+                    continue
+                with guard.removing_locked(d):
+                    shutil.rmtree(d, ignore_errors=True)
+                k += 1
         swept += guard.sweep([models])
         if models.is_dir():  # lock files of models that are gone
             from report_builder.cache import _is_lock_file
@@ -197,6 +208,17 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
         shown = ", ".join(str(p) for p in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
         msg += f"; left {len(left)} it cannot prove it wrote: {shown}"
     return msg
+
+
+def _converted_copy(d: Path) -> bool:
+    """Whether ``d`` (in ``<user cache>/models/``) is a converted copy the tool made: it carries the model
+    marker, or (a copy from before the marker) its name is exactly a prefix and a 16-hex fingerprint."""
+    import re
+
+    from report_builder.models.embedded import CACHE_PREFIXES
+
+    return (d / guard.MODEL_MARKER).is_file() or any(
+        re.fullmatch(re.escape(p) + "[0-9a-f]{16}", d.name) for p in CACHE_PREFIXES)
 
 
 def _clean_cache(cache: Cache, done: list[str], left: list[Path]) -> None:

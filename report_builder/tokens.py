@@ -5,7 +5,10 @@ byte as a printable stand-in (a leading space is ``Ġ``, a newline ``Ċ``, the U
 dash ``âĢĵ``); WordPiece (BERT) marks word continuations with ``##``; SentencePiece (Llama 2, T5)
 marks a word start with ``▁``. For display every style is shown the same way: a word-initial space
 is the visible marker ``▁`` (as SentencePiece does), WordPiece ``##`` is kept, bytes that are not a
-whole UTF-8 character are written ``<0xE2>`` (SentencePiece's byte-fallback form).
+whole UTF-8 character are written ``<0xE2>`` (SentencePiece's byte-fallback form), and so is a control
+character (``<0x1B>`` for ESC; ``<U+0085>``, ``<U+FFFE>`` above ASCII for C1 controls, lone surrogates and
+noncharacters): a data file's text reaches tokens unfiltered, and SVG, XML and the terminal cannot hold
+those characters (the chart renderer aborts on one; `values.plain_text` refuses them in configured text).
 
 Special tokens are named by the role they play for the model: a causal model's first special token
 is ``BOS`` (not ``[CLS]``, which is K21's category name for it); an encoder's keep their own strings.
@@ -87,7 +90,25 @@ def token_style(tokens: Iterable[str]) -> str:
 
 
 def _visible(text: str) -> str:
-    return text.replace(" ", SPACE_MARK).replace("\n", NEWLINE_MARK).replace("\t", TAB_MARK)
+    return visible_controls(text.replace(" ", SPACE_MARK).replace("\n", NEWLINE_MARK).replace("\t", TAB_MARK))
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with each control character, lone surrogate and noncharacter in its visible form
+    (``<0x1B>``, ``<U+FFFE>``): what a token or a snippet of a data file's text is shown as."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(map(_control_mark, text))
+
+
+def _control_mark(c: str) -> str:
+    """``c``, or its visible form when it is a control character, a lone surrogate or a noncharacter."""
+    import unicodedata
+
+    o = ord(c)
+    if unicodedata.category(c) in ("Cc", "Cs") or 0xFDD0 <= o <= 0xFDEF or (o & 0xFFFE) == 0xFFFE:
+        return f"<0x{o:02X}>" if o < 0x80 else f"<U+{o:04X}>"
+    return c
 
 
 def _decode_bytes(data: bytes) -> str:
@@ -119,7 +140,7 @@ def display_token(token: str, style: str, *, causal: bool = False, first: bool =
     if not isinstance(token, str):
         return token
     if is_special(token):
-        return BOS if causal and first else token
+        return BOS if causal and first else "".join(map(_control_mark, token))
     if style == BYTE_BPE:
         alphabet = _byte_alphabet()
         if all(ch in alphabet for ch in token):

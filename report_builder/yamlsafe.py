@@ -64,8 +64,9 @@ def load_yaml(text: str, where: str):
     Errors are one `ConfigError` line: ``FILE:LINE:COLUMN: not valid YAML: <problem>``; aliases that
     would add more than `ALIAS_BUDGET` values once expanded (an alias bomb) are refused unexpanded.
     """
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # its reader refuses a control character here (ReaderError)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -80,6 +81,12 @@ def load_yaml(text: str, where: str):
                                              e.problem) if x)
         at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"{where}{at}: not valid YAML: {problem or 'syntax error'}") from None
+    except yaml.reader.ReaderError as e:  # a control character: where it is, and which
+        pos = e.position if isinstance(e.position, int) and isinstance(text, str) else None
+        at = "" if pos is None else f":{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}"
+        raise ConfigError(f"{where}{at}: not valid YAML: character #x{e.character:04x} is not allowed "
+                          "(a control character)" if isinstance(e.character, int) else
+                          f"{where}{at}: not valid YAML: {str(e).splitlines()[0]}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{where}: not valid YAML: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     except RecursionError:
@@ -90,4 +97,5 @@ def load_yaml(text: str, where: str):
         raise ConfigError(f"{where}: not valid YAML: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") \
             from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

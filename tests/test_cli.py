@@ -217,13 +217,15 @@ def test_quiet_silences_the_libraries_and_verbose_shows_them_without_colour(mask
     (["list", "figures", "--out", "o"], "unrecognized arguments: --out"),
     (["env", "--data-dir", "d"], "unrecognized arguments: --data-dir"),
     (["clean", "--data-dir", "d"], "unrecognized arguments: --data-dir"),
+    (["list", "figures", "\x1b]0;title\x07\x1b[31m"], "unrecognized arguments: \\x1b]0;title\\x07\\x1b[31m"),
 ])
 def test_an_option_that_does_not_apply_is_refused(argv, message, capsys, monkeypatch):
     """Refused with a usage error (exit 2), never silently ignored; nothing runs."""
     monkeypatch.setattr(api, "build", lambda *a, **k: pytest.fail("a build ran"))
     with pytest.raises(SystemExit) as e:
         cli.main(argv)
-    assert e.value.code == 2 and message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and "\x1b" not in err  # an argument echoed escaped (for_terminal)
 
 
 def test_list_datasets_and_figures_of_a_configuration(capsys, tmp_path):

@@ -278,6 +278,7 @@ def test_names_that_are_no_typo_get_no_suggestion(tmp_path):
     ("preset: smoke\nk24:\n\ttop_k: 3\n", ":3:1: not valid YAML: found character '\\t'"),
     ("preset: smoke\n---\npreset: default\n", ":2:1: not valid YAML: expected a single document in the stream, "
                                               "but found another document"),
+    ("preset: smoke\nsite_url: \"https://x/\x1b[31m\"\n", ":2:22: not valid YAML: character #x001b is not allowed"),
 ])
 def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where, tmp_path):
     p = tmp_path / "my config.yaml"
@@ -305,6 +306,16 @@ def test_a_yaml_key_given_twice_is_refused(tmp_path):
     from report_builder.yamlsafe import load_yaml
 
     assert load_yaml(ok.read_text(), "merge.yaml")["datasets"][1] == {"n": 3, "max_length": 40, "id": "sentiment-sample"}
+
+
+def test_a_config_file_is_read_bounded(tmp_path):
+    """``--config /dev/zero`` read until the memory ran out (the process was killed); a file over 16 MiB is
+    no configuration: one line, exit 3, after reading 16 MiB (a sparse 17 MiB file stands for the device)."""
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as f:
+        f.truncate(17 << 20)
+    r = _cli("list", "models", "--config", str(big), timeout=120)
+    assert r.returncode == 3 and "more than 16 MiB, not a configuration file" in _one_error_line(r.stderr)
 
 
 def _bomb(levels: int, width: int = 10) -> str:

@@ -172,6 +172,25 @@ def test_clean_all_empties_reproduce_default_cache(tmp_path, foreign):
     assert r.returncode == 0 and _tree(d) == ["results", "results/exp.csv"] and str(d) in r.stdout, r.stdout
 
 
+def test_clean_all_removes_only_converted_copies_it_made(tmp_path):
+    """``<user cache>/models/``: `clean --all` removed every folder whose name starts like a converted copy
+    (``smollm2-``, ``gemma3-270m-``), a user's own ``smollm2-my-finetune/`` and its weights included. Now
+    only a copy carrying the model marker, or named exactly prefix + 16-hex fingerprint (a copy from
+    before the marker); the others are named and kept."""
+    models = tmp_path / "ucache" / "models"
+    mine = {"smollm2-my-finetune": "model.safetensors", "gemma3-270m-notes": "README"}
+    ours = {"smollm2-0123456789abcdef": "model.safetensors", "gemma3-270m-mine-but-marked": guard.MODEL_MARKER}
+    for name, f in {**mine, **ours}.items():
+        (models / name).mkdir(parents=True)
+        (models / name / f).write_text("{}")
+    r = _cli("clean", "--all", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "o"), cwd=tmp_path,
+             env_extra={"REPORT_BUILDER_CACHE": str(tmp_path / "ucache")})
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in models.iterdir()) == sorted(mine), r.stdout
+    assert f"2 converted models from {models}" in r.stdout and "left 2" in r.stdout
+    assert all(str(models / name) in r.stdout for name in mine)
+
+
 def test_clean_refuses_symlinked_results_or_out(tmp_path):
     victim = tmp_path / "victim"
     (victim / "exp" / ("a" * 20)).mkdir(parents=True)
@@ -207,6 +226,49 @@ def test_cache_and_output_never_nest(tmp_path):
     r = _cli("build", "--preset", "smoke", "--no-progress", "--cache", str(s / "cache"), "--out", str(s), cwd=tmp_path)
     _refused(r, 3, "is inside --out")
     assert not s.exists() and "analyses:" not in r.stdout
+
+
+def test_a_mount_point_is_no_output(tmp_path, monkeypatch, capsys):
+    """An empty mounted volume as --out (a container's ``-v ...:/out``) was adopted, then the swap's rename
+    failed with EBUSY after all the work: an internal error. Refused before any work, in one line."""
+    from report_builder import cli
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == mnt or real(p))
+    with pytest.raises(guard.UnsafeOutput, match="mount point"):
+        guard.check_replaceable(mnt, guard.SITE_MARKER, "the output directory", "--out")
+    guard.check_replaceable(mnt / "site", guard.SITE_MARKER, "the output directory", "--out")  # inside it: fine
+    monkeypatch.setattr(cli.api, "build", lambda *a, **k: pytest.fail("a build ran"))
+    assert cli.main(["render", "--preset", "smoke", "--cache", str(tmp_path / "c"), "--out", str(mnt)]) == 3
+    assert "it is a mount point" in capsys.readouterr().err and list(mnt.iterdir()) == []
+
+
+def test_an_input_inside_the_output_is_refused_before_any_work(tmp_path):
+    """A configuration file, a data file or folder, or a local model inside --out: the build read it, then
+    the site swap deleted it with the old site (``site/my-config.yaml`` gone after the build). Refused in one
+    line before any work; ``build --plan`` (no site written) still reads it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / guard.SITE_MARKER).write_text("")
+    conf = site / "my-config.yaml"
+    conf.write_text("preset: smoke\n")
+    (site / "data").mkdir()
+    (site / "data" / "mine.txt").write_text("the film is good .\n")
+    outside = tmp_path / "cfg.yaml"
+    cases = {"--config": ["--config", str(conf)],
+             "datasets[0].path": ["--config", str(outside), "--set", f"datasets.0.path={site / 'data' / 'mine.txt'}"],
+             "data_dir": ["--preset", "smoke", "--data-dir", str(site / "data")],
+             "models[0].source": ["--preset", "smoke", "--set", f"models.0.source={site / 'data'}"]}
+    outside.write_text("preset: smoke\ndatasets: [{id: mine, path: x.txt, n: 1}]\n")
+    for what, argv in cases.items():
+        r = _cli("build", *argv, "--no-progress", "--cache", str(tmp_path / "c"), "--out", str(site), cwd=tmp_path)
+        _refused(r, 3, what, "is inside --out", "the site swap would delete it")
+        assert not (tmp_path / "c").exists() and "analyses:" not in r.stdout
+    assert sorted(p.name for p in site.iterdir()) == sorted([guard.SITE_MARKER, "my-config.yaml", "data"])
+    r = _cli("build", "--plan", "--config", str(conf), "--cache", str(tmp_path / "c"), "--out", str(site), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
 
 
 def test_blocked_state_path_is_found_before_any_work(tmp_path):

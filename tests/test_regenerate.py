@@ -249,3 +249,22 @@ def test_a_caption_names_the_model_of_each_role():
     assert got.startswith("Primary encoder (MiniLM\\_L6) on the primary dataset")  # Markdown-escaped, once
     assert got.count("MiniLM") == 1 and "primary causal model (Smol&lt;2&gt;)" in got
     assert named_caption("Primary encoder.", Roles(None, None, (), (), (), ())) == "Primary encoder."
+
+
+def test_a_damaged_caches_index_names_no_cache(tmp_path, monkeypatch):
+    """``<user cache>/caches.json`` is read back as untrusted: one nested too deeply, a FIFO in its place or
+    a time of 400 digits was an internal error (RecursionError, OverflowError: `render` naming the caches
+    it knows) or a hang; now it names no cache (and the next build writes it again)."""
+    from report_builder import caches
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path))
+    index = tmp_path / caches.INDEX
+    for text in ("[" * 100_000 + "]" * 100_000, '{"caches": {"/x": 1' + "0" * 400 + ', "/y": true}}'):
+        index.write_text(text)
+        assert caches._read() == {}
+    index.unlink()
+    os.mkfifo(index)  # a reader opening it would wait for a writer
+    assert caches._read() == {}
+    index.unlink()
+    index.write_text('{"caches": {"/y": 5}}')
+    assert caches._read() == {"/y": 5.0}

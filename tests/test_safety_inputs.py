@@ -462,3 +462,83 @@ def test_control_characters_are_escaped_on_the_terminal(capsys, tmp_path, monkey
     code, out, err = _run(capsys, "plan", "--preset", "smoke", "--cache", str(tmp_path / "c"), "--model",
                           str(tmp_path / "no\x1b[2Jsuch"))
     assert code == 4 and "no\\x1b[2Jsuch" in _one_error_line(err) and "\x1b" not in err
+
+
+def test_a_file_name_that_is_not_utf8_prints_as_its_byte(tmp_path):
+    """`clean` names what it leaves; a file of the cache named with a byte that is not UTF-8 (``mine\\xff.txt``)
+    reached stdout as a lone surrogate: on a terminal whose stdout is strict UTF-8 (``en_US.UTF-8``) an
+    internal error (UnicodeEncodeError) after the clean. `for_terminal` shows the byte, ``\\xff``."""
+    from report_builder import guard
+    from report_builder.errors import for_terminal
+
+    assert for_terminal("mine\udcff.txt \ud800") == "mine\\xff.txt \\ud800"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / guard.CACHE_MARKER).write_text("")
+    open(os.path.join(os.fsencode(cache), b"mine\xff.txt"), "w").close()
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, "-m", "report_builder", "clean", "--cache", str(cache), "--out",
+                        str(tmp_path / "site")], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0 and "mine\\xff.txt" in r.stdout and "internal error" not in r.stderr, r.stderr
+    assert os.listdir(os.fsencode(cache)).count(b"mine\xff.txt") == 1  # named, never removed
+
+
+@pytest.mark.parametrize("config_text, shown", [
+    ("[" * 100_000 + "]" * 100_000, "RecursionError"),  # nested too deeply for the JSON reader
+    ('{"model_type": "bert", "hidden_size": 1e400, "num_hidden_layers": 2}', "hidden_size"),  # a field's type
+])
+def test_a_model_config_transformers_cannot_read_is_one_line(capsys, tmp_path, config_text, shown):
+    """A model folder's config.json nested too deeply, or with a value of the wrong type (transformers 5
+    validates its fields: StrictDataclassFieldValidationError): "internal error" before, now one line, exit 4."""
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text(config_text)
+    got, _, err = _run(capsys, "check", "--model", str(d))
+    line = _one_error_line(err)
+    assert got == 4 and "could not read the config of" in line and shown in line, line
+
+
+@pytest.mark.parametrize("file, change, expected", [
+    ("config.json", {"num_hidden_layers": 0}, "its config.json declares no layers (num_hidden_layers 0)"),
+    ("config.json", {"num_attention_heads": 3}, "could not build"),  # 32 is not a multiple of 3
+    ("tokenizer.json", "[" * 100_000 + "]" * 100_000, "could not read the tokenizer of"),
+    ("tokenizer_config.json", {"tokenizer_class": 5}, "could not read the tokenizer of"),
+])
+def test_a_damaged_model_folder_is_one_line(capsys, tmp_path, file, change, expected):
+    """A model folder whose config declares no layers or heads that do not divide its width, or whose
+    tokenizer files are nested too deeply or hold a value of the wrong type: "internal error" (IndexError,
+    ValueError, RecursionError, AttributeError) in `check`, `plan` and a build before; now one line, exit 4."""
+    from tests.test_pipeline import tiny_bert_dir
+
+    d = tiny_bert_dir(tmp_path / "model", 0)
+    if isinstance(change, dict):
+        (d / file).write_text(json.dumps({**json.loads((d / file).read_text()), **change}))
+    else:
+        (d / file).write_text(change)
+    argvs = [("check", "--model", str(d))]
+    if file.startswith("tokenizer"):  # a plan reads the tokenizer too (its cost estimate)
+        argvs.append(("plan", "--preset", "smoke", "--model", str(d), "--cache", str(tmp_path / "c")))
+    for argv in argvs:
+        got, _, err = _run(capsys, *argv)
+        line = _one_error_line(err)
+        assert got == 4 and expected in line, (argv, line)
+
+
+def test_a_damaged_memo_of_the_user_cache_is_ignored(tmp_path):
+    """The fingerprint and causality memos (``<user cache>/fingerprints.json``, ``causal.json``) only save
+    time: one nested too deeply, holding a list, or a FIFO in its place was an internal error (RecursionError,
+    TypeError) or a hang of `plan` and `build`; now it reads as empty and the next write replaces it."""
+    from report_builder.models.fingerprints import memo_put, memo_read
+
+    memo = tmp_path / "fingerprints.json"
+    for text in ("[" * 100_000 + "]" * 100_000, "[1, 2]", "{", "7"):
+        memo.write_text(text)
+        assert memo_read(memo) == {}
+        memo_put(memo, "k", "v")
+        assert memo_read(memo) == {"k": "v"}
+    memo.unlink()
+    os.mkfifo(memo)  # in a subprocess: a reader that opens a FIFO waits for a writer forever
+    code = f"from pathlib import Path; from report_builder.models.fingerprints import memo_read; print(memo_read(Path({str(memo)!r})))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0 and r.stdout.strip() == "{}", r.stderr

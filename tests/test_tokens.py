@@ -41,3 +41,39 @@ def test_styles_and_specials():
     assert T.display_tokens(["[CLS]", "is"], causal=False, positions=[0, 1]) == ["[CLS]", "is"]
     assert T.category_label("[CLS]", causal=True) == "BOS"
     assert T.category_label("[CLS]", causal=False) == "[CLS]"
+
+
+def test_control_characters_are_shown_never_kept():
+    """A data file's ESC, BEL, NUL, CR, DEL, C1 control or noncharacter reaches byte-level BPE tokens as
+    the character itself; the display form shows it (SVG cannot hold it: the chart renderer aborted)."""
+    byte = {b: c for c, b in T._byte_alphabet().items()}
+    raw = "".join(byte[b] for b in "a\x1b[31m\x07\x00\r\x7f".encode()) + "".join(byte[b] for b in "\u0085\ufffe".encode())
+    assert T.token_style([raw, "Ġthe"]) == T.BYTE_BPE
+    shown = T.display_token(raw, T.BYTE_BPE)
+    assert shown == "a<0x1B>[31m<0x07><0x00><0x0D><0x7F><U+0085><U+FFFE>"
+    assert T.display_token("x\x1by\u2028", T.PLAIN) == "x<0x1B>y\u2028"
+    assert T.display_token("<|x\x07|>", T.PLAIN) == "<|x<0x07>|>"
+    assert T.display_token("".join(byte[b] for b in " naïve".encode()), T.BYTE_BPE) == "▁naïve"  # other text kept
+
+
+def test_figures_show_a_data_files_control_characters():
+    """K24's top pairs and maps of a data file holding ESC, BS, NUL: the tokens, the text around them and the
+    example's label reach charts without them (the static SVG renderer aborted the build: rc 134)."""
+    import pandas as pd
+
+    from report_builder.figures.display import display_tables
+
+    byte = {b: c for c, b in T._byte_alphabet().items()}
+    esc, nul = byte[0x1B], byte[0x00]
+    pairs = pd.DataFrame({"model": ["m", "m"], "layer": [0, 0], "seq": [0, 0], "i": [2, 3], "j": [1, 2],
+                          "token_i": [esc, "Ġgood"], "token_j": ["Ġfilm", nul],
+                          "context": ["the ⟦film⟧ \x1b[31m\x08", "a ⟦good\x00⟧ film \x7f"]})
+    maps = pd.DataFrame({"model": ["m"], "example": ["2: the film \x1b[31mred …"], "layer": [0], "scope": ["ATB"],
+                         "i": [1], "j": [0], "token_i": [esc], "token_j": ["Ġthe"], "value": [0.5]})
+    out = display_tables({"k24_ffamp_pairs": pairs, "k24_maps": maps})
+    cells = [v for name in out for col in out[name].columns if not col.endswith("_raw")
+             for v in out[name][col] if isinstance(v, str)]
+    assert not [v for v in cells if not v.isprintable()], cells
+    assert list(out["k24_ffamp_pairs"]["context"]) == ["the ⟦film⟧ <0x1B>[31m<0x08>", "a ⟦good<0x00>⟧ film <0x7F>"]
+    assert out["k24_maps"]["example"][0] == "2: the film <0x1B>[31mred …"
+    assert list(out["k24_ffamp_pairs"]["token_i"]) == ["<0x1B>", "▁good"]

@@ -24,6 +24,9 @@ from report_builder.citations import earlier_site, readback
 from report_builder.citations.permalinks import INDEX, INDEX_FORMAT, permalink
 
 
+_EPOCH_MIN = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+
+
 def parse_age(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
     """``Nd`` (days before now), an ISO date/time (``2025-06-01``) or ``all`` (any time before now, a
     minute ahead) as an aware UTC datetime.
@@ -36,8 +39,12 @@ def parse_age(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
     if s == "all":
         return now + _dt.timedelta(minutes=1)
     m = re.fullmatch(r"(\d+)\s*d", s)
-    if m:
-        return now - _dt.timedelta(days=int(m.group(1)))
+    if m:  # more days than the calendar holds: before every date (removes none), never an OverflowError
+        days = m.group(1).lstrip("0") or "0"
+        try:
+            return now - _dt.timedelta(days=int(days)) if len(days) < 10 else _EPOCH_MIN
+        except OverflowError:
+            return _EPOCH_MIN
     try:
         t = _dt.datetime.fromisoformat(s)
     except ValueError:

@@ -151,10 +151,13 @@ def frequency_ranks(tokenizer: Any, *, n_words: int = N_WORDS, use_cache: bool =
     key = f"{vocab_hash(tokenizer)}-{n_words}-wf{version}-v{_VERSION}"
     path = os.path.join(folder, f"{key}.json")
     if use_cache and os.path.isfile(path):
+        from report_builder.atomic import read_json_inside
+
+        data = read_json_inside(folder, path, 256 << 20)  # bounded; too deep or not JSON: None
         try:
-            with open(path, encoding="utf-8") as fh:
-                return {int(k): int(v) for k, v in json.load(fh).items()}
-        except (OSError, ValueError):
+            if isinstance(data, dict):
+                return {int(k): int(v) for k, v in data.items()}
+        except (ValueError, TypeError):
             pass  # corrupt entry: recompute and overwrite
     ranks = compute_frequency_ranks(tokenizer, n_words)
     if use_cache:

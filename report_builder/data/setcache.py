@@ -60,14 +60,22 @@ def set_key(loader: str, version: int, params: dict[str, Any], files: Iterable[s
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:24]
 
 
+SET_MAX = 512 << 20
+"""The largest cached set read back (a larger file, a FIFO or JSON nested too deeply is rebuilt)."""
+
+
 def _read(path: Path) -> EvalSet | None:
+    from report_builder.atomic import read_json_inside
+
+    rec = read_json_inside(path.parent, path, SET_MAX)  # bounded; no FIFO waited on; too deep: None
+    if not isinstance(rec, dict):
+        return None
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
         items = tuple(TextItem(i, a, b) for i, a, b in rec["items"])
         if rec.get("format") != FORMAT or items_hash(items) != rec["hash"]:
             return None
         return EvalSet(rec["id"], rec["name"], items, dict(rec["datasheet"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
 
 

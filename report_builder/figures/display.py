@@ -4,7 +4,8 @@ Every figure reads tables through its `FigureContext`, which passes them through
 once: each ``token`` / ``token_i`` / ``token_j`` column becomes the display form of
 `report_builder.tokens` (byte-level BPE decoded with ``▁`` for a space, WordPiece ``##`` kept, a
 causal model's first special token named ``BOS``) and the tokenizer's own string moves to
-``token_raw`` / ``token_i_raw`` / ``token_j_raw``, so the CSVs carry both.
+``token_raw`` / ``token_i_raw`` / ``token_j_raw``, so the CSVs carry both; a column of the data's own
+text (`TEXT_COLUMNS`) shows its control characters as ``<0x1B>``.
 
 Pitfall: the tokenizer style is judged per model from all of its tokens (never per token), and a
 model counts as causal when its first token mixes nothing under ATTN-W in every sequence and layer
@@ -21,6 +22,9 @@ from report_builder import schema
 from report_builder import tokens as tok
 
 TOKEN_COLUMNS = {"token": "pos", "token_i": "i", "token_j": "j"}
+TEXT_COLUMNS = ("context", "example")
+"""Columns of a data file's text (K24's top pairs' snippet): control characters shown (`tokens.visible_controls`:
+SVG cannot hold them, the chart renderer aborts the process on one)."""
 
 
 def _causal_models(tables: dict[str, pd.DataFrame]) -> dict[str, bool]:
@@ -64,6 +68,9 @@ def _display_one(df: pd.DataFrame, cols: list[str], styles: dict[str, str], caus
         at = list(df.columns).index(col)
         df[col] = shown
         df.insert(at + 1, f"{col}_raw", raw)
+    for col in TEXT_COLUMNS:  # a data file's own text: its control characters shown, never drawn
+        if col in df.columns:
+            df[col] = df[col].map(lambda v: tok.visible_controls(v) if isinstance(v, str) else v)
     return df
 
 

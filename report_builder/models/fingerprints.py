@@ -91,12 +91,18 @@ def _memo_hash(paths: list[Path], *, full: bool) -> str:
     return fp
 
 
+MEMO_MAX = 64 << 20
+"""The largest memo file read back (a larger one counts as unreadable)."""
+
+
 def memo_read(memo_path: Path) -> dict:
-    """A JSON memo file's contents ({} when missing or unreadable)."""
-    try:
-        return json.loads(memo_path.read_text())
-    except (OSError, ValueError):
-        return {}
+    """A JSON memo file's contents ({} when missing or unreadable: a link, FIFO or device, over `MEMO_MAX`,
+    not a JSON object, nested too deeply; it only saves time, so a damaged one is ignored, never an
+    internal error or a hang)."""
+    from report_builder.atomic import read_json_inside
+
+    data = read_json_inside(memo_path.parent, memo_path, MEMO_MAX)
+    return data if isinstance(data, dict) else {}
 
 
 def memo_put(memo_path: Path, key: str, value) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from report_builder.errors import ModelError, SequenceTooLong, UnknownModel, shown
+from report_builder.errors import ModelError, SequenceTooLong, UnknownModel, UnsupportedArchitecture, shown
 from report_builder.models.device_plan import device_map_for, placement_options, require_device
 from report_builder.models.embedded import EMBEDDED, licence
 from report_builder.models.fingerprints import (
@@ -168,6 +168,25 @@ def fingerprint(source: str, revision: str | None = None) -> str:
     return load(source, revision=revision).fingerprint
 
 
+def _tokenizer(path: str, kw: dict, source: str):
+    """``AutoTokenizer.from_pretrained(path, **kw)``; damaged tokenizer files (JSON nested too deeply, a value
+    of the wrong type) are one `ModelError` line, never an internal error."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, **kw)
+    except Exception as e:  # noqa: BLE001 - tokenizers/transformers each raise their own kind
+        if isinstance(e, OSError) and e.errno is not None:  # disk, permissions: not the model's fault
+            raise
+        raise ModelError(f"could not read the tokenizer of {shown(source)} ({type(e).__name__}: {_first_line(e)}); "
+                         "its tokenizer files may be damaged: copy, download or save them again") from e
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of a library's error, at most 200 characters."""
+    return (str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)[:200]
+
+
 def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: str = "float32",
          revision: str | None = None, device_map: str | dict | None = None, device_memory: int | None = None,
          reserve: int = 0) -> LoadedModel:
@@ -190,7 +209,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     """
     require_device(device)
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
     from report_builder.models import registry
     from report_builder.models.adapter import check_structure
@@ -200,8 +219,15 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     config = auto_config(path, kw, source)  # a model's own code (auto_map) is refused here, before weights
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
-        meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
+        try:
+            meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, ZeroDivisionError) as e:
+            raise UnsupportedArchitecture(f"could not build {shown(source)} from its config.json "
+                                          f"({type(e).__name__}: {_first_line(e)})") from e
     check_structure(meta, adapter)
+    if not len(adapter.layers(meta)):  # num_hidden_layers: 0 (or below): nothing to decompose
+        raise UnsupportedArchitecture(f"{shown(source)}: its config.json declares no layers "
+                                      f"(num_hidden_layers {getattr(config, 'num_hidden_layers', None)!r})")
     torch_dtype = getattr(torch, dtype)
     mode, dmap = device_map_for(meta, device_map, device=device, dtype=torch_dtype, device_memory=device_memory,
                                 reserve=reserve)
@@ -216,18 +242,17 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     except Exception as e:  # noqa: BLE001 - safetensors/torch/transformers each raise their own kind
         if isinstance(e, OSError) and e.errno is not None:  # disk full, permissions: not the model's fault
             raise
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if dmap is not None and isinstance(e, (ValueError, RuntimeError, KeyError)):
-            raise ModelError(f"could not load {shown(source)} with its device map ({type(e).__name__}: {first[:200]})"
-                             ) from e
-        raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {first[:200]}); the "
+            raise ModelError(f"could not load {shown(source)} with its device map ({type(e).__name__}: "
+                             f"{_first_line(e)})") from e
+        raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {_first_line(e)}); the "
                          f"weight file may be truncated or damaged: copy, download or save it again") from e
     kw.pop("device_map", None)
     if dmap is None:
         model.eval().to(device)
     else:
         model.eval()  # dispatched by accelerate: each module stays where the map put it
-    tok = AutoTokenizer.from_pretrained(path, **kw)
+    tok = _tokenizer(path, kw, source)
     _check_tokenizer(tok, model, source)
     d = Path(path)
     snap = None if d.is_dir() else hub_snapshot_dir(source, revision)
@@ -296,7 +321,5 @@ def config_and_tokenizer(source: str, revision: str | None = None):
     An embedded GGUF model reads its converted copy when one exists (never converting: that loads the
     weights), else the GGUF file's metadata (~9 s): `sources.config_location`.
     """
-    from transformers import AutoTokenizer
-
     path, kw = config_location(source, revision)
-    return auto_config(path, kw, source), AutoTokenizer.from_pretrained(path, **kw)
+    return auto_config(path, kw, source), _tokenizer(path, kw, source)

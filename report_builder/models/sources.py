@@ -151,6 +151,15 @@ def check_model_folder(folder: str | Path, source: str) -> None:
         check_model_config({"auto_map": tok["auto_map"]}, source, "tokenizer_config.json")
 
 
+def _strict_errors() -> tuple[type[BaseException], ...]:
+    """huggingface_hub's validation error of a config's typed fields (transformers 5), where it exists."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # an older huggingface_hub: configs are not validated by type
+        return ()
+    return (StrictDataclassError,)
+
+
 def auto_config(path: str, kw: dict, source: str):
     """``AutoConfig.from_pretrained(path, **kw)`` without running a model's code, checked by
     `check_model_config`; a config transformers cannot read is one `ModelError` line."""
@@ -162,7 +171,9 @@ def auto_config(path: str, kw: dict, source: str):
         if e.errno is not None:  # disk, permissions: not the model's fault
             raise
         raise UnknownModel(f"could not load a config for {shown(source)}: {shown(str(e))}. " + OFFLINE_ADVICE) from e
-    except (ValueError, KeyError, TypeError) as e:  # an unknown model_type, custom code, a malformed value
+    except (ValueError, KeyError, TypeError, RecursionError, *_strict_errors()) as e:
+        # an unknown model_type, custom code, a malformed value: a value of the wrong type
+        # (transformers' strict config fields: `"hidden_size": 1e400`), JSON nested too deeply to read
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UnsupportedArchitecture(f"could not read the config of {shown(source)} "
                                       f"({type(e).__name__}: {shown(first)}); report_builder loads models "

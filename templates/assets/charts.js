@@ -146,7 +146,10 @@
   function draw(el, spec) {
     var opts = {
       renderer: "svg",
-      actions: { export: true, source: true, compiled: false, editor: false },
+      // no "View Source": vega-embed writes the spec's JSON unescaped into a new window of the site's
+      // origin (document.write), so a model name or data text holding markup would run there; the
+      // spec is a download of its own (spec.json)
+      actions: { export: true, source: false, compiled: false, editor: false },
       downloadFileName: el.getAttribute("data-figure") || "chart",
       tooltip: true
     };

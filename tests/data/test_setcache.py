@@ -53,3 +53,27 @@ def test_wiki_set_comes_from_the_disk_cache(tmp_path, monkeypatch):
     cached = wiki.build_wiki()
     wiki._build.cache_clear()
     assert cached.items == built.items and cached.hash == built.hash and cached.datasheet == built.datasheet
+
+
+def test_a_damaged_entry_or_frequency_table_is_built_again(tmp_path, monkeypatch):
+    """A cached set or frequency table of the user cache nested too deeply, or a frequency table that is a
+    JSON list, was an internal error (RecursionError, AttributeError) of the build using it; it is built again."""
+    from report_builder.data import frequency as f
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "ucache"))
+    src = tmp_path / "lines.txt"
+    src.write_text("one\ntwo\n", encoding="utf-8")
+    calls: list = []
+    first = setcache.cached_set("lines", 1, {"n": 2}, [src], _builder(src, calls))
+    (entry,) = setcache.cache_dir().glob("lines-*.json")
+    entry.write_text("[" * 100_000 + "]" * 100_000)
+    again = setcache.cached_set("lines", 1, {"n": 2}, [src], _builder(src, calls))
+    assert len(calls) == 2 and again.items == first.items
+    monkeypatch.setattr(f, "vocab_hash", lambda t: "v")
+    monkeypatch.setattr(f, "compute_frequency_ranks", lambda t, n: {1: 1})
+    folder = tmp_path / "freq"
+    assert f.frequency_ranks(None, cache_root=str(folder)) == {1: 1}
+    (table,) = folder.glob("*.json")
+    for text in ("[" * 100_000 + "]" * 100_000, "[1, 2]", '{"a": 1}'):
+        table.write_text(text)
+        assert f.frequency_ranks(None, cache_root=str(folder)) == {1: 1}

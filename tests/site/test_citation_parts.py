@@ -186,6 +186,10 @@ def test_versions_older_than():
     now = dt.datetime(2025, 6, 30, tzinfo=dt.timezone.utc)
     assert parse_age("30d", now) == dt.datetime(2025, 5, 31, tzinfo=dt.timezone.utc)
     assert parse_age("2025-06-01", now) == dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
+    oldest = dt.datetime.min.replace(tzinfo=dt.timezone.utc)  # more days than the calendar: before every date
+    for many in ("999999999d", "99999999999999999999d", "9" * 5000 + "d"):
+        assert parse_age(many, now) == oldest
+    assert parse_age("0000030d", now) == dt.datetime(2025, 5, 31, tzinfo=dt.timezone.utc)
     for bad in ("soon", "30", "-1d", ""):
         with pytest.raises(ValueError, match="30d"):
             parse_age(bad, now)

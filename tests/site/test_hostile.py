@@ -139,6 +139,21 @@ def test_hostile_text_is_inert_and_shown_literally(hostile_site, browser):
     assert RTL_NAME in texts["models.html"]
 
 
+def test_no_chart_action_writes_the_spec_into_a_page(hostile_site, browser):
+    """vega-embed's "View Source" action writes the spec's JSON, unescaped, into a new window of the site's
+    origin (``document.write``): the model name's ``<script>``/``onerror`` ran there on a click. The charts
+    offer the downloads only (the spec is ``spec.json``)."""
+    def actions(name, page) -> list[str]:
+        page.wait_for_function("document.documentElement.getAttribute('data-rb-charts') === 'ready'", timeout=60_000)
+        links = page.evaluate("() => [...document.querySelectorAll('.rb-chart .vega-actions a')].map(a => a.textContent)")
+        if not links:
+            return [f"{name}: no chart actions found"]
+        return [f"{name}: chart action {a!r}" for a in sorted(set(links)) if not a.startswith("Save as")]
+
+    failures, _ = _visit(browser, hostile_site, ["k21.html", "k24.html"], actions)
+    assert not failures, "\n".join(failures)
+
+
 def test_site_url_reaches_sitemap_and_404_as_configured(hostile_site):
     """`site_url` (legal characters only) is the prefix of every sitemap entry, in well-formed XML,
     and of the 404 page's links, which hold no markup of it."""
