@@ -35,7 +35,7 @@ def _config(args):
     changes = {k: getattr(args, k) for k in ("device", "dtype", "cache_dir", "max_memory", "threads", "data_dir",
                                           "shard_size", "device_map", "device_memory", "chunk_rule")
                if getattr(args, k, None) is not None}
-    if getattr(args, "out", None):
+    if getattr(args, "out", None) is not None:  # `--out ""` is refused by the config's path check, not `site`
         changes["out_dir"] = args.out
     if args.cmd == "render":  # the cache's recorded configuration, or a given one that must agree with it
         from report_builder.last_build import render_config

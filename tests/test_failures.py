@@ -93,6 +93,11 @@ def test_cli_options_are_validated_like_yaml_keys(tmp_path):
     r = _cli("analyze", "--preset", "smoke", "--device", "cdua", "--cache", str(tmp_path / "c"))
     assert r.returncode == EXIT_CODES["config"] == 3
     assert "device: 'cdua'" in _one_error_line(r.stderr)
+    for flag, key in (("--out", "out_dir"), ("--cache", "cache_dir")):  # `--out ""` quietly built ./site
+        r = _cli("build", "--preset", "smoke", flag, "", "--cache" if flag == "--out" else "--out",
+                 str(tmp_path / ("c" if flag == "--out" else "s")), cwd=tmp_path)
+        assert r.returncode == EXIT_CODES["config"] and _one_error_line(r.stderr) == f"error: {key}: expected a path, got ''"
+    assert not (tmp_path / "site").exists()
 
 
 def test_one_size_parser_gb_is_decimal_gib_is_binary():
