@@ -437,8 +437,9 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None) ->
     if path is not None:
         check_path(str(path), "--config")
         p = Path(path)
-        if not p.exists():
-            raise ConfigError(f"config file {p} does not exist")
+        if not p.exists():  # `rb.build("smok")`: a preset's name misspelt reads as a file name
+            guess = did_you_mean(str(path), list(PRESETS)) if not p.suffix and len(p.parts) == 1 else None
+            raise ConfigError(f"config file {p} does not exist" + (f"; did you mean the preset {guess!r}?" if guess else ""))
         try:
             with open(p, "rb") as f:  # bounded: `--config /dev/zero` read until memory ran out
                 raw = f.read(CONFIG_FILE_MAX + 1)

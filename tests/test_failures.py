@@ -432,3 +432,15 @@ def test_bench_counts_below_one_are_refused(flag, capsys):
     for value in ("0", "-2"):
         assert cli.main(["bench", "--shape", "tiny", flag, value]) == EXIT_CODES["usage"]
         assert _one_error_line(capsys.readouterr().err) == f"error: {flag}: expected a positive number, got {value}"
+
+
+def test_a_misspelt_preset_given_as_a_config_names_the_preset(tmp_path, monkeypatch):
+    # `rb.build("smok")` said only "config file smok does not exist"
+    from report_builder.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^config file smok does not exist; did you mean the preset 'smoke'\?$"):
+        load_config("smok")
+    for name in ("smoke.yaml", "conf/smok", "nothing-like-it"):  # a file's name: no preset guessed
+        with pytest.raises(ConfigError, match=r"does not exist$"):
+            load_config(name)
