@@ -297,6 +297,9 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
     for k, m in enumerate(ms):
         if m.role not in ROLES:
             raise ConfigError(f"models[{k}].role: {shown(m.role)} is not one of {', '.join(ROLES)}")
+    for role in ("primary_encoder", "primary_causal"):  # a second one was quietly not primary (no Fig. 3 for it)
+        if len(given := [shown(m.name) for m in ms if m.role == role]) > 1:
+            raise ConfigError(f"models: {', '.join(given)} all have role {role}; a report has one (give the others role variant)")
     names = [m.name for m in ms]
     if len(set(names)) != len(names):
         raise ConfigError("models: model names must be unique")

@@ -444,3 +444,14 @@ def test_a_misspelt_preset_given_as_a_config_names_the_preset(tmp_path, monkeypa
     for name in ("smoke.yaml", "conf/smok", "nothing-like-it"):  # a file's name: no preset guessed
         with pytest.raises(ConfigError, match=r"does not exist$"):
             load_config(name)
+
+
+def test_a_primary_role_given_twice_is_refused():
+    # the second `primary_encoder` was quietly not primary: K21 Table 2 / Fig. 3 showed the first alone
+    two = {"models": [{"name": "a", "source": "minilm", "role": "primary_encoder"},
+                      {"name": "b", "source": "minilm", "role": "primary_encoder"}], "datasets": [{"id": "wiki"}]}
+    with pytest.raises(ConfigError, match=r"^models: 'a', 'b' all have role primary_encoder; a report has one "
+                                          r"\(give the others role variant\)$"):
+        from_dict(two)
+    two["models"][1]["role"] = "variant"
+    assert [m.role for m in from_dict(two).models] == ["primary_encoder", "variant"]
