@@ -207,7 +207,8 @@ def test_plan_table_columns_line_up_with_escaped_and_wide_names(tmp_path, capsys
 
     names = ["rtl\u202eevil", "模型名", "plain"]
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({"models": [{**MINILM, "name": n} for n in names],
+    path.write_text(yaml.safe_dump({"models": [{**MINILM, "name": n, **({"role": "variant"} if k else {})}
+                                               for k, n in enumerate(names)],
                                     "datasets": [{"id": "wiki", "n": 2, "k24_n": 1}],
                                     "cache_dir": str(tmp_path / "cache")}, allow_unicode=True), encoding="utf-8")
     assert cli.main(["plan", "--config", str(path)]) == 0
