@@ -140,7 +140,7 @@ def display_token(token: str, style: str, *, causal: bool = False, first: bool =
     if not isinstance(token, str):
         return token
     if is_special(token):
-        return BOS if causal and first else "".join(map(_control_mark, token))
+        return BOS if causal and first else visible_controls(token)
     if style == BYTE_BPE:
         alphabet = _byte_alphabet()
         if all(ch in alphabet for ch in token):

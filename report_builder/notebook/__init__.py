@@ -158,13 +158,18 @@ def _text_pairs(texts: Any) -> list[tuple[str, str | None]]:
     return out
 
 
-def _whole(what: str, value: Any, low: int = 1) -> int:
+def _index(value: Any) -> int | None:
+    """``value`` as a whole number (an int or anything with ``__index__``; not a float, not a string), or None."""
     import operator
 
     try:
-        n = operator.index(value)
+        return operator.index(value)
     except TypeError:
-        n = None
+        return None
+
+
+def _whole(what: str, value: Any, low: int = 1) -> int:
+    n = _index(value)
     if n is None or n < low:
         raise ValueError(f"{what}: expected a whole number ≥ {low}, got {value!r}")
     return n
@@ -172,16 +177,11 @@ def _whole(what: str, value: Any, low: int = 1) -> int:
 
 def _max_length(max_length: Any, lm: "LoadedModel") -> int:
     """The tokens a text is cut to: ``max_length`` within the model's positions (default: all of them)."""
-    import operator
-
     limit = lm.max_positions()
     if max_length is None:
         return limit
-    try:
-        n = operator.index(max_length)
-    except TypeError:
-        n = 0
-    if not 1 <= n <= limit:
+    n = _index(max_length)
+    if n is None or not 1 <= n <= limit:
         raise ValueError(f"max_length: expected a whole number from 1 to {lm.name}'s {limit} positions (or None "
                          f"for all of them), got {max_length!r}")
     return n
