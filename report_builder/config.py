@@ -17,8 +17,8 @@ from report_builder import papers
 from report_builder.schema import CHUNK_RULES
 from report_builder.errors import ConfigError, for_terminal, shown
 from report_builder.yamlsafe import load_yaml
-from report_builder.values import (SITE_URL_MAX, TEMP_SIBLING_ROOM, check_path, check_site_url,  # noqa: F401
-                                   plain_text)  # SITE_URL_MAX re-exported
+from report_builder.values import (DEVICE_FORM, SITE_URL_MAX, TEMP_SIBLING_ROOM, check_path,  # noqa: F401
+                                   check_site_url, plain_text)  # SITE_URL_MAX re-exported
 
 ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
 
@@ -358,7 +358,7 @@ def validate(cfg: Config) -> Config:
         need(isinstance(v, int) and not isinstance(v, bool) and low <= v <= high, key,
              f"expected an integer >= {low} and <= {high}, got {shown(v)}")
 
-    need(isinstance(cfg.device, str) and re.fullmatch(r"cpu|cuda(:[0-9]{1,4})?", cfg.device) is not None, "device",
+    need(isinstance(cfg.device, str) and DEVICE_FORM.fullmatch(cfg.device) is not None, "device",
          f"{shown(cfg.device)} is not one of {DEVICES}")
     need(cfg.dtype in DTYPES, "dtype", f"{shown(cfg.dtype)} is not one of {', '.join(DTYPES)}")
     need(cfg.dtype == "float32" or cfg.device != "cpu", "dtype",

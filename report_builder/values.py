@@ -8,9 +8,14 @@ and the path keys as paths this filesystem can hold (`check_path`).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from report_builder.errors import ConfigError, shown
+
+DEVICE_FORM = re.compile(r"cpu|cuda(:[0-9]{1,4})?")
+"""The devices a build, `check`, `bench` or `reproduce` runs on (`config.DEVICES` names them; whether this
+machine has one is `models.device_plan.device_problem`'s question)."""
 
 SITE_URL_MAX = 2000
 """The longest ``site_url`` accepted."""

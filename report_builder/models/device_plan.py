@@ -12,21 +12,17 @@ device kind does, through `Subject.base_params`.
 """
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from report_builder.errors import ModelError, UsageError, shown
 from report_builder.models.sources import auto_config, resolve
+from report_builder.values import DEVICE_FORM
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
 
     from report_builder.models.placement import Placement
-
-
-DEVICE_FORM = re.compile(r"cpu|cuda(:[0-9]{1,4})?")
-"""The devices a build, `check`, `bench` or `reproduce` runs on (`config.DEVICES` names them)."""
 
 
 def device_problem(device: str) -> str | None:
