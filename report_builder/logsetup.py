@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -113,7 +114,9 @@ def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) 
 def no_library_bars() -> Iterator[None]:
     """transformers' own progress bars ("Loading weights") off for the block, as they were afterwards: the
     notebook's model loads show the notebook's progress only, without changing the user's settings."""
-    from transformers.utils import logging as tl
+    with warnings.catch_warnings():  # its first import imports tqdm.auto, which in a Jupyter kernel without
+        warnings.filterwarnings("ignore", message="IProgress not found")  # ipywidgets warns, then draws text bars
+        from transformers.utils import logging as tl
 
     was = tl.is_progress_bar_enabled()
     tl.disable_progress_bar()

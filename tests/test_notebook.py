@@ -319,6 +319,64 @@ def test_inline_view_is_offline_and_escaped(tiny_bert):
     assert rb.decompose(tiny_bert, "x", scopes=None, methods=None, progress=False)._repr_html_() is None
 
 
+def test_a_plot_draws_offline_and_keeps_the_users_altair_theme(tiny_bert, tmp_path):
+    """`plot`'s chart in Jupyter (its MIME bundle) and saved as HTML: Vega inlined, no URL to fetch (Altair's
+    own renderer loads Vega from cdn.jsdelivr.net); a copy of it (``.properties``) and a pickled one draw alike; making it
+    leaves the user's active Altair theme as it was (the report's theme only while a spec is made)."""
+    import pickle
+
+    import altair as alt
+
+    code = ("import altair as alt, report_builder as rb, sys; sys.path.insert(0, 'tests')\n"
+            "from pathlib import Path; from test_pipeline import tiny_bert_dir\n"
+            f"m = rb.load_model(str(tiny_bert_dir(Path({str(tmp_path / 'm')!r}), 0)))\n"
+            "alt.theme.enable('dark'); r = rb.decompose(m, 'A test.', progress=False); r.plot(1, 'ATB')\n"
+            "r._repr_html_(); print(alt.theme.active)\n")  # a fresh process: the figures stage imported here
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+    assert got.returncode == 0 and got.stdout.split()[-1] == "dark", got.stderr[-2000:]
+    res = rb.decompose(tiny_bert, ["The man went to the store.", HOSTILE], progress=False)
+    was = alt.theme.active
+    alt.theme.enable("dark")
+    try:
+        chart = res.plot(1, "ATB", seq=1)
+        for c in (chart, chart.properties(description="a copy"), pickle.loads(pickle.dumps(chart))):
+            bundle = c._repr_mimebundle_()
+            assert set(bundle) == {"text/html", "text/plain"}
+            page = bundle["text/html"]
+            assert _external_refs(page) == [] and "<img" not in page and "<script>window" not in page
+            assert "ATB (row-normalised), layer 1" in page and "tiny-bert" in bundle["text/plain"]
+        chart.save(tmp_path / "map.html")
+        saved = (tmp_path / "map.html").read_text()
+        assert "cdn.jsdelivr" not in saved and "<script src=" not in saved and "ATB (row-normalised)" in saved
+        res._repr_html_()
+        assert alt.theme.active == "dark"
+    finally:
+        alt.theme.enable(was)
+
+
+def test_loading_in_a_kernel_without_ipywidgets_prints_no_tqdm_warning():
+    """transformers' first import imports tqdm.auto, which in a Jupyter kernel without ipywidgets warns
+    "IProgress not found" into the user's cell; `load_model` imports it through `no_library_bars` (a kernel
+    faked: tqdm looks for ``ipykernel.zmqshell`` among the modules)."""
+    code = (
+        "import sys, types, warnings\n"
+        "sys.modules['ipykernel.zmqshell'] = types.ModuleType('ipykernel.zmqshell')\n"
+        "ip = types.ModuleType('IPython'); ip.get_ipython = lambda: object(); sys.modules['IPython'] = ip\n"
+        "sys.modules['ipywidgets'] = None\n"
+        "with warnings.catch_warnings(record=True) as got:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from report_builder.logsetup import no_library_bars\n"
+        "    with no_library_bars():\n"
+        "        pass\n"
+        "    import tqdm.auto\n"
+        "print([str(w.message)[:40] for w in got if 'IProgress' in str(w.message)])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout
+
+
 def test_check_prints_layers_from_one(tmp_path):
     """`report-builder check` (text and --json) and `api.check` number layers 1..L."""
     from test_pipeline import tiny_bert_dir

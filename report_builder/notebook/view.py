@@ -8,6 +8,10 @@ Vega/Vega-Lite/Vega-Embed bundle (`site.assets.vega_bundle`, the site's copy) is
 compressed (about 0.4 MB instead of 0.9 MB) and unpacked by the browser's ``DecompressionStream``,
 once per page; nothing is fetched, so a saved ``.ipynb`` or ``.html`` shows the chart anywhere.
 
+`Decomposition.plot`'s Altair chart draws itself the same way (`offline`): Altair's own Jupyter renderer
+fetches Vega from a CDN, which an offline notebook cannot reach; its ``.save("x.html")`` inlines Vega too.
+Neither changes the user's Altair settings: the report's theme is active only while a spec is made.
+
 Pitfall: token strings are untrusted: the spec goes into the page as JSON with ``<``, ``>`` and
 ``&`` escaped, inside a ``<script type="application/json">`` element that is never executed.
 """
@@ -19,6 +23,7 @@ import hashlib
 import html
 import itertools
 import json
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,18 +81,82 @@ def _maps(res: "Decomposition", names: list[str], seqs: list[int], layers: list[
 
 def plot_map(res: "Decomposition", layer: int, name: str, seq: int, unit: str, size: int) -> "alt.Chart":
     """`Decomposition.plot`: one map as a heatmap titled ``"<model>, <name> (<unit label>), layer <layer>"``."""
-    from report_builder.figures.charts.token_maps import token_map_heatmap  # render side, imported lazily
+    with _report_theme():  # importing the figures stage enables the report's theme (`figures.charts.data`)
+        from report_builder.figures.charts.token_maps import token_map_heatmap  # render side, imported lazily
 
     panel = f"{name} ({unit_label(unit, [name])})"
     df = _maps(res, [name], [seq], [layer], unit).assign(scope=panel)
-    return token_map_heatmap(df, panel="scope", panel_order=[panel], slider=False, size=size,
-                             label=f"{res.model}, ")
+    return offline(token_map_heatmap(df, panel="scope", panel_order=[panel], slider=False, size=size,
+                                     label=f"{res.model}, "))
+
+
+@contextmanager
+def _report_theme():
+    """The report's Altair theme for the block, the user's own active theme again afterwards (making a spec
+    enables the report's: `site.figure_files.chart_to_spec`)."""
+    import altair as alt
+
+    was = alt.theme.active
+    try:
+        yield
+    finally:
+        alt.theme.enable(was)
+
+
+def _spec(chart) -> dict:
+    """A chart's Vega-Lite dict in the report's theme, without its schema URL (the page needs none)."""
+    from report_builder.site.figure_files import chart_to_spec
+
+    with _report_theme():
+        spec = chart_to_spec(chart)
+    spec.pop("$schema", None)
+    return spec
+
+
+class _Offline:
+    """Mixed into an Altair chart's own class by `offline`: Jupyter shows it through `MapView` (Vega inlined,
+    nothing fetched), and ``save`` inlines Vega into an HTML file unless told ``inline=False``."""
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        spec = _spec(self)
+        text = _title(spec) or "chart"
+        return {"text/html": MapView(spec, text)._repr_html_(), "text/plain": f"<chart: {text}>"}
+
+    def save(self, fp, format=None, **kw):
+        kw.setdefault("inline", True)
+        with _report_theme():
+            return super().save(fp, format, **kw)
+
+
+def _title(spec: dict) -> str | None:
+    """The first title of a spec or of its sub-charts (concatenated, layered), as text."""
+    t = spec.get("title")
+    t = t.get("text") if isinstance(t, dict) else t
+    if t:
+        return " ".join(map(str, t)) if isinstance(t, list) else str(t)
+    subs = (c for key in ("vconcat", "hconcat", "concat", "layer") for c in spec.get(key, ()))
+    return next(filter(None, (_title(c) for c in subs if isinstance(c, dict))), None)
+
+
+@lru_cache(maxsize=None)
+def _offline_class(base: type) -> type:
+    """``base`` (an Altair chart class) with `_Offline` mixed in: copies (``.properties(...)``) keep it."""
+    cls = type(base.__name__, (_Offline, base), {"__module__": __name__, "__qualname__": f"_offline_{base.__name__}"})
+    globals()[cls.__qualname__] = cls  # found by name: a chart of it pickles
+    return cls
+
+
+def offline(chart):
+    """``chart`` itself, its class turned into `_offline_class` of it (Altair's ``__setattr__`` keeps every
+    other attribute in the spec, hence ``object.__setattr__``)."""
+    object.__setattr__(chart, "__class__", _offline_class(type(chart)))
+    return chart
 
 
 def map_view(res: "Decomposition", layer: int, name: str, seq: int, unit: str) -> "MapView":
     """`Decomposition.show`: every decomposed map of every sequence, starting at (layer, name, seq)."""
-    from report_builder.figures.charts.token_maps import map_explorer
-    from report_builder.site.figure_files import chart_to_spec
+    with _report_theme():
+        from report_builder.figures.charts.token_maps import map_explorer
 
     names, seqs, layers = list(res.scopes + res.methods), list(range(len(res))), list(res.layers)
 
@@ -106,9 +175,7 @@ def map_view(res: "Decomposition", layer: int, name: str, seq: int, unit: str) -
     df = _maps(res, names, seqs, layers, unit, max_tokens)
     chart = map_explorer(df, names, title, key="nb", value_title=unit_label(unit, names),
                          start=(layer, name, schema.example_order(df["example"].unique()).index(res.example_name(seq))))
-    spec = chart_to_spec(chart)
-    spec.pop("$schema", None)  # a URL; the page needs no schema
-    return MapView(spec, f"{res.model}: {name}, layer {layer} ({unit_label(unit, [name])})")
+    return MapView(_spec(chart), f"{res.model}: {name}, layer {layer} ({unit_label(unit, [name])})")
 
 
 @lru_cache(maxsize=1)
