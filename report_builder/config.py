@@ -337,13 +337,21 @@ def validate(cfg: Config) -> Config:
             cfg = Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "site_url": url})
     check_entries(cfg.models, cfg.datasets)
     check_path(cfg.out_dir, "out_dir", reserve=TEMP_SIBLING_ROOM)
-    check_path(cfg.cache_dir, "cache_dir")
+    check_path(cfg.cache_dir, _cache_key(cfg.cache_dir))
     for key, v in [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets))]:
         if v is not None:
             check_path(v, key)
     if isinstance(cfg.figures, str):
         need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {shown(cfg.figures)}")
     return expand_paths(cfg)
+
+
+def _cache_key(cache_dir: Any) -> str:
+    """How messages name ``cache_dir``: the environment variable it came from when it is the default."""
+    from report_builder.guard import placed_by
+
+    env = placed_by(cache_dir) if isinstance(cache_dir, str) and cache_dir.strip() else None
+    return f"{env} (the environment variable that places the default results cache)" if env else "cache_dir"
 
 
 def expand_paths(cfg: Config) -> Config:
