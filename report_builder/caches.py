@@ -75,7 +75,8 @@ def _read() -> dict[str, float]:
     from report_builder.atomic import read_json_inside
 
     # bounded, no FIFO waited on, JSON nested too deeply or a time of 400 digits (OverflowError) ignored
-    data = read_json_inside(_index().parent, _index(), 16 << 20)
+    index = _index()  # one answer: the user cache's place read once (the environment could change between two)
+    data = read_json_inside(index.parent, index, 16 << 20)
     caches = data.get("caches") if isinstance(data, dict) else None
     if not isinstance(caches, dict):
         return {}
