@@ -4,7 +4,7 @@ Presets: ``default`` (offline: MiniLM + SmolLM2 on the offline sets; 7 min from 
 2-core CPU, 2-3x that on busy cores),
 ``smoke`` (same models, a few sequences, for tests and quick looks), ``paper`` (the papers' models
 and data; needs the model hub and a GPU). A YAML file may start from a preset (``preset: default``)
-and override any key. The ``models:`` and ``datasets:`` entries and their checks are `config_entries`'.
+and override any key. The ``models:`` and ``datasets:`` entries and their checks live in `config_entries`.
 Pitfall: every key that changes a result must reach the analyses' cache keys.
 """
 from __future__ import annotations
