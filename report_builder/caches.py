@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from report_builder.guard import CACHE_MARKER, user_cache_dir
+from report_builder.guard import CACHE_MARKER, RESULTS_DIR, user_cache_dir
 
 LEGACY = os.path.join(".cache", "report_builder")
 """The default results cache of earlier versions, relative to the working directory."""
@@ -33,7 +33,7 @@ RECORD = "last_build.json"  # last_build.RECORD (that module sits above this one
 
 def default_dir() -> str:
     """The default results cache, the same from any working directory: ``<user cache>/results``."""
-    return str(user_cache_dir() / "results")
+    return str(user_cache_dir() / RESULTS_DIR)
 
 
 def legacy_here() -> Path | None:
@@ -75,7 +75,8 @@ def _read() -> dict[str, float]:
     from report_builder.atomic import read_json_inside
 
     # bounded, no FIFO waited on, JSON nested too deeply or a time of 400 digits (OverflowError) ignored
-    data = read_json_inside(_index().parent, _index(), 16 << 20)
+    index = _index()  # one answer: the user cache's place read once (the environment could change between two)
+    data = read_json_inside(index.parent, index, 16 << 20)
     caches = data.get("caches") if isinstance(data, dict) else None
     if not isinstance(caches, dict):
         return {}

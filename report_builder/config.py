@@ -4,7 +4,8 @@ Presets: ``default`` (offline: MiniLM + SmolLM2 on the offline sets; 7 min from 
 2-core CPU, 2-3x that on busy cores),
 ``smoke`` (same models, a few sequences, for tests and quick looks), ``paper`` (the papers' models
 and data; needs the model hub and a GPU). A YAML file may start from a preset (``preset: default``)
-and override any key. Pitfall: every key that changes a result must reach the analyses' cache keys.
+and override any key. The ``models:`` and ``datasets:`` entries and their checks live in `config_entries`.
+Pitfall: every key that changes a result must reach the analyses' cache keys.
 """
 from __future__ import annotations
 
@@ -19,44 +20,8 @@ from report_builder.errors import ConfigError, for_terminal, shown
 from report_builder.yamlsafe import load_yaml
 from report_builder.values import (DEVICE_FORM, SITE_URL_MAX, TEMP_SIBLING_ROOM, check_path,  # noqa: F401
                                    check_site_url, plain_text)  # SITE_URL_MAX re-exported
-
-ROLES = ("primary_encoder", "primary_causal", "variant", "seed_group")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """A model: report ``name``, ``source`` (embedded name, local dir or hub id) and ``role``; a hub
-    id may pin ``revision`` (branch, tag or commit; default: the cached ``main``)."""
-
-    name: str
-    source: str
-    role: str = "variant"
-    revision: str | None = None
-
-
-@dataclass(frozen=True)
-class DatasetConfig:
-    """An evaluation set: ``id``, sequences for K21 (``n``) and for the K24 full-layer analyses
-    (``k24_n``), an optional local ``path``, and ``max_length`` in tokens.
-
-    An id that is not built in is the user's own data: ``path`` to a ``.txt`` (one text per line),
-    ``.jsonl`` or ``.csv``/``.tsv`` file (with ``column`` and optionally ``pair_column``), or
-    ``hub`` (a ``datasets`` id, with ``column``, optional ``subset`` and ``split``); ``name``,
-    ``domain`` and ``licence`` fill its datasheet (see ``report_builder.data.custom``)."""
-
-    id: str
-    n: int | None = None
-    k24_n: int | None = 16
-    path: str | None = None
-    max_length: int = 128
-    column: str | None = None
-    pair_column: str | None = None
-    hub: str | None = None
-    subset: str | None = None
-    split: str | None = None
-    name: str | None = None
-    domain: str | None = None
-    licence: str | None = None
+from report_builder.config_entries import (COUNT_MAX, ROLES, DatasetConfig, ModelConfig,  # noqa: F401 - re-exported
+                                           check_entries, check_models, count, need)
 
 
 @dataclass(frozen=True)
@@ -294,15 +259,7 @@ def from_dict(data: dict, *, source: str = "config") -> Config:
     if not isinstance(datasets, list):
         raise ConfigError("datasets: expected a list of {id, n, k24_n, path, max_length}")
     ms = tuple(_build(ModelConfig, m, f"models[{k}]") for k, m in enumerate(models))
-    for k, m in enumerate(ms):
-        if m.role not in ROLES:
-            raise ConfigError(f"models[{k}].role: {shown(m.role)} is not one of {', '.join(ROLES)}")
-    for role in ("primary_encoder", "primary_causal"):  # a second one was quietly not primary (no Fig. 3 for it)
-        if len(given := [shown(m.name) for m in ms if m.role == role]) > 1:
-            raise ConfigError(f"models: {', '.join(given)} all have role {role}; a report has one (give the others role variant)")
-    names = [m.name for m in ms]
-    if len(set(names)) != len(names):
-        raise ConfigError("models: model names must be unique")
+    check_models(ms)
     ds = tuple(_build(DatasetConfig, d, f"datasets[{k}]") for k, d in enumerate(datasets))
     for k, d in enumerate(ds):
         if d.n is not None and d.n < 1:
@@ -333,8 +290,6 @@ IG_METHODS = ("closed", "numerical")
 FFAMP_NORMALISE = ("row",)
 
 
-COUNT_MAX = 2**31 - 1
-"""The largest count a key takes (sequences, tokens, threads, steps, ...): beyond any build."""
 SEED_MAX = 2**32 - 1
 """The largest ``k21.seed`` (numpy's seed range)."""
 
@@ -346,18 +301,6 @@ def validate(cfg: Config) -> Config:
     Dataset and figure ids are checked against their registries, which sit above the configuration,
     by `housekeeping.check_ids` (the front runs it before any work).
     """
-    import re
-
-    def need(ok: bool, key: str, msg: str) -> None:
-        if not ok:
-            raise ConfigError(f"{key}: {msg}")
-
-    def count(v: Any, key: str, low: int = 1, optional: bool = False, high: int = COUNT_MAX) -> None:
-        if v is None and optional:
-            return
-        need(isinstance(v, int) and not isinstance(v, bool) and low <= v <= high, key,
-             f"expected an integer >= {low} and <= {high}, got {shown(v)}")
-
     need(isinstance(cfg.device, str) and DEVICE_FORM.fullmatch(cfg.device) is not None, "device",
          f"{shown(cfg.device)} is not one of {DEVICES}")
     need(cfg.dtype in DTYPES, "dtype", f"{shown(cfg.dtype)} is not one of {', '.join(DTYPES)}")
@@ -392,28 +335,23 @@ def validate(cfg: Config) -> Config:
         url = check_site_url(cfg.site_url)
         if url != cfg.site_url:
             cfg = Config(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "site_url": url})
-    for k, m in enumerate(cfg.models):
-        for f in ("name", "source", "revision"):
-            plain_text(getattr(m, f), f"models[{k}].{f}")
-        need(m.role in ROLES, f"models[{k}].role", f"{shown(m.role)} is not one of {', '.join(ROLES)}")
-        need(bool(str(m.name).strip()), f"models[{k}].name", "must not be empty")
-        need(bool(str(m.source).strip()), f"models[{k}].source", "must not be empty")
-    ids = [d.id for d in cfg.datasets]
-    for k, d in enumerate(cfg.datasets):
-        for f in ("id", "path", "column", "pair_column", "hub", "subset", "split", "name", "domain", "licence"):
-            plain_text(getattr(d, f), f"datasets[{k}].{f}")
-        count(d.n, f"datasets[{k}].n", optional=True)
-        count(d.k24_n, f"datasets[{k}].k24_n", optional=True)
-        count(d.max_length, f"datasets[{k}].max_length", low=4)
-        need(ids.count(d.id) == 1, f"datasets[{k}].id", f"{shown(d.id)} is listed twice; dataset ids must be unique")
+    check_entries(cfg.models, cfg.datasets)
     check_path(cfg.out_dir, "out_dir", reserve=TEMP_SIBLING_ROOM)
-    check_path(cfg.cache_dir, "cache_dir")
+    check_path(cfg.cache_dir, _cache_key(cfg.cache_dir))
     for key, v in [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets))]:
         if v is not None:
             check_path(v, key)
     if isinstance(cfg.figures, str):
         need(cfg.figures == "all", "figures", f"expected `all` or a list of figure ids, got {shown(cfg.figures)}")
     return expand_paths(cfg)
+
+
+def _cache_key(cache_dir: Any) -> str:
+    """How messages name ``cache_dir``: the environment variable it came from when it is the default."""
+    from report_builder.guard import placed_by
+
+    env = placed_by(cache_dir) if isinstance(cache_dir, str) and cache_dir.strip() else None
+    return f"{env} (the environment variable that places the default results cache)" if env else "cache_dir"
 
 
 def expand_paths(cfg: Config) -> Config:

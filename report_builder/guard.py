@@ -74,6 +74,28 @@ def user_cache_dir() -> Path:
     return Path(root)
 
 
+RESULTS_DIR = "results"
+"""The default results cache's folder in the user cache (`caches.default_dir`)."""
+
+
+def placed_by(cache_dir: str | os.PathLike) -> str | None:
+    """The environment variable that placed ``cache_dir`` when it is the default results cache
+    (``REPORT_BUILDER_CACHE``, else ``XDG_CACHE_HOME``), else None: what a message about it names, since
+    the user did not set ``cache_dir`` (``--cache``) then."""
+    env = ("REPORT_BUILDER_CACHE" if os.environ.get("REPORT_BUILDER_CACHE")
+           else "XDG_CACHE_HOME" if "XDG_CACHE_HOME" in os.environ else None)
+    if env is None or os.path.abspath(cache_dir) != os.path.abspath(user_cache_dir() / RESULTS_DIR):
+        return None
+    return env
+
+
+def cache_option(cache_dir: str | os.PathLike) -> str:
+    """How a message says to choose another results cache: ``--cache``, and the environment variable that
+    placed ``cache_dir`` when it did (`placed_by`)."""
+    env = placed_by(cache_dir)
+    return f"--cache (or {env}, which places the default one)" if env else "--cache"
+
+
 # ------------------------------------------------------------------ what may be replaced
 
 
@@ -124,7 +146,8 @@ def mark_cache(root: Path) -> None:
                 why = (f"it is not empty ({', '.join(names[:3])}{', …' if len(names) > 3 else ''}) and has no "
                        f"{CACHE_MARKER} marker (report_builder did not create it)")
     if why:
-        raise UnsafeOutput(f"refusing to use {root} as the cache: {why}; choose a new or empty directory with --cache")
+        raise UnsafeOutput(f"refusing to use {root} as the cache: {why}; choose a new or empty directory with "
+                           f"{cache_option(root)}")
     m = root / CACHE_MARKER
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -137,7 +160,7 @@ def mark_cache(root: Path) -> None:
                 f.write("results cache of report_builder; `report-builder clean` may delete what it wrote here\n")
     except OSError as e:
         raise UnsafeOutput(f"the cache directory {root} is not writable ({e.strerror or e}); choose another "
-                           f"directory with --cache or fix its permissions") from None
+                           f"directory with {cache_option(root)} or fix its permissions") from None
 
 
 def is_cache(root: Path) -> bool:

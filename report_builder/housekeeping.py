@@ -78,7 +78,7 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
         Cache.existing(cfg.cache_dir)  # read from (render), not created: refused when it is not the tool's
     if cache:
         c = Cache(cfg.cache_dir)
-        guard.check_writable(c.base, "the cache directory", "--cache")
+        guard.check_writable(c.base, "the cache directory", guard.cache_option(c.base))
         c.sweep()
         sweep_user_cache()
     if site:

@@ -23,7 +23,7 @@ PKG = Path(__file__).resolve().parents[1] / "report_builder"
 STAGES: list[set[str]] = [
     # vocabulary and file safety; "" is the package's lazy __init__ (only `__version__` at import time)
     {"schema", "errors", "extras", "papers", "tokens", "atomic", "filehash", "guard", "precision", ""},
-    {"config", "overrides", "values", "yamlsafe", "cache", "cache_lock", "caches"},  # configuration; the results store(s)
+    {"config", "config_entries", "overrides", "values", "yamlsafe", "cache", "cache_lock", "caches"},  # configuration; the results store(s)
     {"stats", "decompose", "data"},                                       # torch-free statistics; maths; eval sets
     {"models"},                                                           # adapters (declare decompose's weights), loading
     {"engine"},                                                           # models x sequences -> layer results

@@ -483,3 +483,19 @@ def test_a_measured_gpu_prices_the_plan_from_its_gpu_check(tmp_path, no_weights,
     assert newest.date == "2026-12-24" and newest.rates["fp32"] == 50e12 and len(measured.available(folder)) == 1
     with pytest.raises(ValueError, match="not a GPU check"):
         measured.load(folder / "other.json")
+
+
+def test_the_default_factors_are_declared_once(tmp_path, no_weights, monkeypatch):
+    """`estimate` spelt the defaults out three times (`EFFICIENCY`, `OVERHEAD_S[kind]`: for pricing, for the
+    report, under measured factors); now each reads `flops.default_factors`, so what a plan prices with is
+    what it reports, and changing the declaration changes both."""
+    from report_builder.costs import flops
+
+    p = planning.plan(_cfg(tmp_path, device="cuda"))
+    before = costs.estimate(p, None, gpu="A100")  # a GPU no check measured: the default factors
+    assert (before["efficiency"], before["overhead_s"], ()) == flops.default_factors("cuda")
+    monkeypatch.setattr(flops, "EFFICIENCY", {k: e / 2 for k, e in flops.EFFICIENCY.items()})
+    monkeypatch.setattr(flops, "OVERHEAD_S", {d: {k: 2 * s for k, s in v.items()} for d, v in flops.OVERHEAD_S.items()})
+    after = costs.estimate(p, None, gpu="A100")
+    assert after["efficiency"] == flops.EFFICIENCY and after["overhead_s"] == flops.OVERHEAD_S["cuda"]
+    assert after["totals"]["device_seconds"] == pytest.approx(2 * before["totals"]["device_seconds"])

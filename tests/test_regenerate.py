@@ -268,3 +268,21 @@ def test_a_damaged_caches_index_names_no_cache(tmp_path, monkeypatch):
     index.unlink()
     index.write_text('{"caches": {"/y": 5}}')
     assert caches._read() == {"/y": 5.0}
+
+
+def test_the_caches_index_is_located_once_per_read(tmp_path, monkeypatch):
+    """`caches._read` asked `_index()` twice, for the folder and for the file: two answers could differ (the
+    environment read twice), and the file was then refused as outside its folder. Now once."""
+    from report_builder import caches
+
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / caches.INDEX).write_text(f'{{"caches": {{"/{d}": 5}}}}')
+    asked = []
+
+    def index():  # the user cache moves between two calls
+        asked.append(1)
+        return tmp_path / ("a" if len(asked) == 1 else "b") / caches.INDEX
+
+    monkeypatch.setattr(caches, "_index", index)
+    assert caches._read() == {"/a": 5.0} and len(asked) == 1

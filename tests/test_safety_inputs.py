@@ -325,6 +325,35 @@ def test_path_inputs_are_one_line_with_their_exit_code(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing was created
 
 
+@pytest.mark.parametrize("var, value, folder", [("REPORT_BUILDER_CACHE", "notes.txt", "notes.txt/results"),
+                                                ("XDG_CACHE_HOME", "notes.txt", "notes.txt/report_builder/results")])
+def test_a_bad_user_cache_variable_is_named(capsys, tmp_path, monkeypatch, var, value, folder):
+    """Before: `REPORT_BUILDER_CACHE=/dev/null report-builder build` blamed `cache_dir:`, a key the user never
+    set; the default results cache lies under the variable, and the message names it."""
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.delenv("REPORT_BUILDER_CACHE", raising=False)
+    monkeypatch.setenv(var, str(tmp_path / value))
+    for argv in (["build", "--preset", "smoke", "--out", str(tmp_path / "o")], ["plan", "--preset", "smoke"],
+                 ["plan", "--preset", "smoke", "--cache", str(tmp_path / "c")]):  # (models and sets live under it too)
+        code, _, err = _run(capsys, *argv)
+        line = _one_error_line(err)
+        assert code == 3 and line.startswith(f"error: {var} (the environment variable that places the default "
+                                             f"results cache): '{tmp_path / folder}' goes through"), line
+
+
+def test_an_unwritable_default_cache_names_the_variable(tmp_path, monkeypatch):
+    """The cache's own checks (`guard.mark_cache`, `housekeeping.preflight`) name the variable too."""
+    from report_builder import guard
+    from report_builder.errors import UnsafeOutput
+
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "notes.txt" / "x"))  # not a folder: cannot be made
+    with pytest.raises(UnsafeOutput, match=r"with --cache \(or REPORT_BUILDER_CACHE, which places the default one\) "):
+        guard.mark_cache(tmp_path / "notes.txt" / "x" / "results")
+    with pytest.raises(UnsafeOutput, match=r"with --cache or fix"):  # a cache the user gave
+        guard.mark_cache(tmp_path / "notes.txt" / "mine")
+
+
 # ------------------------------------------------------------------ a model folder's own code never runs (#22.4)
 
 

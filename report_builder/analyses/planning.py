@@ -152,6 +152,7 @@ def plan(cfg: "Config", cache: Cache | None = None, *, sizing=None) -> Plan:
     fingerprint = sizing.fingerprint if sizing is not None else (lambda m: loading.fingerprint(m.source, m.revision))
     is_causal = sizing.causal if sizing is not None else (lambda m: causality.is_causal(m.source, m.revision))
     sets = {d.id: eval_set(d) for d in cfg.datasets}
+    _warn_short(cfg, sets)
     tasks: list[Task] = []
     planned: dict[tuple[str, str], Task] = {}  # (analysis, subject label) -> task
 
@@ -179,6 +180,22 @@ def plan(cfg: "Config", cache: Cache | None = None, *, sizing=None) -> Plan:
                 if a.scope == "dataset" or (a.scope == "first_dataset" and ds.first):
                     add(a, ds)
     return Plan(cfg, tasks, sets)
+
+
+def _warn_short(cfg: "Config", sets: "dict[str, EvalSet]") -> None:
+    """One warning per dataset entry whose ``n`` asks for more items than its set holds (the set is used
+    whole). Said here, where a build, ``plan`` and ``reproduce`` load their sets once, not in
+    `data.load_entry`, which other readers call too (listing, sizing, a recipe's hash check)."""
+    import logging
+
+    from report_builder.errors import shown
+
+    for d in cfg.datasets:
+        have = len(sets[d.id].items)
+        if d.n is not None and have < d.n:
+            logging.getLogger("report_builder").warning(
+                f"dataset {shown(d.id)}: n is {d.n} but the set holds {have} items; all {have} are used "
+                f"(set n: {have} or less to silence this)")
 
 
 def final_results(results: "Iterable[Result]") -> "list[Result]":

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from report_builder.costs import flops as F
 from report_builder.costs.devices import MODEL_ITEMSIZE, device_rate, precision_of
-from report_builder.costs.flops import (EFFICIENCY, OVERHEAD_S, Shape, expansion_flops, forward_flops,
+from report_builder.costs.flops import (Shape, default_factors, expansion_flops, forward_flops,
                                         ig_points, shape_of, work_flops)
 from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, disk_bytes, layer_fixed_bytes,
                                             table_rows)
@@ -174,7 +174,7 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
     Seconds = device (FLOPs / (rate x efficiency) + `OVERHEAD_S` per sequence and layer) + host (the
     analysis' statistics, its declared `analyses.base.Work`); the model load is added by `estimate`.
     ``factors``: (efficiency, overhead per kind, kinds whose overhead includes their host statistics)
-    measured on the GPU (`measured.Measured`) instead of `EFFICIENCY` and `OVERHEAD_S`.
+    measured on the GPU (`measured.Measured`); None: `flops.default_factors`.
     """
     from report_builder.analyses import registry
 
@@ -217,13 +217,13 @@ def task_cost(task: "Task", shape: Shape, lengths: list[int], *, cached: bool, r
     if not cached:
         flops, fwd_out = fwd + dec, fwd
         pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
-        eff, over, included = factors or (EFFICIENCY, OVERHEAD_S[kind], ())
+        eff, over, included = factors or default_factors(kind)
         host_s = (0.0 if task.shard is not None else work.task_s) + (0.0 if work.kind in included else shape.layers * (
             work.host_s * len(lengths) + work.host_pair_s * pairs))
         dev_s = None
         if rate:
             dev_s = (fwd / (rate * eff["forward"]) if fwd else 0.0) + (
-                dec / (rate * eff.get(work.kind, EFFICIENCY.get(work.kind))) if dec else 0.0)
+                dec / (rate * eff[work.kind]) if dec else 0.0)
             dev_s += (over.get("forward", 0.0) + over.get(work.kind, 0.0)) * len(lengths) * shape.layers
     sub = task.subject
     return TaskCost(task.base, sub.model.name, sub.dataset.id if sub.dataset is not None else None,
@@ -278,6 +278,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
                       gpu=gpu, gpu_flops=gpu_flops)
     rate = dev["flops_per_s"]
     measured, factors = _measured(dev, kind)
+    factors = factors or default_factors(kind)
     base = _process_base_bytes() if kind == "cpu" else 0
     lengths = _Lengths(plan, sizing)
     shapes: dict[tuple, Shape] = {}
@@ -352,7 +353,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
         estimates = {**sizing.summary(), "flags": dict(FLAGS)}
         totals["estimated"] = sum(1 for r in rows if r.estimated)
         notes.extend(_estimate_notes(estimates))
-    eff, over = (factors[0], factors[1]) if factors else (EFFICIENCY, OVERHEAD_S[kind])
+    eff, over = factors[0], factors[1]
     dev = {**dev, "factors": ({"source": "measured", "date": measured.date, "file": measured.path,
                                "device": measured.device, "commit": measured.commit} if measured is not None else
                               {"source": "estimate" if kind == "cuda" else "calibrated"})}
@@ -379,7 +380,7 @@ def _measured(dev: dict[str, Any], kind: str):
     if got is None:
         return None, None
     eff, over = got
-    return m, ({**EFFICIENCY, **eff}, {"forward": 0.0, **over}, tuple(over))
+    return m, ({**default_factors(kind)[0], **eff}, {"forward": 0.0, **over}, tuple(over))
 
 
 def _estimate_notes(est: dict[str, Any]) -> list[str]:

@@ -191,3 +191,10 @@ OVERHEAD_S: dict[str, dict[str, float]] = {
 costs around the GEMMs). CPU: the ``c`` of the same fits (forward 2.9 / 3.3 ms, ratios 4.3 / 1.3,
 maps 2.5 / 1.1, full -2.4 / 20 for base / llama-small: noisy on a shared machine). CUDA: an
 assumption (~10-20 kernel launches of ~10 µs per layer), not measured."""
+
+
+def default_factors(kind: str) -> tuple[dict[str, float], dict[str, float], tuple[str, ...]]:
+    """The factors a plan prices a ``kind`` of device (``cpu``, ``cuda``) with when no GPU check measured it:
+    (efficiency per kind of work, fixed seconds per (sequence, layer) per kind, the kinds whose fixed time
+    includes their host statistics: none). The one place `estimate` reads `EFFICIENCY` and `OVERHEAD_S`."""
+    return dict(EFFICIENCY), dict(OVERHEAD_S[kind]), ()

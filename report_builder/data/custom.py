@@ -139,21 +139,61 @@ def _read_jsonl(path: str, src: DataSource, set_id: str) -> list[tuple[str, str 
     return _pairs_from_rows(rows, src, set_id, _name(path), fields if rows else None)
 
 
+def _open_quote_line(lines: list[tuple[int, str]], delimiter: str) -> int:
+    """The line where the field left open at the end of the file opens its quote, given the lines of its
+    row (``(number, text)``), read as `csv` reads them (``""`` inside quotes is a quote; a quote that does
+    not start a field is text)."""
+    state, opened = "start", lines[0][0]
+    for no, line in lines:
+        for ch in line:
+            if state == "quoted":
+                state = "quote" if ch == '"' else state
+            elif state == "quote":  # after a quote inside quotes: a doubled one, the end of the field, or text
+                state = "quoted" if ch == '"' else ("start" if ch in (delimiter, "\r", "\n") else "field")
+            elif ch in (delimiter, "\r", "\n"):
+                state = "start"
+            elif state == "start" and ch == '"':
+                state, opened = "quoted", no
+            else:
+                state = "field"
+    return opened
+
+
 def _read_csv(path: str, src: DataSource, set_id: str, delimiter: str) -> list[tuple[str, str | None]]:
+    pending: list[tuple[int, str]] = []  # the lines of the row being read
+    ended = [False]
+
+    def lines(fh):
+        for no, line in enumerate(fh, 1):
+            pending.append((no, line))
+            yield line
+        ended[0] = True
+
+    def closed() -> None:  # a row (or the header) the end of the file completed: read into an open quote
+        if ended[0] and (rest := [(no, line) for no, line in pending if line.strip()]):  # (blank rows: skipped)
+            raise DataError(f"dataset {shown(set_id)}: {_name(path)} line {_open_quote_line(rest, delimiter)} "
+                            f"opens a quote (\") that is never closed, so every later line would be read into "
+                            f"one field; close the quote, or double a quote inside quotes (\"\")")
+        pending.clear()
+
     with open(path, encoding=UTF8, newline="") as fh:
-        reader = csv.DictReader(fh, delimiter=delimiter)
+        reader = csv.DictReader(lines(fh), delimiter=delimiter)
         rows: list[dict] = []
         fields: list[str] | None = None
         try:
             fields = [f.strip() for f in (reader.fieldnames or [])]
             reader.fieldnames = fields
+            closed()
             for row in reader:
+                closed()
                 rows.append(row)
         except csv.Error as exc:  # a field over csv.field_size_limit() (131,072 characters), a stray NUL ...
             why = str(exc)
             if "field larger than field limit" in why:
                 why = (f"a field is longer than {csv.field_size_limit():,} characters; a text is cut to "
                        "max_length tokens anyway: shorten it, or give the texts as .jsonl")
+                if len(rest := [(no, line) for no, line in pending if line.strip()]) > 1:  # over several lines
+                    why += f"; it runs from a quote on line {_open_quote_line(rest, delimiter)}: is that quote closed?"
             where = f"row {len(rows) + 1} after the header" if fields is not None else "the header"
             raise DataError(f"dataset {shown(set_id)}: {_name(path)} {where} cannot be read as "
                             f"{'CSV' if delimiter == ',' else 'TSV'} ({clip(for_terminal(why), 300)})"

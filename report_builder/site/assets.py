@@ -13,23 +13,29 @@ from pathlib import Path
 import vl_convert as vlc
 
 from report_builder.site.paths import TEMPLATES_DIR
-from report_builder.atomic import write_text
+from report_builder.atomic import read_inside, write_text
+from report_builder.errors import UnsafeOutput
 from report_builder.guard import user_cache_dir
 
 ASSET_DIR = "assets/rb"  # relative to the docs/site root
+BUNDLE_MAX = 32 << 20
+"""The most bytes of a kept bundle read back (one is about 0.9 MB): a link to /dev/zero was read until
+memory ran out, a FIFO waited on forever."""
 
 
 @lru_cache(maxsize=1)
 def vega_bundle() -> str:
     """Vega + Vega-Lite + Vega-Embed as one classic script that sets ``window.vega*``.
 
-    Bundling takes a few seconds, so the result is kept in the user cache (``vendor/``) keyed by versions.
+    Bundling takes a few seconds, so the result is kept in the user cache (``vendor/``) keyed by versions;
+    a kept file that is not a regular UTF-8 file of at most `BUNDLE_MAX` bytes is made again.
     """
     v = versions()
-    cached = user_cache_dir() / "vendor" / f"vega-bundle-{v['vega']}-{v['vega-lite']}-{v['vega-embed']}.js"
+    vendor = user_cache_dir() / "vendor"
+    cached = vendor / f"vega-bundle-{v['vega']}-{v['vega-lite']}-{v['vega-embed']}.js"
     try:
-        return cached.read_text(encoding="utf-8")
-    except OSError:
+        return read_inside(vendor, cached, BUNDLE_MAX).decode("utf-8")
+    except (OSError, UnsafeOutput, UnicodeDecodeError):  # missing, a link, device or FIFO, too large, damaged
         pass
     text = _make_bundle()
     try:

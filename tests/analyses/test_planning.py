@@ -71,3 +71,19 @@ def test_analyze_runs_through_any_executor(tmp_path, no_weights):
     rep = api.analyze(_cfg(tmp_path), log=lambda *_: None, progress=False, executor=Recording())
     assert [t.analysis for t in seen[:3]] == [a.id for a in registry.ANALYSES if a.scope == "model"]
     assert rep.computed == [] and rep.reused == [] and rep.entries == []
+
+
+def test_an_n_beyond_the_set_is_said_once(tmp_path, no_weights, caplog):
+    """Before: an entry's n larger than its set was cut to the set's size without a word."""
+    from report_builder.data import load_entry
+
+    cfg = from_dict({"models": [MINILM], "datasets": [{"id": "wiki", "n": 2, "k24_n": 1},
+                                                       {"id": "sentiment-sample", "n": 100_000, "k24_n": 1}],
+                     "cache_dir": str(tmp_path / "cache"), "out_dir": str(tmp_path / "site")})
+    with caplog.at_level("WARNING", logger="report_builder"):
+        plan = planning.plan(cfg)
+        load_entry(cfg.datasets[1])  # another reader of the entry says nothing more
+    have = len(plan.sets["sentiment-sample"].items)
+    said = [r.getMessage() for r in caplog.records if "n is" in r.getMessage()]
+    assert said == [f"dataset 'sentiment-sample': n is 100000 but the set holds {have} items; all {have} are used "
+                    f"(set n: {have} or less to silence this)"]

@@ -94,6 +94,21 @@ def test_bad_files_name_the_problem(tmp_path, content, kwargs, message):
         load_eval_set("bad", path=p, **kwargs)
 
 
+@pytest.mark.parametrize("name, content, line", [
+    ("open.csv", 'text,label\nfirst row,1\n"second row, never closed,1\nthird row,0\nfourth row,1\n', 3),
+    ("open.tsv", 'text\tlabel\nfirst\t1\n\n"two\nlines"\t2\nok\t"open\n\nmore\n', 6),  # after a closed multi-line one
+    ("head.csv", '"text,label\nfirst,1\n', 1),
+])
+def test_an_unclosed_quote_names_its_line(tmp_path, name, content, line):
+    """Before: csv read every line after an unclosed quote into one field, silently (one text, rows lost)."""
+    p = _write(tmp_path / name, content)
+    with pytest.raises(DataError, match=rf"^dataset 'mine': '{name}' line {line} opens a quote \(\"\) that is never "
+                                        r"closed, so every later line would be read into one field; close the quote"):
+        load_eval_set("mine", path=p, column="text")
+    closed = _write(tmp_path / f"ok{name[-4:]}", content.replace('"', ""))  # the same rows without it: read as before
+    assert len(load_eval_set("mine", path=closed, column="text")) >= 1
+
+
 def test_other_input_errors(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="not found"):
         load_eval_set("mine", path=str(tmp_path / "missing.txt"))
