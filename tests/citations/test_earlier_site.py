@@ -133,3 +133,34 @@ def test_a_plain_clean_with_a_damaged_index_removes_no_version(tmp_path, capsys,
         assert (info["site"] / permalink(syn.FIG, info[h]) / "provenance.json").is_file()
     assert len(json.loads(vj.read_text())["figures"][syn.FIG]) == 2 and not vj.is_symlink()  # repaired
     assert syn.snapshot(tmp_path, skip=(info["site"],)) == around
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_clean_by_date_with_no_usable_index_removes_no_version(tmp_path, capsys, damage):
+    """Without a usable index (and no manifest) no figure's current version is known: a dated clean used to
+    remove every version, the current ones too, and the site with them."""
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    text = vj.read_text()
+    vj.unlink()
+    if damage == "truncated":
+        vj.write_text(text[:100])
+    (info["site"] / "figures" / "manifest.json").unlink()
+    code, out, err = _clean(capsys, info["site"], tmp_path, "--versions-older-than", "2030-01-01")
+    assert code == 0 and "kept its 3 published figure versions" in out and "figure versions (" not in out, out + err
+    assert "--versions-older-than removes no version" in err, err
+    for h in ("old", "new", "other"):
+        fig = syn.OTHER if h == "other" else syn.FIG
+        assert (info["site"] / permalink(fig, info[h]) / "provenance.json").is_file()
+
+
+def test_clean_keeps_the_site_url_its_index_records(tmp_path, capsys):
+    """`cite` after `clean` gives the version's absolute address as before (clean's index kept no site_url)."""
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    vj.write_text(json.dumps({**info["index"], "site_url": "https://example.org/r/"}))
+    code, out, err = _clean(capsys, info["site"], tmp_path)
+    assert code == 0, out + err
+    assert json.loads(vj.read_text())["site_url"] == "https://example.org/r/"
+    assert cli.main(["cite", syn.FIG, "--dir", str(info["site"])]) == 0
+    assert f"url          = {{https://example.org/r/{permalink(syn.FIG, info['new'])}}}" in capsys.readouterr().out
