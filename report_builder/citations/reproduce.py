@@ -87,7 +87,10 @@ class Reproduction:
         the recipe with terminal control characters escaped: `errors.for_terminal`)."""
         p = for_terminal
         if self.status == "identical":
-            return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
+            bare = not {"spec.json", "data.csv"} <= set(self.folder_files)
+            return f"reproduced {p(self.figure)} {p(self.recorded)}: identical" + (
+                " (the rebuild gives the recorded content hash; the folder holds no spec.json and data.csv, so only "
+                "the recorded hash was compared)" if bare else "")
         if self.status == "within":
             return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({self.tolerance:g} "
                     f"steps of the published precision, {precision.SIGNIFICANT} significant digits; rebuilt as "
