@@ -297,7 +297,7 @@ def check_entry(e: Any) -> str | None:
             return "a difference chart is not at its own path"
         if c.get("chart_sha256") is not None and not (isinstance(c["chart_sha256"], str) and SHA256.fullmatch(c["chart_sha256"])):
             return "a difference chart's SHA-256 is not 64 hex digits"
-        if not isinstance(c.get("data", {}), dict) or not _inputs_ok(c.get("inputs", [])):
+        if not _data_ok(c.get("data", {})) or not _inputs_ok(c.get("inputs", [])):
             return "a change's inputs or data are malformed"
     if not _inputs_ok(e.get("inputs_changed", [])):
         return "inputs_changed is malformed"
@@ -305,8 +305,31 @@ def check_entry(e: Any) -> str | None:
 
 
 def _inputs_ok(rows: Any) -> bool:
+    """Rows of `figure_diff.inputs_diff` as the Changes page reads them: kind and what (text), old and new."""
     return isinstance(rows, list) and all(isinstance(r, dict) and isinstance(r.get("kind"), str)
-                                          and isinstance(r.get("what"), str) for r in rows)
+                                          and isinstance(r.get("what"), str) and {"old", "new"} <= set(r) for r in rows)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _data_ok(d: Any) -> bool:
+    """A change's data summary (`figure_diff.data_summary`) as `figure_diff.describe_data` reads it."""
+    if not isinstance(d, dict):
+        return False
+    if not d or not d.get("comparable"):
+        return True
+    if not {"values_changed", "values_compared"} <= set(d):
+        return False
+    if (d.get("rows_added") or d.get("rows_removed")) and not {"rows_added", "rows_removed"} <= set(d):
+        return False
+    for key, num in (("largest_abs", "difference"), ("largest_rel", "relative")):
+        x = d.get(key)
+        if x and not (isinstance(x, dict) and _number(x.get(num)) and "column" in x and isinstance(x.get("where"), dict)
+                      and (key == "largest_rel" or {"old", "new"} <= set(x))):
+            return False
+    return True
 
 
 def read_history(site: Path) -> History:

@@ -164,3 +164,33 @@ def test_clean_keeps_the_site_url_its_index_records(tmp_path, capsys):
     assert json.loads(vj.read_text())["site_url"] == "https://example.org/r/"
     assert cli.main(["cite", syn.FIG, "--dir", str(info["site"])]) == 0
     assert f"url          = {{https://example.org/r/{permalink(syn.FIG, info['new'])}}}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", [
+    {"inputs": [{"kind": "weights", "what": "models.tiny.fingerprint"}]},  # no old/new
+    {"data": {"comparable": True}},  # no counts
+    {"data": {"comparable": True, "values_changed": 1, "values_compared": 2, "largest_abs": {"difference": "big"}}},
+    {"data": {"comparable": True, "values_changed": 1, "values_compared": 2,
+              "largest_rel": {"relative": 0.5, "column": "v", "where": "layer 1"}}},
+    {"data": {"comparable": True, "values_changed": 1, "values_compared": 2, "rows_added": 3}},
+])
+def test_a_history_change_the_changes_page_cannot_show_is_left_out_not_an_internal_error(tmp_path, bad):
+    """A change whose inputs or data summary lack what the Changes page prints (KeyError, a format error on
+    every later build of the site) is left out of the page and kept in the file."""
+    from report_builder.citations import earlier_site, history
+
+    info = syn.make_site(tmp_path)
+    hj = info["site"] / "history.json"
+    h = json.loads(hj.read_text())
+    good = json.loads(json.dumps(h["entries"][0]))
+    good["changed"][0].update(inputs=[{"kind": "weights", "what": "w", "old": "a", "new": "b"}], data={
+        "comparable": True, "values_changed": 1, "values_compared": 2, "rows_added": 0, "rows_removed": 0,
+        "largest_abs": {"difference": 0.5, "column": "v", "old": 1.0, "new": 1.5, "where": {"layer": 1}},
+        "largest_rel": {"relative": 0.5, "column": "v", "where": {"layer": 1}}})
+    h["entries"][0]["changed"][0].update(bad)
+    h["entries"].append(good)
+    hj.write_text(json.dumps(h))
+    past = earlier_site.read_history(info["site"])
+    assert list(past.skipped) == [1] and len(past.raw) == 2 and past.entries == [good], past.skipped
+    page = history.history_html(past.entries, set())
+    assert "largest change 0.5 in v" in page
