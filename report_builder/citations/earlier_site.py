@@ -357,6 +357,18 @@ def read_history(site: Path) -> History:
     return out
 
 
+def _history_current(site: Path) -> dict[str, str]:
+    """Each figure's current version as the valid entries of ``site``'s history leave it (added, changed and
+    removed replayed in order); empty when the history cannot be read."""
+    cur: dict[str, str] = {}
+    for e in read_history(site).entries:
+        cur.update({f["id"]: f["hash"] for f in e.get("added") or []})
+        cur.update({c["id"]: c["new"] for c in e.get("changed") or []})
+        for f in e.get("removed") or []:
+            cur.pop(f["id"], None)
+    return cur
+
+
 # ---------------------------------------------------------------- the manifest
 
 
@@ -390,7 +402,8 @@ def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not 
                   svg_ok: Callable[[bytes], bool] | None = None) -> Index:
     """The versions of ``site`` as a build or ``clean`` uses them: the index (`read_index`) plus every
     version folder on disk it does not list that verifies (`recover_version`); ``Index.unverified``: the
-    folders that do not. When the index is damaged, its ``current`` comes from the manifest. Says in one
+    folders that do not. When the index is damaged (or missing beside version folders), its ``current`` comes
+    from the manifest, else from the history (`_history_current`: a rebuild is then no "added" figure). Says in one
     warning line what was damaged and what is done (``keeping``: what happens to unverified folders)."""
     index = read_index(site)
     folders = version_folders(site)
@@ -401,9 +414,11 @@ def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not 
             index.versions.setdefault(f, {})[h] = v
         else:
             index.unverified.append((f, h, v))
-    if index.damaged is not None:
+    if index.damaged is not None or (folders and not os.path.lexists(Path(site) / INDEX)):
+        # no usable index: each figure's current version as the manifest names it, else as the history leaves it
         man = read_manifest(site) or {}
-        index.current = {f: r["hash"] for f, r in (man.get("figures") or {}).items() if index.get(f, r.get("hash"))}
+        index.current = {f: r["hash"] for f, r in (man.get("figures") or {}).items() if index.get(f, r.get("hash"))} \
+            or {f: h for f, h in _history_current(site).items() if index.get(f, h)}
     lost = "".join(f"; {len(index.unverified)} that do not verify are {keeping}: " + ", ".join(
         f"{permalink(f, h)} ({why})" for f, h, why in index.unverified) if index.unverified else "")
     n_ok = len(unlisted) - len(index.unverified)

@@ -194,3 +194,25 @@ def test_a_history_change_the_changes_page_cannot_show_is_left_out_not_an_intern
     assert list(past.skipped) == [1] and len(past.raw) == 2 and past.entries == [good], past.skipped
     page = history.history_html(past.entries, set())
     assert "largest change 0.5 in v" in page
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_without_index_or_manifest_the_current_versions_come_from_the_history(tmp_path, damage):
+    """A build over a site whose index and manifest are both unusable took no figure as current: its history
+    entry listed every figure as "added" again (and no version could be kept within the precision)."""
+    from report_builder.citations import earlier_site
+
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    text = vj.read_text()
+    vj.unlink()
+    if damage == "truncated":
+        vj.write_text(text[:100])
+    (info["site"] / "figures" / "manifest.json").unlink()
+    h = json.loads((info["site"] / "history.json").read_text())
+    h["entries"].insert(0, {**h["entries"][0], "id": "e0", "changed": [], "added": [
+        {"id": f, "title": "t", "hash": info[k], "permalink": permalink(f, info[k])}
+        for f, k in ((syn.FIG, "old"), (syn.OTHER, "other"))]})
+    (info["site"] / "history.json").write_text(json.dumps(h))
+    index = earlier_site.load_versions(info["site"], lambda line: None)
+    assert index.current == {syn.FIG: info["new"], syn.OTHER: info["other"]}
