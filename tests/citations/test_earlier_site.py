@@ -216,3 +216,28 @@ def test_without_index_or_manifest_the_current_versions_come_from_the_history(tm
     (info["site"] / "history.json").write_text(json.dumps(h))
     index = earlier_site.load_versions(info["site"], lambda line: None)
     assert index.current == {syn.FIG: info["new"], syn.OTHER: info["other"]}
+
+
+def test_published_version_files_are_read_only_so_the_current_copy_cannot_edit_them(tmp_path):
+    """The current copy ``figures/<id>/data.csv`` is a hard link to its version's: an in-place edit of it
+    (``>> data.csv``, pandas' ``to_csv``) changed the cited version too, and the next build that changed the
+    figure dropped that version as damaged. A version's files are read-only (as DVC's cache and git's objects)."""
+    import stat
+
+    info = syn.make_site(tmp_path)
+    new_site = tmp_path / "new"
+    new_site.mkdir()
+    v = permalinks.Versions(info["site"], None, lambda line: None, svgsafe.is_safe)
+    v.current = {syn.FIG: info["new"]}
+    (new_site / "figures" / syn.FIG).mkdir(parents=True)
+    cur = new_site / "figures" / syn.FIG / "data.csv"
+    cur.write_bytes((info["site"] / permalink(syn.FIG, info["new"]) / "data.csv").read_bytes())  # as mkdocs writes it
+    index = v.publish(new_site, lambda fid, h, *a: "<p>page</p>")
+    for fid, vs in index["figures"].items():
+        for h, rec in vs.items():
+            for name in rec["files"]:
+                mode = (new_site / permalink(fid, h) / name).stat().st_mode
+                assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), (fid, h, name, oct(mode))
+            assert (new_site / permalink(fid, h) / "cite.bib").stat().st_mode & stat.S_IWUSR  # derived: made anew
+    assert cur.stat().st_ino == (new_site / permalink(syn.FIG, info["new"]) / "data.csv").stat().st_ino
+    assert not cur.stat().st_mode & stat.S_IWUSR
