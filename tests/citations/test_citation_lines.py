@@ -1,5 +1,4 @@
-"""`reproduce`'s one-line answer says what was compared (docs/cite.md: a folder holding only its
-provenance.json has nothing to check but the recipe's seal, and the line says so)."""
+"""What `reproduce` and `cite` say in their one line (docs/cite.md): what was compared, what was given."""
 from __future__ import annotations
 
 from report_builder.citations.reproduce import Reproduction
@@ -22,3 +21,20 @@ def test_a_recorded_model_name_holding_an_equals_sign_can_be_pointed_at():
     assert _pairs(["a=b=/models/x"], "model", ["a=b", "c"]) == {"a=b": "/models/x"}
     assert _pairs(["c=/m=1"], "model", ["a=b", "c"]) == {"c": "/m=1"}
     assert _pairs(["tiny=/m"], "model") == {"tiny": "/m"}
+
+
+def test_cite_of_a_link_to_a_site_says_it_is_a_link(tmp_path):
+    """`cite --dir LINK` said "not a built site (no figures/versions.json)" of a link to a built site."""
+    import os
+
+    import pytest
+
+    from report_builder.citations.citing import cite
+    from report_builder.errors import UsageError
+    from tests.citations import synthetic as syn
+
+    info = syn.make_site(tmp_path)
+    os.symlink(info["site"], tmp_path / "link")
+    with pytest.raises(UsageError, match="a symbolic link.*give the site folder it points to"):
+        cite(syn.FIG, site_dir=tmp_path / "link")
+    assert cite(syn.FIG, site_dir=info["site"]).hash == info["new"]
