@@ -211,7 +211,10 @@ class Versions:
 def _read_only(path: Path) -> None:
     """Take the write permission off the regular file ``path`` of the new site (a version's file: the current
     copy of ``figures/<id>/`` is a hard link to it, and an in-place edit there, ``>> data.csv``, changed the
-    cited version with it); a filesystem without permissions keeps it as it is."""
+    cited version with it); a filesystem without permissions keeps it as it is. POSIX only (Windows cannot
+    remove or rename over a read-only file)."""
+    if os.name != "posix":
+        return
     try:
         st = os.lstat(path)
         if stat.S_ISREG(st.st_mode) and st.st_mode & 0o222:
