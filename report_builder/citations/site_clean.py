@@ -76,12 +76,13 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
     if not out.exists():
         return 0, []
     index = earlier_site.load_versions(out, log, keeping="kept as they are")
-    if older_than is not None and not current_too and (index.damaged is not None or not os.path.lexists(out / INDEX)):
+    on_disk = set(earlier_site.version_folders(out, any_id=True))  # real folders: a listed link is no version
+    if older_than is not None and not current_too and on_disk and (
+            index.damaged is not None or not os.path.lexists(out / INDEX)):
         # no usable index: which version is each figure's current one is not known, so none is removed by date
         log(f"warning: {out / INDEX} cannot be used, so each figure's current version is not known: "
             f"--versions-older-than removes no version (build the site again to rebuild its index, then clean)")
         older_than = None
-    on_disk = set(earlier_site.version_folders(out, any_id=True))  # real folders: a listed link is no version
     keep = {(v.figure, v.hash): v for v in index.all() if (v.figure, v.hash) in on_disk}
     unverified = on_disk - set(keep)  # kept as they are (a figure this install does not declare, or damaged)
     removed: list[str] = []
