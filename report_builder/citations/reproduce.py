@@ -120,9 +120,8 @@ def _pairs(items: list[str] | None, what: str, names: Any = ()) -> dict[str, str
     matched whole (the longest of ``names`` the item starts with), else the item splits at its first ``=``."""
     out = {}
     for item in items or []:
-        known = [n for n in names if isinstance(n, str) and str(item).startswith(n + "=")]
-        name, sep, value = (max(known, key=len), "=", str(item)[len(max(known, key=len)) + 1:]) if known \
-            else str(item).partition("=")
+        known = max((n for n in names if isinstance(n, str) and str(item).startswith(n + "=")), key=len, default=None)
+        name, sep, value = (known, "=", str(item)[len(known) + 1:]) if known else str(item).partition("=")
         if not sep or not name or not value:
             raise UsageError(f"--{what} {item!r}: expected NAME=VALUE, e.g. --{what} tiny=/path/to/model")
         out[name] = value
