@@ -419,6 +419,9 @@ def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not 
         man = read_manifest(site) or {}
         index.current = {f: r["hash"] for f, r in (man.get("figures") or {}).items() if index.get(f, r.get("hash"))} \
             or {f: h for f, h in _history_current(site).items() if index.get(f, h)}
+    for f in [f for f, h in index.current.items() if index.get(f, h) is None]:  # names no version the site holds
+        del index.current[f]
+        index.dropped += 1
     lost = "".join(f"; {len(index.unverified)} that do not verify are {keeping}: " + ", ".join(
         f"{permalink(f, h)} ({why})" for f, h, why in index.unverified) if index.unverified else "")
     n_ok = len(unlisted) - len(index.unverified)

@@ -241,3 +241,17 @@ def test_published_version_files_are_read_only_so_the_current_copy_cannot_edit_t
             assert (new_site / permalink(fid, h) / "cite.bib").stat().st_mode & stat.S_IWUSR  # derived: made anew
     assert cur.stat().st_ino == (new_site / permalink(syn.FIG, info["new"]) / "data.csv").stat().st_ino
     assert not cur.stat().st_mode & stat.S_IWUSR
+
+
+def test_a_current_version_the_index_does_not_hold_is_malformed(tmp_path):
+    """``current`` naming a hash the site holds no version of made the next build's history say the figure
+    changed from a version that never existed (its old permalink shown as removed)."""
+    from report_builder.citations import earlier_site
+
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    vj.write_text(json.dumps({**info["index"], "current": {syn.FIG: "aaaaaaaaaaaa", syn.OTHER: info["other"]}}))
+    said: list[str] = []
+    index = earlier_site.load_versions(info["site"], said.append)
+    assert index.current == {syn.OTHER: info["other"]} and index.dropped == 1
+    assert len(said) == 1 and "1 malformed entries ignored" in said[0], said
