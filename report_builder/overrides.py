@@ -110,7 +110,8 @@ def split_model_items(items: list[str] | tuple[str, ...], cfg: "Config") -> tupl
     """CLI ``--model`` items as ``(swaps, sources)``: ``NAME=SOURCE`` items swap a configured model's
     source (``swaps``: name -> source), bare ``SOURCE`` items make a report of only those models.
 
-    An item with ``=`` is a swap unless the whole item is an existing local path. Raises `UsageError`
+    An item with ``=`` is a swap unless the whole item is an existing local path; a configured name holding
+    ``=`` itself (``a=b``) is matched whole, else the item splits at its first ``=``. Raises `UsageError`
     for both kinds at once, an empty name or source, a name given twice, or a name that is not
     configured (one line: "did you mean" and the configured names).
     """
@@ -124,7 +125,8 @@ def split_model_items(items: list[str] | tuple[str, ...], cfg: "Config") -> tupl
     names = [m.name for m in cfg.models]
     for item in items:
         item = str(item)
-        name, sep, source = item.partition("=")
+        known = max((n for n in names if item.startswith(n + "=")), key=len, default=None)  # a name holding '='
+        name, sep, source = (known, "=", item[len(known) + 1:]) if known else item.partition("=")
         if not sep or os.path.exists(os.path.expanduser(item)):
             bare.append(item)
             continue

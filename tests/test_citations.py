@@ -193,6 +193,7 @@ def test_a_damaged_version_is_not_republished_silently_and_clean_keeps_versions(
     work, _, h1, h2, _ = builds
     site = work / "site"
     old = site / "figures" / FIG / h1 / "data.csv"
+    old.chmod(0o644)  # a version's files are read-only (the current copy shares them): an edit forced in place
     old.write_bytes(old.read_bytes().replace(b",", b";", 1))  # edited in place
     r = _cli("build", "--config", "cfg.yaml", "--cache", "cache", "--out", "site", "--no-progress", "--threads", "1",
              "--set", "datasets.0.n=4", cwd=work)

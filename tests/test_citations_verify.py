@@ -157,6 +157,8 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_a_forged_folder_does_not_reproduce_and_names_what_does_not_match(built, tmp_path):
     forged = tmp_path / "forged"
     shutil.copytree(_folder(built), forged)
+    for name in ("data.csv", "chart.svg"):  # a version's files are read-only (copytree keeps the mode)
+        (forged / name).chmod(0o644)
     lines = (forged / "data.csv").read_text().splitlines()
     cells = lines[1].split(",")
     cells[-2] = "12.5"  # one number of the first row

@@ -56,7 +56,9 @@ def cite(fig_id: str, content_hash: str | None = None, site_dir: str | Path = "s
     site = Path(site_dir).expanduser()
     if content_hash is not None and not HASH.fullmatch(str(content_hash)):
         raise UsageError(f"{shown(content_hash)} is not a content hash (12 lowercase hex digits, e.g. 3b9d428b72e8)")
-    if not (site / earlier_site.INDEX).is_file() or site.is_symlink():
+    if site.is_symlink():  # read through no link (`readback`): say so, not "no versions.json"
+        raise UsageError(f"{site}: a symbolic link; give the site folder it points to with --dir")
+    if not (site / earlier_site.INDEX).is_file():
         raise UsageError(f"{site}: not a built site (no {earlier_site.INDEX}); give the site folder with --dir "
                          f"(default: site), or build one first")
     index = earlier_site.read_index(site)

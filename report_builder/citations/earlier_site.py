@@ -297,7 +297,7 @@ def check_entry(e: Any) -> str | None:
             return "a difference chart is not at its own path"
         if c.get("chart_sha256") is not None and not (isinstance(c["chart_sha256"], str) and SHA256.fullmatch(c["chart_sha256"])):
             return "a difference chart's SHA-256 is not 64 hex digits"
-        if not isinstance(c.get("data", {}), dict) or not _inputs_ok(c.get("inputs", [])):
+        if not _data_ok(c.get("data", {})) or not _inputs_ok(c.get("inputs", [])):
             return "a change's inputs or data are malformed"
     if not _inputs_ok(e.get("inputs_changed", [])):
         return "inputs_changed is malformed"
@@ -305,8 +305,31 @@ def check_entry(e: Any) -> str | None:
 
 
 def _inputs_ok(rows: Any) -> bool:
+    """Rows of `figure_diff.inputs_diff` as the Changes page reads them: kind and what (text), old and new."""
     return isinstance(rows, list) and all(isinstance(r, dict) and isinstance(r.get("kind"), str)
-                                          and isinstance(r.get("what"), str) for r in rows)
+                                          and isinstance(r.get("what"), str) and {"old", "new"} <= set(r) for r in rows)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _data_ok(d: Any) -> bool:
+    """A change's data summary (`figure_diff.data_summary`) as `figure_diff.describe_data` reads it."""
+    if not isinstance(d, dict):
+        return False
+    if not d or not d.get("comparable"):
+        return True
+    if not {"values_changed", "values_compared"} <= set(d):
+        return False
+    if (d.get("rows_added") or d.get("rows_removed")) and not {"rows_added", "rows_removed"} <= set(d):
+        return False
+    for key, num in (("largest_abs", "difference"), ("largest_rel", "relative")):
+        x = d.get(key)
+        if x and not (isinstance(x, dict) and _number(x.get(num)) and "column" in x and isinstance(x.get("where"), dict)
+                      and (key == "largest_rel" or {"old", "new"} <= set(x))):
+            return False
+    return True
 
 
 def read_history(site: Path) -> History:
@@ -332,6 +355,18 @@ def read_history(site: Path) -> History:
         else:
             out.skipped[k + 1] = why
     return out
+
+
+def _history_current(site: Path) -> dict[str, str]:
+    """Each figure's current version as the valid entries of ``site``'s history leave it (added, changed and
+    removed replayed in order); empty when the history cannot be read."""
+    cur: dict[str, str] = {}
+    for e in read_history(site).entries:
+        cur.update({f["id"]: f["hash"] for f in e.get("added") or []})
+        cur.update({c["id"]: c["new"] for c in e.get("changed") or []})
+        for f in e.get("removed") or []:
+            cur.pop(f["id"], None)
+    return cur
 
 
 # ---------------------------------------------------------------- the manifest
@@ -367,7 +402,8 @@ def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not 
                   svg_ok: Callable[[bytes], bool] | None = None) -> Index:
     """The versions of ``site`` as a build or ``clean`` uses them: the index (`read_index`) plus every
     version folder on disk it does not list that verifies (`recover_version`); ``Index.unverified``: the
-    folders that do not. When the index is damaged, its ``current`` comes from the manifest. Says in one
+    folders that do not. When the index is damaged (or missing beside version folders), its ``current`` comes
+    from the manifest, else from the history (`_history_current`: a rebuild is then no "added" figure). Says in one
     warning line what was damaged and what is done (``keeping``: what happens to unverified folders)."""
     index = read_index(site)
     folders = version_folders(site)
@@ -378,9 +414,14 @@ def load_versions(site: Path, log: Callable[[str], Any], *, keeping: str = "not 
             index.versions.setdefault(f, {})[h] = v
         else:
             index.unverified.append((f, h, v))
-    if index.damaged is not None:
+    if index.damaged is not None or (folders and not os.path.lexists(Path(site) / INDEX)):
+        # no usable index: each figure's current version as the manifest names it, else as the history leaves it
         man = read_manifest(site) or {}
-        index.current = {f: r["hash"] for f, r in (man.get("figures") or {}).items() if index.get(f, r.get("hash"))}
+        index.current = {f: r["hash"] for f, r in (man.get("figures") or {}).items() if index.get(f, r.get("hash"))} \
+            or {f: h for f, h in _history_current(site).items() if index.get(f, h)}
+    for f in [f for f, h in index.current.items() if index.get(f, h) is None]:  # names no version the site holds
+        del index.current[f]
+        index.dropped += 1
     lost = "".join(f"; {len(index.unverified)} that do not verify are {keeping}: " + ", ".join(
         f"{permalink(f, h)} ({why})" for f, h, why in index.unverified) if index.unverified else "")
     n_ok = len(unlisted) - len(index.unverified)

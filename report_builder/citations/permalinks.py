@@ -28,6 +28,8 @@ date, no "current" flag, no address): what does (the address, the status) goes i
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -180,6 +182,10 @@ class Versions:
             index["figures"].setdefault(fid, {})[h] = {"created": v["created"], "title": v["title"],
                                                        "paper": v["paper"], "files": dict(sorted(files.items()))}
             pages[(fid, h)] = self.records[fid]
+        for fid, vs in index["figures"].items():  # a version's files never change: read-only (as DVC's and git's
+            for h, rec in vs.items():  # objects), so an edit of the current copy that shares them cannot reach them
+                for name in rec["files"]:
+                    _read_only(tmp_site / permalink(fid, h) / name)
         for fid, h in self.current.items():  # the current files: one copy on disk with their version's
             rec = (index["figures"].get(fid) or {}).get(h)
             if rec is not None:
@@ -200,6 +206,21 @@ class Versions:
                 f"are unchanged)")
         atomic.replace_inside(tmp_site, tmp_site / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
         return index
+
+
+def _read_only(path: Path) -> None:
+    """Take the write permission off the regular file ``path`` of the new site (a version's file: the current
+    copy of ``figures/<id>/`` is a hard link to it, and an in-place edit there, ``>> data.csv``, changed the
+    cited version with it); a filesystem without permissions keeps it as it is. POSIX only (Windows cannot
+    remove or rename over a read-only file)."""
+    if os.name != "posix":
+        return
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o222:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o222)
+    except OSError:
+        pass
 
 
 def _share(site: Path, fid: str, h: str, files: dict[str, str]) -> None:

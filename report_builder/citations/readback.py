@@ -197,6 +197,11 @@ def check_record(obj: Any, *, linked: bool = True) -> str | None:
         return "max_reconstruction_error is not a number"
     if ex is not None and (isinstance(ex, bool) or not isinstance(ex, int)):
         return "examples is not a whole number"
+    bound = obj.get("error_bound", 0.0)  # the version page prints it (float)
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+        return "error_bound is not a number"
+    if not isinstance(obj.get("chunk_rule"), _SCALARS):
+        return "chunk_rule is not a plain value"
     link = obj.get("permalink")
     if linked and link is not None and not _permalink_ok(link, fig["id"], obj["content_hash"]):
         return "permalink is not this version's address"

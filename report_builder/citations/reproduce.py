@@ -87,7 +87,10 @@ class Reproduction:
         the recipe with terminal control characters escaped: `errors.for_terminal`)."""
         p = for_terminal
         if self.status == "identical":
-            return f"reproduced {p(self.figure)} {p(self.recorded)}: identical"
+            bare = not {"spec.json", "data.csv"} <= set(self.folder_files)
+            return f"reproduced {p(self.figure)} {p(self.recorded)}: identical" + (
+                " (the rebuild gives the recorded content hash; the folder holds no spec.json and data.csv, so only "
+                "the recorded hash was compared)" if bare else "")
         if self.status == "within":
             return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({self.tolerance:g} "
                     f"steps of the published precision, {precision.SIGNIFICANT} significant digits; rebuilt as "
@@ -112,10 +115,13 @@ def load_recipe(path: str | Path) -> tuple[dict[str, Any], Path]:
     return rec.data, prov
 
 
-def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
+def _pairs(items: list[str] | None, what: str, names: Any = ()) -> dict[str, str]:
+    """``NAME=VALUE`` items as a dict; a recorded name holding ``=`` itself (a model named ``a=b``) is
+    matched whole (the longest of ``names`` the item starts with), else the item splits at its first ``=``."""
     out = {}
     for item in items or []:
-        name, sep, value = str(item).partition("=")
+        known = max((n for n in names if isinstance(n, str) and str(item).startswith(n + "=")), key=len, default=None)
+        name, sep, value = (known, "=", str(item)[len(known) + 1:]) if known else str(item).partition("=")
         if not sep or not name or not value:
             raise UsageError(f"--{what} {item!r}: expected NAME=VALUE, e.g. --{what} tiny=/path/to/model")
         out[name] = value
@@ -290,7 +296,9 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
     from report_builder.housekeeping import REPRODUCE_CACHE
 
     cache = Path(cache_dir).expanduser() if cache_dir else guard.user_cache_dir() / REPRODUCE_CACHE
-    cfg = _config(rec, cache, _pairs(models, "model"), _pairs(data, "data"), device, chunk_rule)
+    conf = rec["config"]
+    cfg = _config(rec, cache, _pairs(models, "model", [m.get("name") for m in conf["models"]]),
+                  _pairs(data, "data", [d.get("id") for d in conf.get("datasets") or []]), device, chunk_rule)
     out.cache, out.device = str(cache), cfg.device
     if not _check_inputs(rec, cfg, out):
         out.seconds = time.perf_counter() - t0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -76,6 +77,12 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
         return 0, []
     index = earlier_site.load_versions(out, log, keeping="kept as they are")
     on_disk = set(earlier_site.version_folders(out, any_id=True))  # real folders: a listed link is no version
+    if older_than is not None and not current_too and on_disk and (
+            index.damaged is not None or not os.path.lexists(out / INDEX)):
+        # no usable index: which version is each figure's current one is not known, so none is removed by date
+        log(f"warning: {out / INDEX} cannot be used, so each figure's current version is not known: "
+            f"--versions-older-than removes no version (build the site again to rebuild its index, then clean)")
+        older_than = None
     keep = {(v.figure, v.hash): v for v in index.all() if (v.figure, v.hash) in on_disk}
     unverified = on_disk - set(keep)  # kept as they are (a figure this install does not declare, or damaged)
     removed: list[str] = []
@@ -116,7 +123,8 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
                 atomic.remove_inside(out, out / "figures" / name / q)
         if not any((name, q) in folders and real for q, real in inner):
             atomic.remove_inside(out, out / "figures" / name)
-    entries_out = {"format": INDEX_FORMAT, "current": {f: h for f, h in sorted(index.current.items()) if (f, h) in keep},
+    entries_out = {"format": INDEX_FORMAT, **({"site_url": index.site_url} if index.site_url_known else {}),
+                   "current": {f: h for f, h in sorted(index.current.items()) if (f, h) in keep},
                    "figures": {}}
     for (f, h), v in sorted(keep.items()):
         entries_out["figures"].setdefault(f, {})[h] = v.entry()

@@ -133,3 +133,125 @@ def test_a_plain_clean_with_a_damaged_index_removes_no_version(tmp_path, capsys,
         assert (info["site"] / permalink(syn.FIG, info[h]) / "provenance.json").is_file()
     assert len(json.loads(vj.read_text())["figures"][syn.FIG]) == 2 and not vj.is_symlink()  # repaired
     assert syn.snapshot(tmp_path, skip=(info["site"],)) == around
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_clean_by_date_with_no_usable_index_removes_no_version(tmp_path, capsys, damage):
+    """Without a usable index (and no manifest) no figure's current version is known: a dated clean used to
+    remove every version, the current ones too, and the site with them."""
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    text = vj.read_text()
+    vj.unlink()
+    if damage == "truncated":
+        vj.write_text(text[:100])
+    (info["site"] / "figures" / "manifest.json").unlink()
+    code, out, err = _clean(capsys, info["site"], tmp_path, "--versions-older-than", "2030-01-01")
+    assert code == 0 and "kept its 3 published figure versions" in out and "figure versions (" not in out, out + err
+    assert "--versions-older-than removes no version" in err, err
+    for h in ("old", "new", "other"):
+        fig = syn.OTHER if h == "other" else syn.FIG
+        assert (info["site"] / permalink(fig, info[h]) / "provenance.json").is_file()
+
+
+def test_clean_keeps_the_site_url_its_index_records(tmp_path, capsys):
+    """`cite` after `clean` gives the version's absolute address as before (clean's index kept no site_url)."""
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    vj.write_text(json.dumps({**info["index"], "site_url": "https://example.org/r/"}))
+    code, out, err = _clean(capsys, info["site"], tmp_path)
+    assert code == 0, out + err
+    assert json.loads(vj.read_text())["site_url"] == "https://example.org/r/"
+    assert cli.main(["cite", syn.FIG, "--dir", str(info["site"])]) == 0
+    assert f"url          = {{https://example.org/r/{permalink(syn.FIG, info['new'])}}}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", [
+    {"inputs": [{"kind": "weights", "what": "models.tiny.fingerprint"}]},  # no old/new
+    {"data": {"comparable": True}},  # no counts
+    {"data": {"comparable": True, "values_changed": 1, "values_compared": 2, "largest_abs": {"difference": "big"}}},
+    {"data": {"comparable": True, "values_changed": 1, "values_compared": 2,
+              "largest_rel": {"relative": 0.5, "column": "v", "where": "layer 1"}}},
+    {"data": {"comparable": True, "values_changed": 1, "values_compared": 2, "rows_added": 3}},
+])
+def test_a_history_change_the_changes_page_cannot_show_is_left_out_not_an_internal_error(tmp_path, bad):
+    """A change whose inputs or data summary lack what the Changes page prints (KeyError, a format error on
+    every later build of the site) is left out of the page and kept in the file."""
+    from report_builder.citations import earlier_site, history
+
+    info = syn.make_site(tmp_path)
+    hj = info["site"] / "history.json"
+    h = json.loads(hj.read_text())
+    good = json.loads(json.dumps(h["entries"][0]))
+    good["changed"][0].update(inputs=[{"kind": "weights", "what": "w", "old": "a", "new": "b"}], data={
+        "comparable": True, "values_changed": 1, "values_compared": 2, "rows_added": 0, "rows_removed": 0,
+        "largest_abs": {"difference": 0.5, "column": "v", "old": 1.0, "new": 1.5, "where": {"layer": 1}},
+        "largest_rel": {"relative": 0.5, "column": "v", "where": {"layer": 1}}})
+    h["entries"][0]["changed"][0].update(bad)
+    h["entries"].append(good)
+    hj.write_text(json.dumps(h))
+    past = earlier_site.read_history(info["site"])
+    assert list(past.skipped) == [1] and len(past.raw) == 2 and past.entries == [good], past.skipped
+    page = history.history_html(past.entries, set())
+    assert "largest change 0.5 in v" in page
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_without_index_or_manifest_the_current_versions_come_from_the_history(tmp_path, damage):
+    """A build over a site whose index and manifest are both unusable took no figure as current: its history
+    entry listed every figure as "added" again (and no version could be kept within the precision)."""
+    from report_builder.citations import earlier_site
+
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    text = vj.read_text()
+    vj.unlink()
+    if damage == "truncated":
+        vj.write_text(text[:100])
+    (info["site"] / "figures" / "manifest.json").unlink()
+    h = json.loads((info["site"] / "history.json").read_text())
+    h["entries"].insert(0, {**h["entries"][0], "id": "e0", "changed": [], "added": [
+        {"id": f, "title": "t", "hash": info[k], "permalink": permalink(f, info[k])}
+        for f, k in ((syn.FIG, "old"), (syn.OTHER, "other"))]})
+    (info["site"] / "history.json").write_text(json.dumps(h))
+    index = earlier_site.load_versions(info["site"], lambda line: None)
+    assert index.current == {syn.FIG: info["new"], syn.OTHER: info["other"]}
+
+
+def test_published_version_files_are_read_only_so_the_current_copy_cannot_edit_them(tmp_path):
+    """The current copy ``figures/<id>/data.csv`` is a hard link to its version's: an in-place edit of it
+    (``>> data.csv``, pandas' ``to_csv``) changed the cited version too, and the next build that changed the
+    figure dropped that version as damaged. A version's files are read-only (as DVC's cache and git's objects)."""
+    import stat
+
+    info = syn.make_site(tmp_path)
+    new_site = tmp_path / "new"
+    new_site.mkdir()
+    v = permalinks.Versions(info["site"], None, lambda line: None, svgsafe.is_safe)
+    v.current = {syn.FIG: info["new"]}
+    (new_site / "figures" / syn.FIG).mkdir(parents=True)
+    cur = new_site / "figures" / syn.FIG / "data.csv"
+    cur.write_bytes((info["site"] / permalink(syn.FIG, info["new"]) / "data.csv").read_bytes())  # as mkdocs writes it
+    index = v.publish(new_site, lambda fid, h, *a: "<p>page</p>")
+    for fid, vs in index["figures"].items():
+        for h, rec in vs.items():
+            for name in rec["files"]:
+                mode = (new_site / permalink(fid, h) / name).stat().st_mode
+                assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), (fid, h, name, oct(mode))
+            assert (new_site / permalink(fid, h) / "cite.bib").stat().st_mode & stat.S_IWUSR  # derived: made anew
+    assert cur.stat().st_ino == (new_site / permalink(syn.FIG, info["new"]) / "data.csv").stat().st_ino
+    assert not cur.stat().st_mode & stat.S_IWUSR
+
+
+def test_a_current_version_the_index_does_not_hold_is_malformed(tmp_path):
+    """``current`` naming a hash the site holds no version of made the next build's history say the figure
+    changed from a version that never existed (its old permalink shown as removed)."""
+    from report_builder.citations import earlier_site
+
+    info = syn.make_site(tmp_path)
+    vj = info["site"] / "figures" / "versions.json"
+    vj.write_text(json.dumps({**info["index"], "current": {syn.FIG: "aaaaaaaaaaaa", syn.OTHER: info["other"]}}))
+    said: list[str] = []
+    index = earlier_site.load_versions(info["site"], said.append)
+    assert index.current == {syn.OTHER: info["other"]} and index.dropped == 1
+    assert len(said) == 1 and "1 malformed entries ignored" in said[0], said

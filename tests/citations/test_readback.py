@@ -103,7 +103,9 @@ def _record(tmp_path, **edit):
     ({"figure": {"id": "../../sentinel"}}, "figure.id"), ({"content_hash": "ABCDEF012345"}, "content_hash"),
     ({"models": ["x"]}, "models/datasets"), ({"max_reconstruction_error": "1e-7"}, "max_reconstruction_error"),
     ({"permalink": "javascript:alert(1)//figures/k21-fig3/x/"}, "permalink"),
-    ({"device": {"a": 1}}, "shown field")])
+    ({"device": {"a": 1}}, "shown field"),
+    ({"error_bound": "x"}, "error_bound"), ({"error_bound": None}, "error_bound"),  # the version page's float()
+    ({"chunk_rule": ["gpu"]}, "chunk_rule")])
 def test_a_record_the_site_shows_is_validated(tmp_path, edit, why):
     _, folder, rec = _record(tmp_path, **edit)
     (folder / "provenance.json").write_text(json.dumps(rec))

@@ -1,0 +1,40 @@
+"""What `reproduce` and `cite` say in their one line (docs/cite.md): what was compared, what was given."""
+from __future__ import annotations
+
+from report_builder.citations.reproduce import Reproduction
+
+
+def test_identical_from_a_bare_recipe_says_only_the_recorded_hash_was_compared():
+    bare = Reproduction(figure="k21-tab1", recorded="f521c1003afb", status="identical", folder_files=[])
+    assert bare.line().startswith("reproduced k21-tab1 f521c1003afb: identical (")
+    assert "only the recorded hash was compared" in bare.line()
+    whole = Reproduction(figure="k21-tab1", recorded="f521c1003afb", status="identical",
+                         folder_files=["chart.png", "chart.svg", "data.csv", "spec.json"])
+    assert whole.line() == "reproduced k21-tab1 f521c1003afb: identical"
+
+
+def test_a_recorded_model_name_holding_an_equals_sign_can_be_pointed_at():
+    """`reproduce --model 'a=b=/path'` for a model named ``a=b`` (a name the configuration accepts) split
+    at the first ``=`` and answered "the recipe has no model 'a'"."""
+    from report_builder.citations.reproduce import _pairs
+
+    assert _pairs(["a=b=/models/x"], "model", ["a=b", "c"]) == {"a=b": "/models/x"}
+    assert _pairs(["c=/m=1"], "model", ["a=b", "c"]) == {"c": "/m=1"}
+    assert _pairs(["tiny=/m"], "model") == {"tiny": "/m"}
+
+
+def test_cite_of_a_link_to_a_site_says_it_is_a_link(tmp_path):
+    """`cite --dir LINK` said "not a built site (no figures/versions.json)" of a link to a built site."""
+    import os
+
+    import pytest
+
+    from report_builder.citations.citing import cite
+    from report_builder.errors import UsageError
+    from tests.citations import synthetic as syn
+
+    info = syn.make_site(tmp_path)
+    os.symlink(info["site"], tmp_path / "link")
+    with pytest.raises(UsageError, match="a symbolic link.*give the site folder it points to"):
+        cite(syn.FIG, site_dir=tmp_path / "link")
+    assert cite(syn.FIG, site_dir=info["site"]).hash == info["new"]
