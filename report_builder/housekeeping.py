@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from report_builder import guard
+from report_builder import guard, site_marker
 from report_builder.cache import Cache
 from report_builder.cache_lock import remove_if_empty, using
 from report_builder.config import Config
@@ -53,7 +53,7 @@ def checks(cfg: Config, *, site: bool = True) -> None:
     check_ids(cfg)
     out = Path(cfg.out_dir)
     if site:
-        guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+        site_marker.check_replaceable(out, "the output directory", "--out")
         inputs = [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets)),
                   *((f"models[{k}].source", m.source) for k, m in enumerate(cfg.models)
                     if os.path.exists(os.path.expanduser(str(m.source))))]  # a local folder, not a hub id
@@ -140,7 +140,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
 
     out, cache_dir = Path(cfg.out_dir), Path(cfg.cache_dir)
     guard.check_no_symlink(out, "the output directory")
-    guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+    site_marker.check_replaceable(out, "the output directory", "--out")
     guard.check_not_nested(out, cache_dir)
     cache = Cache.existing(cache_dir)  # refuses a foreign directory, creates nothing
     repro = _reproduce_cache(cache_dir) if all else None
@@ -157,7 +157,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
             _clean_cache(cache, done, left)
     if out.exists():
         with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
-            guard.check_replaceable(out, guard.SITE_MARKER, "the output directory", "--out")
+            site_marker.check_replaceable(out, "the output directory", "--out")
             kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all",
                                     log=log or _warn)
         done.append(f"the site {out}/" + (f" (kept its {kept} published figure versions and the history)"

@@ -22,7 +22,7 @@ PKG = Path(__file__).resolve().parents[1] / "report_builder"
 # folder named here on its own ("citations.reproduce": the citation stage's one module above the site).
 STAGES: list[set[str]] = [
     # vocabulary and file safety; "" is the package's lazy __init__ (only `__version__` at import time)
-    {"schema", "errors", "extras", "papers", "tokens", "atomic", "filehash", "guard", "precision", ""},
+    {"schema", "errors", "extras", "papers", "tokens", "atomic", "filehash", "guard", "site_marker", "precision", ""},
     {"config", "config_entries", "overrides", "values", "yamlsafe", "cache", "cache_lock", "caches"},  # configuration; the results store(s)
     {"stats", "decompose", "data"},                                       # torch-free statistics; maths; eval sets
     {"models"},                                                           # adapters (declare decompose's weights), loading

@@ -279,15 +279,32 @@ def _no_foreign_file(site: Path, h1: str, h2: str) -> None:
     assert set(json.loads((site / "figures" / "versions.json").read_text())["figures"][FIG]) == {h1, h2}
 
 
+def _remove_unlisted(site: Path) -> None:
+    """Remove what the site's marker does not list (as a user told so would), links unfollowed."""
+    from report_builder import site_marker
+
+    listed = set(json.loads((site / site_marker.NAME).read_text().split(site_marker.FILES, 1)[1]))
+    for rel in site_marker.entries(site):
+        p = site / rel
+        if rel not in listed and os.path.lexists(p):
+            p.unlink() if p.is_symlink() or not p.is_dir() else shutil.rmtree(p)
+
+
 def test_a_build_over_a_hostile_earlier_site_touches_nothing_outside_and_publishes_only_its_own(builds, tmp_path):
     from tests.citations import synthetic as syn
 
     _, _, h1, h2, first = builds
     work, s = _hostile(builds, tmp_path)
     site, cache = work / "site", work / "cache"
-    around = syn.snapshot(tmp_path, skip=(site, cache))
-    r = _cli("build", "--config", "cfg.yaml", "--cache", "cache", "--out", "site", "--no-progress", "--threads", "1",
-             *SECOND, cwd=work)
+    around, before = syn.snapshot(tmp_path, skip=(site, cache)), syn.snapshot(site)
+    build = ("build", "--config", "cfg.yaml", "--cache", "cache", "--out", "site", "--no-progress", "--threads", "1",
+             *SECOND)
+    r = _cli(*build, cwd=work)  # entries its marker does not list (planted, linked): refused, nothing touched
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert r.returncode == 3 and "it holds 7 entries report_builder did not write" in line, r.stderr[-3000:]
+    assert syn.snapshot(site) == before and syn.snapshot(tmp_path, skip=(site, cache)) == around
+    _remove_unlisted(site)  # as the line asks; what stays was tampered with in place (damaged indexes, links)
+    r = _cli(*build, cwd=work)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert syn.snapshot(tmp_path, skip=(site, cache)) == around and (s / "hard.txt").read_text().startswith("hard")
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
@@ -373,7 +390,10 @@ def test_clean_reproduce_and_diff_over_a_hostile_site_and_cache(builds, tmp_path
     assert code == 2 and "symbolic link" in err
     code, out, _ = run("diff", str(site), str(builds[0].parent / "pristine" / "site"))
     assert code == 0 and "k21-tab2" not in out
-    # clean, every flag
+    # clean, every flag: refused while the site holds entries its marker does not list, then as asked
+    code, out, err = run("clean", "--cache", str(cache), "--out", str(site))
+    assert code == 3 and "it holds 7 entries report_builder did not write" in err, out + err
+    _remove_unlisted(site)
     code, out, err = run("clean", "--cache", str(cache), "--out", str(site))
     assert code == 0 and "kept its 3 published figure versions" in out, out + err  # k21-fig3's two, k21-fig2's
     assert len([ln for ln in err.splitlines() if "versions.json" in ln]) == 1

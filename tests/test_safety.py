@@ -68,9 +68,18 @@ def test_site_with_marker_or_empty_dir_is_replaced_foreign_one_refused(tmp_path)
     kw = dict(log=lambda *_: None, figures=h.DUMMY_FIGURES)
     render_site(h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=empty, **kw)
     assert (empty / guard.SITE_MARKER).is_file() and (empty / "index.html").is_file()
-    (empty / "stale.txt").write_text("from an earlier build")  # a marked site is ours: replaced whole
+    (empty / "notes.txt").write_text("a user's own file")  # not in the marker's list: refused, kept
+    with pytest.raises(guard.UnsafeOutput, match=r"it holds 1 entry report_builder did not write \('notes.txt'\)"):
+        render_site(h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=empty, **kw)
+    assert (empty / "notes.txt").read_text() == "a user's own file"
+    (empty / "notes.txt").unlink()
+    (empty / "index.html").write_text("edited")  # a file the build wrote: replaced with the site
     render_site(h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=empty, **kw)
-    assert not (empty / "stale.txt").exists()
+    assert (empty / "index.html").read_text() != "edited"
+    (empty / guard.SITE_MARKER).write_text("built by report_builder\n")  # an older build's marker lists nothing
+    (empty / "stale.txt").write_text("from an earlier build")
+    render_site(h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=empty, **kw)
+    assert not (empty / "stale.txt").exists() and "files: " in (empty / guard.SITE_MARKER).read_text()
     victim = _victim(tmp_path)
     with pytest.raises(guard.UnsafeOutput, match="refusing to replace the output directory"):
         render_site(h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=victim, **kw)

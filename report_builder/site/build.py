@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from report_builder import guard
+from report_builder import guard, site_marker
 from report_builder.atomic import write_text
 from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
@@ -146,9 +146,9 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     out_dir = Path(out_dir).resolve()
     docs_dir = Path(docs_dir).resolve() if docs_dir is not None else None
     site_url = check_site_url(site_url) if site_url is not None else None  # reaches every page: parsed, not trusted
-    guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
+    site_marker.check_replaceable(out_dir, "the output directory", "--out")
     if docs_dir is not None:
-        guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
+        site_marker.check_replaceable(docs_dir, "the generated docs directory", "docs_dir")
     if figures is None:
         from report_builder.figures.registry import all_figures
 
@@ -222,17 +222,16 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         for rel, text in (extra_files or {}).items():
             (tmp_site / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp_site / rel).write_text(text, encoding="utf-8")
-        (tmp_site / guard.SITE_MARKER).write_text("built by report_builder; `report-builder build` and `clean` "
-                                                  "may replace or remove this directory\n", encoding="utf-8")
         render_cache.prune()  # before the swap: in the fallback the renders are carried inside the new site
         figure_cache.prune()
         with guard.site_lock(out_dir, state.lock_file):
-            guard.check_replaceable(out_dir, guard.SITE_MARKER, "the output directory", "--out")
+            site_marker.check_replaceable(out_dir, "the output directory", "--out")
             publish.publish(versions, tmp_site, past, entry, charts, log)
+            site_marker.write(tmp_site)  # last: it lists every entry the new site holds
             guard.replace_dir(tmp_site, out_dir)
             if docs_dir is not None:
                 (tmp_docs / guard.SITE_MARKER).write_text("generated pages of report_builder\n", encoding="utf-8")
-                guard.check_replaceable(docs_dir, guard.SITE_MARKER, "the generated docs directory", "docs_dir")
+                site_marker.check_replaceable(docs_dir, "the generated docs directory", "docs_dir")
                 guard.replace_dir(tmp_docs, docs_dir)
             write_text(cache_manifest, json.dumps(current, indent=1))
             record = {"date": date, "dates": list(dates), "inputs": inputs, "site": _tree_digest(out_dir),

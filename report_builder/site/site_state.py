@@ -36,12 +36,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from report_builder import guard
+from report_builder import guard, site_marker
 from report_builder.errors import UnsafeOutput
 
 SITE_DIR = "site"
 """The folder of a results cache holding each output's state."""
-IN_OUT = ".report_builder"
+IN_OUT = site_marker.STATE_DIR
 """The hidden folder inside ``--out`` holding the state when no results cache is given."""
 KEY_BYTES = 32
 _OUTPUT_ID = re.compile(r"[A-Za-z0-9._-]{0,40}-[0-9a-f]{12}")
