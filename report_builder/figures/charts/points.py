@@ -13,7 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from report_builder.figures.charts.data import DEFAULT_WIDTH, LAYER_TITLE, field, inline_data, shown, typed
+from report_builder.figures.charts.data import DEFAULT_WIDTH, field, inline_data, layer_x, shown, typed
 from report_builder.precision import published as pub
 
 
@@ -81,7 +81,7 @@ def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = ""
                     models: Sequence[str] | None = None, datasets: Sequence[str] | None = None):
     """Each top pair as a point: layer × amp, coloured by category; facets model × dataset."""
     ch = alt.Chart(inline_data(shown(df))).mark_point(filled=True, size=36, opacity=0.8).encode(
-        x=alt.X("layer:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d")),
+        x=layer_x(),
         y=alt.Y("amp:Q", title="FF-amp"),
         color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories)),
                         legend=alt.Legend(orient="bottom", columns=4)),
