@@ -185,3 +185,18 @@ def test_static_drawings_keep_their_text_inside(browser, served):
         }""")]
     ctx.close()
     assert not outside, outside
+
+
+def test_key_value_tables_show_no_empty_header(browser, served):
+    """Home's "This build" and Methods' software tables are Markdown tables with an empty header row
+    (``| | |``); it is not drawn (it was a blank shaded band above the first row)."""
+    base, _, _, _ = served
+    for name in ("index.html", "methods.html"):
+        page, ctx, problems = _open(browser, f"{base}/{name}", base)
+        heads = page.evaluate("""() => [...document.querySelectorAll('article table > thead')]
+            .filter(t => [...t.querySelectorAll('th')].every(th => !th.textContent.trim()))
+            .map(t => t.getBoundingClientRect().height)""")
+        ctx.close()
+        assert not problems, problems
+        assert heads, f"{name}: no key-value table found (the check would pass vacuously)"
+        assert all(hgt == 0 for hgt in heads), f"{name}: an empty table header is drawn ({heads} px)"
