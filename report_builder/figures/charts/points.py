@@ -122,9 +122,18 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
             tooltip=["model:N", "layer:Q", "dim:Q", alt.Tooltip("ff_change:Q", format=".3f"),
                      alt.Tooltip("ln_weight:Q", format=".3f"), alt.Tooltip("ln_out_change:Q", format=".3f"),
                      alt.Tooltip("kept_ratio:Q", format=".2f")],
-        ).transform_filter(alt.datum.layer == alt.expr.min(layer, last)).properties(width=240, height=200, title=m))
+        ).transform_filter(alt.datum.layer == alt.expr.min(layer, last)).properties(
+            width=240, height=200, title=alt.Title(_shown_layer_title(m, f"layer_{key}", last))))
     ch = alt.hconcat(*panels).add_params(layer)
     return ch.properties(title=title) if title else ch
+
+
+def _shown_layer_title(model: str, param: str, last: int) -> alt.ExprRef:
+    """``"<model>, layer k of n"`` for the layer a slider-driven panel shows (its last layer when the slider
+    is beyond it), so a static export (chart.svg/png, drawn at the slider's first value) says which layer
+    it is. The model name is a JSON string literal in the expression (quotes and backslashes escaped)."""
+    return alt.ExprRef(f"{json.dumps(str(model))} + ', layer ' + min({param}, {int(last)})"
+                       f" + ' of {int(last)}'")
 
 
 def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequence[str], per_layer: int,
