@@ -75,3 +75,32 @@ def test_every_quantitative_layer_axis_is_not_niced(spec, name):
     for x in _layer_x_encodings(r.chart.to_dict()):
         scale = x.get("scale") or {}
         assert scale.get("nice") is False and scale.get("zero") is False, (spec.id, x)
+
+
+def _layer_axes(node):
+    """Every x/y encoding of a layer column (``layer``, ``Layer`` of the K21 heatmaps, ``_layer`` of the per-layer chart)."""
+    if isinstance(node, dict):
+        for ch in ("x", "y"):
+            enc = (node.get("encoding") or {}).get(ch)
+            if isinstance(enc, dict) and str(enc.get("field", "")).lower() in ("layer", "_layer"):
+                yield enc
+        for v in node.values():
+            yield from _layer_axes(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _layer_axes(v)
+
+
+@pytest.mark.parametrize("spec,name", CASES, ids=[f"{s.id}@{n}" for s, n in CASES])
+def test_every_layer_axis_says_layers_count_from_one(spec, name):
+    """One vocabulary: a layer axis is titled "layer (1 = first)" wherever it appears (the K21 category
+    heatmaps said "layer" alone, beside K21 Table 8's and every K24 chart's "layer (1 = first)")."""
+    try:
+        r = spec.build(context(name))
+    except NotConfigured:
+        return
+    if r.chart is None:
+        return
+    for enc in _layer_axes(r.chart.to_dict()):
+        title = enc.get("title", (enc.get("axis") or {}).get("title"))
+        assert title == LAYER_TITLE or (enc.get("axis", True) is None), (spec.id, enc)
