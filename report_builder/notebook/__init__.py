@@ -215,7 +215,7 @@ def decompose(
 ) -> Decomposition:
     """Decompose every layer of a model, exactly, for your texts.
 
-    Each scope's output is written as ``z_i = sum_j z_{i<-j} + z_{i<-bias}`` (SPEC §1) and checked
+    Each scope's output is written as ``z_i = sum_j z_{i<-j} + z_{i<-bias}`` (the report's Methods page) and checked
     against the tensors the unmodified Hugging Face model computes. Layers count from 1 (as on the
     site, in its ``data.csv`` and in the papers); mixing ratios are in percent; maps are shown
     row-normalised unless ``normalise=None`` (see [`Decomposition`][report_builder.notebook.Decomposition]).

@@ -58,7 +58,11 @@
 
   function fitWidth(spec, max) {  // continuous panels wider than the window shrink to fit it
     if (!spec || typeof spec !== "object") return;
-    if (typeof spec.width === "number" && spec.width > max) spec.width = max;
+    if (typeof spec.width === "number" && spec.width > max) {
+      // a square panel (a token-to-token map) stays square: narrowed alone, its cells became thin strips
+      if (spec.height === spec.width) spec.height = max;
+      spec.width = max;
+    }
     ["vconcat", "concat", "layer"].forEach(function (k) { (spec[k] || []).forEach(function (s) { fitWidth(s, max); }); });
     if (spec.spec) fitWidth(spec.spec, max);
   }

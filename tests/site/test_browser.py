@@ -185,3 +185,36 @@ def test_static_drawings_keep_their_text_inside(browser, served):
         }""")]
     ctx.close()
     assert not outside, outside
+
+
+def test_key_value_tables_show_no_empty_header(browser, served):
+    """Home's "This build" and Methods' software tables are Markdown tables with an empty header row
+    (``| | |``); it is not drawn (it was a blank shaded band above the first row)."""
+    base, _, _, _ = served
+    for name in ("index.html", "methods.html"):
+        page, ctx, problems = _open(browser, f"{base}/{name}", base)
+        heads = page.evaluate("""() => [...document.querySelectorAll('article table > thead')]
+            .filter(t => [...t.querySelectorAll('th')].every(th => !th.textContent.trim()))
+            .map(t => t.getBoundingClientRect().height)""")
+        ctx.close()
+        assert not problems, problems
+        assert heads, f"{name}: no key-value table found (the check would pass vacuously)"
+        assert all(hgt == 0 for hgt in heads), f"{name}: an empty table header is drawn ({heads} px)"
+
+
+def test_token_maps_stay_square_on_a_phone(browser, served):
+    """On a phone charts.js narrows wide panels to the window; a square token-to-token map (the K24 maps
+    explorer, 896 x 896 px) keeps its height too, so its cells stay square (narrowed alone, the map
+    became a 280 x 896 px column of thin strips)."""
+    base, _, _, _ = served
+    small = {"width": 320, "height": 700}  # a small phone: the fixture maps (280 px) are narrowed to 210
+    page, ctx, problems = _open(browser, f"{base}/k24.html", base, viewport=small)
+    # the maps (a colour legend is a rect mark too, a thin one)
+    boxes = page.evaluate("""() => [...document.querySelectorAll('#chart-k24-maps g.mark-rect')]
+        .map(g => g.getBBox()).filter(b => b.width > 50 && b.height > 50).map(b => [b.width, b.height])""")
+    ctx.close()
+    assert not problems, problems
+    assert boxes, "no map drawn in k24-maps"
+    for w, hgt in boxes:
+        assert 0.9 < w / hgt < 1.1, f"map drawn {w:.0f} x {hgt:.0f} px on a phone"
+        assert w <= small["width"], f"map wider than the phone ({w:.0f} px)"

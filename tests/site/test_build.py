@@ -169,3 +169,21 @@ def test_root_mkdocs_yml_builds_strict_after_render(tmp_path):
     cfg.plugins.on_startup(command="build", dirty=False)
     build(cfg)
     assert (tmp_path / "again" / "index.html").is_file()
+
+
+def test_home_figure_index_is_one_paragraph_per_paper(tmp_path):
+    """Home's figure index: each paper's ids in a paragraph of their own and the "n/c" legend in another
+    (the ids of K21, of K24 and the legend once ran into one paragraph, so the legend's "n/c: not
+    configured" followed the last K24 id as if that figure were not configured)."""
+    h.render_dummy_site(tmp_path)
+    html = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    section = html.split('id="figures"', 1)[1]
+    paras = re.findall(r"<p>(.*?)</p>", section, re.S)
+    by_paper = {p: [x for x in paras if f"<strong>{p}</strong>" in x] for p in ("K21", "K24")}
+    assert all(len(v) == 1 for v in by_paper.values()), paras
+    for paper, (para,) in by_paper.items():
+        assert para.startswith(f"<strong>{paper}</strong>") and para.count("<strong>") == 1, para
+        assert "not configured in this build" not in para, para
+    assert "k21-dummy-missing</code></a><sup>n/c</sup>" in by_paper["K21"][0]  # the marker stays on its id
+    legend = [x for x in paras if "not configured in this build" in x]
+    assert len(legend) == 1 and legend[0].startswith("<sup>n/c</sup>"), legend

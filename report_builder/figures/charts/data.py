@@ -30,6 +30,16 @@ DEFAULT_WIDTH = 560
 LAYER_TITLE = "layer (1 = first)"
 
 
+def layer_x(name: str = "layer") -> alt.X:
+    """The quantitative x axis of a 1-based layer column: it starts at layer 1 (no niced domain, no zero).
+
+    Pitfall: Vega-Lite "nices" a quantitative domain by default, so a 30-layer model's ``[1, 30]``
+    became ``[0, 30]`` and the axis showed a "layer 0" tick under a title saying 1 = first.
+    """
+    return alt.X(f"{name}:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d"),
+                 scale=alt.Scale(zero=False, nice=False))
+
+
 def inline_data(data: pd.DataFrame | list[dict]) -> alt.InlineData:
     """Rows as inline Vega-Lite data: one compact JSON *string* with ``format: json``.
 

@@ -126,6 +126,9 @@ def chain_diagram_svg(
     return "\n".join(out)
 
 
+#: Fills of the K24 layer diagram's blocks and ⊕ nodes (light in both colour schemes) and their label colour.
+BOX_FILLS = ("#eef3f8", "#ffffff")
+BOX_TEXT = "#222222"
 _NODE_LABELS = {"RES": "⊕", "LN1": "LN₁", "LN2": "LN₂", "LNA": "LN", "LNF": "LN", "LN2(x)": "LN₂(x)"}
 """Box labels; a sandwich layer's norms on the attention and FF outputs are plain "LN" (their place
 in the chain says which), a parallel layer's FF norm reads the layer input x."""
@@ -191,9 +194,15 @@ def layer_diagram(layout: schema.Layout, title: str, width: int | None = None, h
     base_props = dict(width=width, height=height)
     rect = alt.Chart(inline_data(boxes)).mark_rect(stroke="#555", strokeWidth=1, cornerRadius=3).encode(
         x=X("x0:Q"), x2="x1:Q", y=Y("y0:Q"), y2="y1:Q",
-        color=alt.Color("kind:N", scale=alt.Scale(domain=["box", "add"], range=["#eef3f8", "#ffffff"]),
+        color=alt.Color("kind:N", scale=alt.Scale(domain=["box", "add"], range=list(BOX_FILLS)),
                         legend=None))
-    text = alt.Chart(inline_data(nodes.assign(y=0.5))).mark_text(fontSize=13).encode(x=X("xc:Q"), y=Y("y:Q"), text="label:N")
+    # a label inside a (light) box is dark in either colour scheme; "x" and "y" stand on the page and
+    # take its text colour (the dark scheme's light text would vanish on a light box)
+    inside = nodes[nodes.kind != "io"].assign(y=0.5)
+    text = alt.Chart(inline_data(inside)).mark_text(fontSize=13, color=BOX_TEXT).encode(
+        x=X("xc:Q"), y=Y("y:Q"), text="label:N")
+    io_text = alt.Chart(inline_data(nodes[nodes.kind == "io"].assign(y=0.5))).mark_text(fontSize=13).encode(
+        x=X("xc:Q"), y=Y("y:Q"), text="label:N")
     lines = alt.Chart(inline_data(edges)).mark_line(color="#555", strokeWidth=1.2).encode(
         x=X("x:Q"), y=Y("y:Q"), detail="edge:N", order="order:Q")
     heads = alt.Chart(inline_data(edges[edges.order == edges.groupby("edge").order.transform("max")])).mark_point(
@@ -202,4 +211,4 @@ def layer_diagram(layout: schema.Layout, title: str, width: int | None = None, h
         x=X("x:Q"), y=Y("y0:Q"), y2="y1:Q")
     labels = alt.Chart(inline_data(scopes)).mark_text(fontSize=theme.FONT_SIZE, color=theme.CATEGORICAL[3], dy=8, baseline="top").encode(
         x=X("x:Q"), y=Y("y0:Q"), text="label:N")
-    return alt.layer(lines, heads, rect, text, rules, labels).properties(title=title, **base_props)
+    return alt.layer(lines, heads, rect, text, io_text, rules, labels).properties(title=title, **base_props)

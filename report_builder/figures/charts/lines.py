@@ -15,7 +15,7 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from report_builder.figures.charts.data import DEFAULT_WIDTH, LAYER_TITLE, field, inline_data, shown, typed
+from report_builder.figures.charts.data import DEFAULT_WIDTH, LAYER_TITLE, field, inline_data, layer_x, shown, typed
 
 
 def per_layer_chart(
@@ -100,7 +100,7 @@ def per_layer_lines(df: pd.DataFrame, y: str, color: str, *, y_title: str, color
         alt.Scale(domain=list(color_sort)) if color_sort else alt.Undefined)
     c = alt.Color(f"{color}:N", sort=list(color_sort) if color_sort else alt.Undefined, scale=scale)
     df = shown(df)
-    x = alt.X("layer:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d"))
+    x = layer_x()
     base = alt.Chart(inline_data(df)).encode(x=x, color=c)
     tt = list(tooltip) if tooltip else ["layer:Q", f"{color}:N", alt.Tooltip(f"{y}:Q", format=".3f")]
     layers = []

@@ -13,7 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from report_builder.figures.charts.data import DEFAULT_WIDTH, LAYER_TITLE, field, inline_data, shown, typed
+from report_builder.figures.charts.data import DEFAULT_WIDTH, field, inline_data, layer_x, shown, typed
 from report_builder.precision import published as pub
 
 
@@ -81,7 +81,7 @@ def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = ""
                     models: Sequence[str] | None = None, datasets: Sequence[str] | None = None):
     """Each top pair as a point: layer × amp, coloured by category; facets model × dataset."""
     ch = alt.Chart(inline_data(shown(df))).mark_point(filled=True, size=36, opacity=0.8).encode(
-        x=alt.X("layer:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d")),
+        x=layer_x(),
         y=alt.Y("amp:Q", title="FF-amp"),
         color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories)),
                         legend=alt.Legend(orient="bottom", columns=4)),
@@ -122,9 +122,18 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
             tooltip=["model:N", "layer:Q", "dim:Q", alt.Tooltip("ff_change:Q", format=".3f"),
                      alt.Tooltip("ln_weight:Q", format=".3f"), alt.Tooltip("ln_out_change:Q", format=".3f"),
                      alt.Tooltip("kept_ratio:Q", format=".2f")],
-        ).transform_filter(alt.datum.layer == alt.expr.min(layer, last)).properties(width=240, height=200, title=m))
+        ).transform_filter(alt.datum.layer == alt.expr.min(layer, last)).properties(
+            width=240, height=200, title=alt.Title(_shown_layer_title(m, f"layer_{key}", last))))
     ch = alt.hconcat(*panels).add_params(layer)
     return ch.properties(title=title) if title else ch
+
+
+def _shown_layer_title(model: str, param: str, last: int) -> alt.ExprRef:
+    """``"<model>, layer k of n"`` for the layer a slider-driven panel shows (its last layer when the slider
+    is beyond it), so a static export (chart.svg/png, drawn at the slider's first value) says which layer
+    it is. The model name is a JSON string literal in the expression (quotes and backslashes escaped)."""
+    return alt.ExprRef(f"{json.dumps(str(model))} + ', layer ' + min({param}, {int(last)})"
+                       f" + ' of {int(last)}'")
 
 
 def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequence[str], per_layer: int,

@@ -14,6 +14,7 @@ from report_builder import tokens as token_display
 from report_builder.stats import k21 as st
 from report_builder.figures import display, snippets
 from report_builder.figures.charts import heatmap
+from report_builder.figures.charts.data import LAYER_TITLE
 from report_builder.figures.k21 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
 
@@ -39,7 +40,7 @@ def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: 
         plot, x="category", y="Layer", value="value", facet="method", facet_order=st.METHODS,
         x_order=cats, y_order=sorted(plot["Layer"].unique()), domain=(0, 100), fmt=".1f",
         cell_width=40, cell_height=20 if plot["Layer"].max() <= 16 else 16, columns=5,
-        x_title="token category", y_title="layer", value_title="mixing ratio (%)", tooltip_extra=("n_seqs",),
+        x_title="token category", y_title=LAYER_TITLE, value_title="mixing ratio (%)", tooltip_extra=("n_seqs",),
         legend_orient="bottom",
     )
     reading = readings.category_reading(

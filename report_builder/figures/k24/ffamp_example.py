@@ -30,6 +30,8 @@ from report_builder.figures.spec import FigureContext, FigureResult
 from report_builder.precision import published as pub
 
 TOP = 8
+#: A rank's cell is dark (its label white) beyond this share of the colour domain's half-width.
+RANK_ON_DARK = 0.6
 UNITS = {"amp": schema.ROW_NORMALISED}
 """The units of the figure's data: ``amp`` is a difference of two row-normalised maps."""
 _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<[^>]+>|<\|[^|]+\|>|BOS|EOS)$")
@@ -86,7 +88,11 @@ def annotated_amp_map(cells: pd.DataFrame, top: pd.DataFrame, title: str, cell: 
     lim = float(max(cells["amp"].abs().max(), 1e-9))
     lab = {int(r.i): f"{int(r.i)}:{r.token_i}" for r in cells.drop_duplicates("i").itertuples()}
     c = cells.assign(label_i=cells["i"].map(lab), label_j=cells["j"].map(lab))
-    t = top.assign(label_i=top["i"].map(lab), label_j=top["j"].map(lab))
+    # a rank is dark on a light cell and white on a dark one, in either colour scheme (left to the scheme,
+    # the dark one's light text vanished on the light cells); a flag, not a threshold in an expression,
+    # so float noise in ``lim`` changes no byte of the spec
+    t = top.assign(label_i=top["i"].map(lab), label_j=top["j"].map(lab),
+                   on_dark=(top["amp"].abs() > RANK_ON_DARK * lim))
     x = alt.X("label_j:N", sort=alt.EncodingSortField("j", op="min"), title="j (source token)")
     y = alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"), title="i (query token)")
     heat = alt.Chart(inline_data(c[["i", "j", "label_i", "label_j", "amp"]].to_dict("records"))).mark_rect().encode(
@@ -95,9 +101,10 @@ def annotated_amp_map(cells: pd.DataFrame, top: pd.DataFrame, title: str, cell: 
                         title="FF-amp (after − before FF)"),
         tooltip=[alt.Tooltip("label_i:N", title="i (query)"), alt.Tooltip("label_j:N", title="j (source)"),
                  alt.Tooltip("amp:Q", format="+.3f")])
-    marks = alt.Chart(inline_data(t[["i", "j", "label_i", "label_j", "rank", "amp", "category"]]
+    marks = alt.Chart(inline_data(t[["i", "j", "label_i", "label_j", "rank", "amp", "category", "on_dark"]]
                                   .to_dict("records"))).mark_text(fontWeight="bold", fontSize=theme.FONT_SIZE).encode(
         x=x, y=y, text=alt.Text("rank:Q"),
+        color=alt.condition("datum.on_dark", alt.value("white"), alt.value("#222")),
         tooltip=[alt.Tooltip("rank:Q"), alt.Tooltip("label_i:N", title="i (query)"),
                  alt.Tooltip("label_j:N", title="j (source)"), alt.Tooltip("amp:Q", format="+.3f"),
                  alt.Tooltip("category:N")])
