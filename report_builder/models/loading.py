@@ -178,8 +178,16 @@ def _tokenizer(path: str, kw: dict, source: str):
     except Exception as e:  # noqa: BLE001 - tokenizers/transformers each raise their own kind
         if isinstance(e, OSError) and e.errno is not None:  # disk, permissions: not the model's fault
             raise
+        d = Path(path)
+        if d.is_dir() and not any(f.name.startswith(TOKENIZER_FILES) for f in d.iterdir()):
+            raise ModelError(f"local model directory {d} has no tokenizer files (tokenizer.json, vocab.txt, "
+                             "vocab.json, ...): save them next to the weights (tokenizer.save_pretrained(DIR))") from e
         raise ModelError(f"could not read the tokenizer of {shown(source)} ({type(e).__name__}: {_first_line(e)}); "
                          "its tokenizer files may be damaged: copy, download or save them again") from e
+
+
+TOKENIZER_FILES = ("tokenizer", "vocab", "merges", "spiece", "sentencepiece", "special_tokens_map")
+"""How a tokenizer file's name begins (a folder with none has no tokenizer, rather than a damaged one)."""
 
 
 def _first_line(e: BaseException) -> str:
@@ -238,7 +246,8 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         raise UnknownModel(f"local model directory {d} has a config.json but no weights "
                            f"(model.safetensors or pytorch_model.bin); copy the weight files next to it")
     try:
-        model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
+        model, info = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype,
+                                                output_loading_info=True, **kw)
     except Exception as e:  # noqa: BLE001 - safetensors/torch/transformers each raise their own kind
         if isinstance(e, OSError) and e.errno is not None:  # disk full, permissions: not the model's fault
             raise
@@ -247,6 +256,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
                              f"{_first_line(e)})") from e
         raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {_first_line(e)}); the "
                          f"weight file may be truncated or damaged: copy, download or save it again") from e
+    _check_weights(model, adapter, info, source)
     kw.pop("device_map", None)
     if dmap is None:
         model.eval().to(device)
@@ -268,6 +278,38 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     if dmap is not None:
         lm.placement = placement_of(lm.model, lm.adapter.layers(lm.model), mode, dmap)
     return lm
+
+
+UNUSED_MODULES = ("pooler.",)
+"""Base-model modules the decomposition never reads (BERT's pooler, absent from a masked-LM checkpoint)."""
+
+
+def _check_weights(model, adapter, info: dict, source: str) -> None:
+    """Refuse weights that are not the model transformers built from the config (exit 4): a tensor the
+    model needs and the files lack (transformers fills it with random values and only logs it), or a
+    tensor inside a layer that the model does not use (a variant of the family this transformers no
+    longer implements, e.g. BERT's ``position_embedding_type: relative_key``: its distance embeddings
+    were dropped, and the layers decomposed would not be the checkpoint's). A task head's tensors
+    (``lm_head``, ``cls.*``) and a missing pooler are expected and pass."""
+    names = {id(m): n for n, m in model.named_modules()}
+    inside = tuple(f"{names[id(layer)]}." for layer in adapter.layers(model) if id(layer) in names)
+    missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(UNUSED_MODULES))
+    unused = sorted(k for k in info.get("unexpected_keys") or () if inside and k.startswith(inside))
+    mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or ())
+    missing += mismatched
+
+    def some(keys: list[str]) -> str:
+        return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+    if missing:
+        raise ModelError(f"the weights of {shown(source)} lack {len(missing)} tensor(s) its config.json needs "
+                         f"({some(missing)}); transformers would fill them with random values: the weight files "
+                         "are incomplete or belong to another config: copy, download or save them again")
+    if unused:
+        raise UnsupportedArchitecture(
+            f"the weights of {shown(source)} hold {len(unused)} tensor(s) inside its layers that transformers' "
+            f"{type(model).__name__} does not use ({some(unused)}): its config asks for a variant this "
+            "transformers does not implement, so the layers decomposed would not be the checkpoint's")
 
 
 def _check_tokenizer(tok, model, source: str) -> None:

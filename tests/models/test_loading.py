@@ -1,0 +1,63 @@
+"""`models.loading.load` refuses weights that are not the model transformers builds, and names a
+missing tokenizer, before anything is decomposed (exit 4, one line)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from report_builder.errors import EXIT_CODES, ModelError, UnsupportedArchitecture, exit_code
+from report_builder.models.loading import load
+from tests.tiny_models import save_tiny
+
+
+def _edit_weights(folder, edit) -> None:
+    f = folder / "model.safetensors"
+    sd = load_file(f)
+    edit(sd)
+    save_file(sd, f, metadata={"format": "pt"})
+
+
+def test_a_checkpoint_missing_a_layer_weight_is_refused_not_filled_at_random(tmp_path):
+    """transformers filled the missing tensor with random values and only logged it: `check` said exit 0
+    and the report decomposed a partly random model."""
+    d = save_tiny("bert", tmp_path / "m")
+    _edit_weights(d, lambda sd: sd.pop("encoder.layer.1.attention.output.dense.weight"))
+    with pytest.raises(ModelError) as e:
+        load(str(d))
+    assert exit_code(e.value) == EXIT_CODES["model"] == 4
+    assert "encoder.layer.1.attention.output.dense.weight" in str(e.value) and "random" in str(e.value)
+
+
+def test_weights_inside_a_layer_that_transformers_does_not_use_are_refused(tmp_path):
+    """A BERT with ``position_embedding_type: relative_key`` (dropped in transformers 5): its distance
+    embeddings were ignored and the layers decomposed as absolute-position ones."""
+    d = save_tiny("bert", tmp_path / "m")
+    _edit_weights(d, lambda sd: sd.__setitem__("encoder.layer.0.attention.self.distance_embedding.weight",
+                                               torch.zeros(255, 8)))
+    with pytest.raises(UnsupportedArchitecture) as e:
+        load(str(d))
+    assert exit_code(e.value) == 4 and "distance_embedding" in str(e.value)
+
+
+def test_a_head_and_a_missing_pooler_are_expected(tmp_path):
+    """A task checkpoint (masked-LM head, no pooler) loads as its base model."""
+    d = save_tiny("bert", tmp_path / "m")
+
+    def as_mlm(sd):
+        sd.pop("pooler.dense.weight"), sd.pop("pooler.dense.bias")
+        sd["cls.predictions.bias"] = torch.zeros(30522)
+
+    _edit_weights(d, as_mlm)
+    assert load(str(d)).adapter.family == "bert"
+
+
+def test_a_folder_without_tokenizer_files_says_so(tmp_path):
+    """A causal model's folder with no tokenizer files was reported as 'its tokenizer files may be damaged'."""
+    d = save_tiny("llama", tmp_path / "m")
+    for f in d.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "vocab", "merges")):
+            f.unlink()
+    with pytest.raises(ModelError) as e:
+        load(str(d))
+    assert "no tokenizer files" in str(e.value) and "save_pretrained" in str(e.value)
