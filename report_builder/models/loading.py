@@ -226,6 +226,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     path, kw = resolve(source, revision)  # kw: trust_remote_code=False (sources.NO_REMOTE_CODE)
     config = auto_config(path, kw, source)  # a model's own code (auto_map) is refused here, before weights
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
+    check_activation(adapter, config, source)
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
         try:
             meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
@@ -278,6 +279,18 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     if dmap is not None:
         lm.placement = placement_of(lm.model, lm.adapter.layers(lm.model), mode, dmap)
     return lm
+
+
+def check_activation(adapter, config, source: str) -> None:
+    """Refuse, before any weight is read, a feed-forward activation the decomposition has no attribution for
+    (a BERT with ``hidden_act: quick_gelu`` was an internal error, exit 1, after loading)."""
+    from report_builder.decompose.feedforward import ACTIVATIONS
+
+    act = adapter.facts(config).get("activation")
+    if act not in ACTIVATIONS:
+        raise UnsupportedArchitecture(
+            f"{shown(source)}: its feed-forward activation {shown(act)} is not supported (the FF attribution "
+            f"needs its closed form); supported: {', '.join(sorted(ACTIVATIONS))}")
 
 
 UNUSED_MODULES = ("pooler.",)
@@ -340,6 +353,7 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
     base = getattr(model, "base_model", model)
     adapter = registry.for_model(base)
+    check_activation(adapter, base.config, source or name)
     base.eval()
     return LoadedModel(name=name, source=source or name, model=base, tokenizer=tokenizer, adapter=adapter,
                        fingerprint=fingerprint or hash_state_dict(base), causal=adapter.causal)

@@ -61,3 +61,16 @@ def test_a_folder_without_tokenizer_files_says_so(tmp_path):
     with pytest.raises(ModelError) as e:
         load(str(d))
     assert "no tokenizer files" in str(e.value) and "save_pretrained" in str(e.value)
+
+
+def test_an_activation_without_an_attribution_is_refused_before_the_weights(tmp_path):
+    """``hidden_act: quick_gelu`` was an internal error (exit 1) raised from the decomposition, after loading."""
+    import json
+
+    d = save_tiny("bert", tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "hidden_act": "quick_gelu"}))
+    (d / "model.safetensors").unlink()  # refused from the config alone
+    with pytest.raises(UnsupportedArchitecture) as e:
+        load(str(d))
+    assert exit_code(e.value) == 4 and "quick_gelu" in str(e.value) and "gelu_new" in str(e.value)
