@@ -226,7 +226,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     path, kw = resolve(source, revision)  # kw: trust_remote_code=False (sources.NO_REMOTE_CODE)
     config = auto_config(path, kw, source)  # a model's own code (auto_map) is refused here, before weights
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
-    check_activation(adapter, config, source)
+    check_config(adapter, config, source)
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
         try:
             meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
@@ -281,11 +281,23 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     return lm
 
 
-def check_activation(adapter, config, source: str) -> None:
-    """Refuse, before any weight is read, a feed-forward activation the decomposition has no attribution for
-    (a BERT with ``hidden_act: quick_gelu`` was an internal error, exit 1, after loading)."""
+def check_config(adapter, config, source: str) -> None:
+    """Refuse, before any weight is read, a config the family's adapter cannot decompose as it is: a
+    feed-forward activation with no attribution (``hidden_act: quick_gelu``), or attention whose direction
+    differs from the family's (a Gemma-3 with ``use_bidirectional_attention``, as EmbeddingGemma; a BERT with
+    ``is_decoder``): each was an internal error (exit 1) from the decomposition, or statistics over the
+    wrong token pairs."""
     from report_builder.decompose.feedforward import ACTIVATIONS
 
+    if adapter.causal and getattr(config, "use_bidirectional_attention", False):
+        raise UnsupportedArchitecture(
+            f"{shown(source)}: its config sets use_bidirectional_attention, but family {adapter.family} is "
+            "decomposed as a causal model (each token sees only earlier ones): bidirectional variants are not "
+            "supported")
+    if not adapter.causal and getattr(config, "is_decoder", False):
+        raise UnsupportedArchitecture(
+            f"{shown(source)}: its config sets is_decoder (causal attention), but family {adapter.family} is "
+            "decomposed as an encoder (every token sees every other): decoder variants are not supported")
     act = adapter.facts(config).get("activation")
     if act not in ACTIVATIONS:
         raise UnsupportedArchitecture(
@@ -353,7 +365,7 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
     base = getattr(model, "base_model", model)
     adapter = registry.for_model(base)
-    check_activation(adapter, base.config, source or name)
+    check_config(adapter, base.config, source or name)
     base.eval()
     return LoadedModel(name=name, source=source or name, model=base, tokenizer=tokenizer, adapter=adapter,
                        fingerprint=fingerprint or hash_state_dict(base), causal=adapter.causal)

@@ -74,3 +74,26 @@ def test_an_activation_without_an_attribution_is_refused_before_the_weights(tmp_
     with pytest.raises(UnsupportedArchitecture) as e:
         load(str(d))
     assert exit_code(e.value) == 4 and "quick_gelu" in str(e.value) and "gelu_new" in str(e.value)
+
+
+def test_attention_of_another_direction_than_the_familys_is_refused_before_the_weights(tmp_path):
+    """A BERT with ``is_decoder`` (causal attention) was decomposed as an encoder; a Gemma-3 with
+    ``use_bidirectional_attention`` (EmbeddingGemma) was an internal error ("probabilities are not causal")."""
+    import json
+
+    import transformers as tr
+
+    from report_builder.models.loading import from_model
+    from tests.tiny_models import TINY
+
+    d = save_tiny("bert", tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "is_decoder": True}))
+    (d / "model.safetensors").unlink()
+    with pytest.raises(UnsupportedArchitecture, match="is_decoder"):
+        load(str(d))
+    t = TINY["gemma3"]
+    m = tr.Gemma3TextModel(tr.Gemma3TextConfig(**t.kwargs, use_bidirectional_attention=True,
+                                               attn_implementation="eager"))
+    with pytest.raises(UnsupportedArchitecture, match="use_bidirectional_attention"):
+        from_model(m, None, name="bidi")
