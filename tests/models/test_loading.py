@@ -97,3 +97,14 @@ def test_attention_of_another_direction_than_the_familys_is_refused_before_the_w
                                                attn_implementation="eager"))
     with pytest.raises(UnsupportedArchitecture, match="use_bidirectional_attention"):
         from_model(m, None, name="bidi")
+
+
+def test_a_config_saved_with_flash_attention_loads_with_eager_attention(tmp_path):
+    """A config.json carrying ``"_attn_implementation": "flash_attention_2"`` (as some fine-tunes are saved) made
+    transformers ask for flash-attn, and the load failed as 'the weight file may be truncated or damaged'."""
+    import json
+
+    d = save_tiny("llama", tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "_attn_implementation": "flash_attention_2"}))
+    assert load(str(d)).model.config._attn_implementation == "eager"
