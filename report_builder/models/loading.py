@@ -382,7 +382,10 @@ def adapter_of(source: str, revision: str | None = None) -> Adapter:
 
     if e is not None and e.model_type is not None:  # its config lives in a GGUF: no conversion for this
         return registry.for_model_type(e.model_type)
-    return registry.for_config(auto_config(path, kw, source))
+    config = auto_config(path, kw, source)
+    adapter = registry.for_config(config)
+    check_config(adapter, config, source)  # so a plan, and a build before its first task, refuses it too
+    return adapter
 
 
 def config_and_tokenizer(source: str, revision: str | None = None):

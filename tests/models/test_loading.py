@@ -108,3 +108,17 @@ def test_a_config_saved_with_flash_attention_loads_with_eager_attention(tmp_path
     cfg = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**cfg, "_attn_implementation": "flash_attention_2"}))
     assert load(str(d)).model.config._attn_implementation == "eager"
+
+
+def test_a_plan_refuses_the_config_too(tmp_path):
+    """`adapter_of` (what a plan and a build ask before their first task) refused only the model type: a build
+    swapping in a BERT with ``hidden_act: quick_gelu`` computed every other model's results, then failed."""
+    import json
+
+    from report_builder.models.loading import adapter_of
+
+    d = save_tiny("bert", tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "hidden_act": "quick_gelu"}))
+    with pytest.raises(UnsupportedArchitecture, match="quick_gelu"):
+        adapter_of(str(d))
