@@ -321,7 +321,14 @@ def _check_weights(model, adapter, info: dict, source: str) -> None:
     names = {id(m): n for n, m in model.named_modules()}
     inside = tuple(f"{names[id(layer)]}." for layer in adapter.layers(model) if id(layer) in names)
     missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(UNUSED_MODULES))
-    unused = sorted(k for k in info.get("unexpected_keys") or () if inside and k.startswith(inside))
+    modules = dict(model.named_modules())
+
+    def foreign(key: str) -> bool:  # a weight, or a tensor of a leaf module (a bias of a bias-less Linear);
+        parent, _, leaf = key.rpartition(".")  # not a legacy buffer (GPT-2's attn.masked_bias)
+        m = modules.get(parent)
+        return leaf == "weight" or (m is not None and next(m.children(), None) is None)
+
+    unused = sorted(k for k in info.get("unexpected_keys") or () if inside and k.startswith(inside) and foreign(k))
     mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or ())
     missing += mismatched
 
@@ -335,8 +342,9 @@ def _check_weights(model, adapter, info: dict, source: str) -> None:
     if unused:
         raise UnsupportedArchitecture(
             f"the weights of {shown(source)} hold {len(unused)} tensor(s) inside its layers that transformers' "
-            f"{type(model).__name__} does not use ({some(unused)}): its config asks for a variant this "
-            "transformers does not implement, so the layers decomposed would not be the checkpoint's")
+            f"{type(model).__name__} does not use ({some(unused)}): its config.json does not describe these weights "
+            "(a flag such as attention_bias unset, or a variant this transformers no longer implements, e.g. BERT's "
+            "relative_key), so the layers decomposed would not be the checkpoint's")
 
 
 def _check_tokenizer(tok, model, source: str) -> None:

@@ -122,3 +122,24 @@ def test_a_plan_refuses_the_config_too(tmp_path):
     (d / "config.json").write_text(json.dumps({**cfg, "hidden_act": "quick_gelu"}))
     with pytest.raises(UnsupportedArchitecture, match="quick_gelu"):
         adapter_of(str(d))
+
+
+def test_legacy_buffers_inside_a_layer_still_load(tmp_path):
+    """An old GPT-2 checkpoint keeps each layer's ``attn.masked_bias`` buffer (transformers reports it unused):
+    a buffer, not a weight of the layers, so it is not refused; a bias the config does not declare is."""
+    import shutil
+
+    import transformers as tr
+
+    from tests.tiny_models import TINY, _tokenizer_dir
+
+    d = tmp_path / "gpt2"
+    tr.GPT2Model(tr.GPT2Config(**TINY["gpt2"].kwargs)).save_pretrained(d)
+    for f in _tokenizer_dir("gpt2").iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "vocab", "merges")):
+            shutil.copy(f, d / f.name)
+    _edit_weights(d, lambda sd: sd.__setitem__("h.0.attn.masked_bias", torch.tensor(-1e4)))
+    assert load(str(d)).adapter.family == "gpt2"
+    _edit_weights(d, lambda sd: sd.__setitem__("h.1.ln_1.extra", torch.zeros(32)))  # a leaf module's foreign tensor
+    with pytest.raises(UnsupportedArchitecture, match="h.1.ln_1.extra"):
+        load(str(d))
