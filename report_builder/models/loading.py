@@ -249,8 +249,8 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     try:
         # config=: the config already read, so eager attention wins over a saved `_attn_implementation`
         # (a config.json written with "flash_attention_2" asked for flash-attn, missing here)
-        model, info = AutoModel.from_pretrained(path, config=config, attn_implementation="eager", dtype=torch_dtype,
-                                                output_loading_info=True, **kw)
+        model, info = AutoModel.from_pretrained(path, **kw, config=config, attn_implementation="eager",
+                                                dtype=torch_dtype, output_loading_info=True)
     except Exception as e:  # noqa: BLE001 - safetensors/torch/transformers each raise their own kind
         if isinstance(e, OSError) and e.errno is not None:  # disk full, permissions: not the model's fault
             raise
