@@ -374,6 +374,8 @@ def _custom_code_model(tmp_path: Path, kind: str) -> tuple[Path, Path]:
             cfg["model_type"] = "evil-custom"
     elif kind in ("int8", "uint8"):
         cfg["torch_dtype"] = kind
+    elif kind == "bitsandbytes":  # float torch_dtype, quantised weights: was 'the weight file may be damaged'
+        cfg["quantization_config"] = {"quant_method": kind, "load_in_8bit": True}
     (d / "config.json").write_text(json.dumps(cfg))
     if kind == "tokenizer":
         t = json.loads((d / "tokenizer_config.json").read_text())
@@ -388,6 +390,7 @@ def _custom_code_model(tmp_path: Path, kind: str) -> tuple[Path, Path]:
     ("tokenizer", "needs its own Python code to load (`auto_map` in its tokenizer_config.json", 4),
     ("int8", "declares torch_dtype 'int8', not a floating-point type", 4),
     ("uint8", "declares torch_dtype 'uint8'", 4),
+    ("bitsandbytes", "declares quantised weights (quantization_config, quant_method 'bitsandbytes')", 4),
 ])
 def test_model_folder_code_is_refused_without_a_terminal(capsys, tmp_path, kind, expected, code):
     """Before: a known model_type with `auto_map` loaded silently, an unknown one was "internal error"

@@ -178,8 +178,16 @@ def _tokenizer(path: str, kw: dict, source: str):
     except Exception as e:  # noqa: BLE001 - tokenizers/transformers each raise their own kind
         if isinstance(e, OSError) and e.errno is not None:  # disk, permissions: not the model's fault
             raise
+        d = Path(path)
+        if d.is_dir() and not any(f.name.startswith(TOKENIZER_FILES) for f in d.iterdir()):
+            raise ModelError(f"local model directory {d} has no tokenizer files (tokenizer.json, vocab.txt, "
+                             "vocab.json, ...): save them next to the weights (tokenizer.save_pretrained(DIR))") from e
         raise ModelError(f"could not read the tokenizer of {shown(source)} ({type(e).__name__}: {_first_line(e)}); "
                          "its tokenizer files may be damaged: copy, download or save them again") from e
+
+
+TOKENIZER_FILES = ("tokenizer", "vocab", "merges", "spiece", "sentencepiece", "special_tokens_map")
+"""How a tokenizer file's name begins (a folder with none has no tokenizer, rather than a damaged one)."""
 
 
 def _first_line(e: BaseException) -> str:
@@ -218,6 +226,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     path, kw = resolve(source, revision)  # kw: trust_remote_code=False (sources.NO_REMOTE_CODE)
     config = auto_config(path, kw, source)  # a model's own code (auto_map) is refused here, before weights
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
+    check_config(adapter, config, source)
     with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
         try:
             meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
@@ -238,7 +247,10 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
         raise UnknownModel(f"local model directory {d} has a config.json but no weights "
                            f"(model.safetensors or pytorch_model.bin); copy the weight files next to it")
     try:
-        model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch_dtype, **kw)
+        # config=: the config already read, so eager attention wins over a saved `_attn_implementation`
+        # (a config.json written with "flash_attention_2" asked for flash-attn, missing here)
+        model, info = AutoModel.from_pretrained(path, **kw, config=config, attn_implementation="eager",
+                                                dtype=torch_dtype, output_loading_info=True)
     except Exception as e:  # noqa: BLE001 - safetensors/torch/transformers each raise their own kind
         if isinstance(e, OSError) and e.errno is not None:  # disk full, permissions: not the model's fault
             raise
@@ -247,6 +259,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
                              f"{_first_line(e)})") from e
         raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {_first_line(e)}); the "
                          f"weight file may be truncated or damaged: copy, download or save it again") from e
+    _check_weights(model, adapter, info, source)
     kw.pop("device_map", None)
     if dmap is None:
         model.eval().to(device)
@@ -268,6 +281,70 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     if dmap is not None:
         lm.placement = placement_of(lm.model, lm.adapter.layers(lm.model), mode, dmap)
     return lm
+
+
+def check_config(adapter, config, source: str) -> None:
+    """Refuse, before any weight is read, a config the family's adapter cannot decompose as it is: a
+    feed-forward activation with no attribution (``hidden_act: quick_gelu``), or attention whose direction
+    differs from the family's (a Gemma-3 with ``use_bidirectional_attention``, as EmbeddingGemma; a BERT with
+    ``is_decoder``): each was an internal error (exit 1) from the decomposition, or statistics over the
+    wrong token pairs."""
+    from report_builder.decompose.feedforward import ACTIVATIONS
+
+    if adapter.causal and getattr(config, "use_bidirectional_attention", False):
+        raise UnsupportedArchitecture(
+            f"{shown(source)}: its config sets use_bidirectional_attention, but family {adapter.family} is "
+            "decomposed as a causal model (each token sees only earlier ones): bidirectional variants are not "
+            "supported")
+    if not adapter.causal and getattr(config, "is_decoder", False):
+        raise UnsupportedArchitecture(
+            f"{shown(source)}: its config sets is_decoder (causal attention), but family {adapter.family} is "
+            "decomposed as an encoder (every token sees every other): decoder variants are not supported")
+    act = adapter.facts(config).get("activation")
+    if act not in ACTIVATIONS:
+        raise UnsupportedArchitecture(
+            f"{shown(source)}: its feed-forward activation {shown(act)} is not supported (the FF attribution "
+            f"needs its closed form); supported: {', '.join(sorted(ACTIVATIONS))}")
+
+
+UNUSED_MODULES = ("pooler.",)
+"""Base-model modules the decomposition never reads (BERT's pooler, absent from a masked-LM checkpoint)."""
+
+
+def _check_weights(model, adapter, info: dict, source: str) -> None:
+    """Refuse weights that are not the model transformers built from the config (exit 4): a tensor the
+    model needs and the files lack (transformers fills it with random values and only logs it), or a
+    tensor inside a layer that the model does not use (a variant of the family this transformers no
+    longer implements, e.g. BERT's ``position_embedding_type: relative_key``: its distance embeddings
+    were dropped, and the layers decomposed would not be the checkpoint's). A task head's tensors
+    (``lm_head``, ``cls.*``) and a missing pooler are expected and pass."""
+    names = {id(m): n for n, m in model.named_modules()}
+    inside = tuple(f"{names[id(layer)]}." for layer in adapter.layers(model) if id(layer) in names)
+    missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(UNUSED_MODULES))
+    modules = dict(model.named_modules())
+
+    def foreign(key: str) -> bool:  # a weight, or a tensor of a leaf module (a bias of a bias-less Linear);
+        parent, _, leaf = key.rpartition(".")  # not a legacy buffer (GPT-2's attn.masked_bias)
+        m = modules.get(parent)
+        return leaf == "weight" or (m is not None and next(m.children(), None) is None)
+
+    unused = sorted(k for k in info.get("unexpected_keys") or () if inside and k.startswith(inside) and foreign(k))
+    mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or ())
+    missing += mismatched
+
+    def some(keys: list[str]) -> str:
+        return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+    if missing:
+        raise ModelError(f"the weights of {shown(source)} lack {len(missing)} tensor(s) its config.json needs "
+                         f"({some(missing)}); transformers would fill them with random values: the weight files "
+                         "are incomplete or belong to another config: copy, download or save them again")
+    if unused:
+        raise UnsupportedArchitecture(
+            f"the weights of {shown(source)} hold {len(unused)} tensor(s) inside its layers that transformers' "
+            f"{type(model).__name__} does not use ({some(unused)}): its config.json does not describe these weights "
+            "(a flag such as attention_bias unset, or a variant this transformers no longer implements, e.g. BERT's "
+            "relative_key), so the layers decomposed would not be the checkpoint's")
 
 
 def _check_tokenizer(tok, model, source: str) -> None:
@@ -298,6 +375,7 @@ def from_model(model: nn.Module, tokenizer, *, name: str, source: str | None = N
 
     base = getattr(model, "base_model", model)
     adapter = registry.for_model(base)
+    check_config(adapter, base.config, source or name)
     base.eval()
     return LoadedModel(name=name, source=source or name, model=base, tokenizer=tokenizer, adapter=adapter,
                        fingerprint=fingerprint or hash_state_dict(base), causal=adapter.causal)
@@ -312,7 +390,10 @@ def adapter_of(source: str, revision: str | None = None) -> Adapter:
 
     if e is not None and e.model_type is not None:  # its config lives in a GGUF: no conversion for this
         return registry.for_model_type(e.model_type)
-    return registry.for_config(auto_config(path, kw, source))
+    config = auto_config(path, kw, source)
+    adapter = registry.for_config(config)
+    check_config(adapter, config, source)  # so a plan, and a build before its first task, refuses it too
+    return adapter
 
 
 def config_and_tokenizer(source: str, revision: str | None = None):

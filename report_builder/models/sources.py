@@ -120,7 +120,7 @@ class ModelRefused(UnsupportedArchitecture):
 
 def check_model_config(config: dict, source: str, where: str = "config.json") -> None:
     """Refuse a model whose config needs code of its own (``auto_map``) or declares weights that are
-    not floating-point (``torch_dtype: int8``), before anything is loaded.
+    not floating-point (``torch_dtype: int8``, a ``quantization_config``), before anything is loaded.
 
     Raises:
         ModelRefused: ``auto_map`` (report_builder never runs a model's own code), or a ``torch_dtype``
@@ -134,6 +134,12 @@ def check_model_config(config: dict, source: str, where: str = "config.json") ->
             f"{for_terminal(clip(names, 120))}); report_builder never runs code "
             "from a model folder or hub repository (trust_remote_code=False): use a model whose architecture "
             "transformers implements itself")
+    quant = config.get("quantization_config")
+    if quant:  # bitsandbytes, GPTQ, AWQ, fp8...: failed as a 'damaged' weight file, or loaded integer weights
+        method = quant.get("quant_method", "?") if isinstance(quant, dict) else quant
+        raise ModelRefused(f"model {shown(source)}: its {where} declares quantised weights (quantization_config, "
+                           f"quant_method {shown(method, 40)}); report_builder decomposes float32, bfloat16 or "
+                           "float16 weights: give the model's unquantised checkpoint")
     dtype = config.get("torch_dtype", config.get("dtype"))
     if dtype is not None and not (isinstance(dtype, str) and dtype.removeprefix("torch.") in FLOAT_DTYPES):
         raise ModelRefused(f"model {shown(source)}: its {where} declares torch_dtype {shown(dtype, 40)}, not a "

@@ -17,6 +17,7 @@ from report_builder.atomic import write_text
 from report_builder.cache import frame_hash
 from report_builder import atomic
 from report_builder.errors import UnsafeOutput
+from report_builder.schema import LAYOUTS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -44,7 +45,9 @@ def summary_lines(tables: "dict[str, pd.DataFrame]", cfg: "Config") -> list[str]
         for name in names:
             c = headlines.cancellation(tables, name)
             ff, whole = (c.ff, c.whole) if c is not None else (float("nan"), float("nan"))
-            lines.append(f"  {name:<16} through FF {ff:.3f}   through FF+RES+LN (whole layer from ATB) {whole:.3f}")
+            lay = next((lay for lay in LAYOUTS if c is not None and lay.whole_layer == c.whole_scope), LAYOUTS[0])
+            lines.append(f"  {name:<16} through FF {ff:.3f}   through {'+'.join(lay.components)} "  # the model's own
+                         f"(whole layer from ATB) {whole:.3f}")  # blocks: post-LN FF+RES+LN, parallel FF alone
     return lines
 
 

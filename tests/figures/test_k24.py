@@ -114,3 +114,17 @@ def test_ffamp_categories_zero_counts_are_no_data(results):
     d = results["k24-ffamp-categories"].chart.to_dict()
     text = json.dumps(d)
     assert "datum.top_count == 0" in text and "no data" in text
+
+
+@pytest.mark.parametrize("layout", ["sandwich", "post"])
+def test_fig1_with_a_primary_causal_model_of_another_layout_says_nothing_is_missing(tables, layout):
+    """`build --model SmolLM2-135M=<a Gemma-2 or OPT-350m folder>`: both roles were configured and drawn, yet the
+    reading said "No pre-LN model is configured ... (add a model with role primary_causal)" (missing was
+    decided by layout, not by role)."""
+    t = dict(tables)
+    t["models"] = tables["models"].assign(
+        ln_position=[layout if m == "tiny-llama" else p for m, p in zip(tables["models"].model,
+                                                                          tables["models"].ln_position)])
+    r = maps.build_fig1(FigureContext(tables=t, roles=k24_fixture_roles()))
+    assert r.models == ("tiny-bert", "tiny-llama")
+    assert "is configured" not in r.reading and "missing_config" not in r.params, r.reading

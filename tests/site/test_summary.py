@@ -36,3 +36,16 @@ def test_summary_lines_are_memoised_on_the_tables_they_read(tmp_path, monkeypatc
     again = summary.summary_memo(cfg, changed, {**hashes, "k21_expansion": frame_hash(exp)})
     assert calls == [1] and again == real(changed, cfg) and again != first
     assert "nan" not in " ".join(first[:4])
+
+
+def test_the_k24_line_names_each_models_own_blocks(tmp_path):
+    """Every model's K24 line said "through FF+RES+LN": a pre-LN model's whole layer is LN+FF+RES, and a parallel
+    (GPT-NeoX) model's is its FF branch alone (there is no LN after it)."""
+    tables, _roles, _figs = h.fixture_site_inputs()
+    cfg = api.configure(preset="smoke", cache_dir=str(tmp_path / "cache"), out_dir=str(tmp_path / "site"))
+    names = dict(zip(("tiny-bert", "tiny-llama"), (m.name for m in cfg.models)))
+    tables = {k: v.assign(model=v["model"].replace(names)) if "model" in v else v for k, v in tables.items()}
+    lines = {ln.split()[0]: ln for ln in summary.summary_lines(tables, cfg) if "through FF" in ln}
+    enc, causal = (m.name for m in cfg.models)
+    assert "through FF+RES+LN (whole layer" in lines[enc]
+    assert "through LN+FF+RES (whole layer" in lines[causal], lines[causal]

@@ -42,15 +42,14 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
         parts.append(readings.self_attribution(m, layer, figstats.diagonal_means(cut), scopes))
         used.append(m)
         data.append(cut)
-    shown_ids = {lay.id for _, lay in have}
-    missing = [(role, lay) for role, lay in sel.ROLE_LAYOUTS if lay.id not in shown_ids]
+    missing = [(role, lay) for (role, lay), (m, _) in zip(sel.ROLE_LAYOUTS, wanted) if m not in used]
     reading = "; ".join(parts) + "."
     params = {"layer": "middle layer (0-based n_layers // 2, shown 1-based)", "example": "first example",
               "diagram": "altair (rect/text/line marks)"}
     if missing:
         role, lay = missing[0]
-        reading += (f" No {lay.label} model is configured, so only the {have[0][1].label} diagram is shown "
-                    f"(add a model with role {role}).")
+        reading += (f" No {role.replace('_', ' ')} ({lay.label}) model is configured, so only the "
+                    f"{have[0][1].label} diagram is shown (add a model with role {role}).")
         params["missing_config"] = snippets.K24_CAUSAL if role == "primary_causal" else snippets.K24_ENCODER
     chart = alt.vconcat(*panels, spacing=12).resolve_scale(color="independent")
     return FigureResult(data=pd.concat(data, ignore_index=True), chart=chart, reading=reading, models=tuple(used),
