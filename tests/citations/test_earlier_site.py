@@ -135,10 +135,8 @@ def test_a_plain_clean_with_a_damaged_index_removes_no_version(tmp_path, capsys,
     assert syn.snapshot(tmp_path, skip=(info["site"],)) == around
 
 
-@pytest.mark.parametrize("damage", ["truncated", "missing"])
-def test_clean_by_date_with_no_usable_index_removes_no_version(tmp_path, capsys, damage):
-    """Without a usable index (and no manifest) no figure's current version is known: a dated clean used to
-    remove every version, the current ones too, and the site with them."""
+def _site_without_index(tmp_path, damage: str) -> dict:
+    """A synthetic site whose versions.json is truncated or missing and whose manifest is gone."""
     info = syn.make_site(tmp_path)
     vj = info["site"] / "figures" / "versions.json"
     text = vj.read_text()
@@ -146,6 +144,14 @@ def test_clean_by_date_with_no_usable_index_removes_no_version(tmp_path, capsys,
     if damage == "truncated":
         vj.write_text(text[:100])
     (info["site"] / "figures" / "manifest.json").unlink()
+    return info
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_clean_by_date_with_no_usable_index_removes_no_version(tmp_path, capsys, damage):
+    """Without a usable index (and no manifest) no figure's current version is known: a dated clean used to
+    remove every version, the current ones too, and the site with them."""
+    info = _site_without_index(tmp_path, damage)
     code, out, err = _clean(capsys, info["site"], tmp_path, "--versions-older-than", "2030-01-01")
     assert code == 0 and "kept its 3 published figure versions" in out and "figure versions (" not in out, out + err
     assert "--versions-older-than removes no version" in err, err
@@ -202,13 +208,7 @@ def test_without_index_or_manifest_the_current_versions_come_from_the_history(tm
     entry listed every figure as "added" again (and no version could be kept within the precision)."""
     from report_builder.citations import earlier_site
 
-    info = syn.make_site(tmp_path)
-    vj = info["site"] / "figures" / "versions.json"
-    text = vj.read_text()
-    vj.unlink()
-    if damage == "truncated":
-        vj.write_text(text[:100])
-    (info["site"] / "figures" / "manifest.json").unlink()
+    info = _site_without_index(tmp_path, damage)
     h = json.loads((info["site"] / "history.json").read_text())
     h["entries"].insert(0, {**h["entries"][0], "id": "e0", "changed": [], "added": [
         {"id": f, "title": "t", "hash": info[k], "permalink": permalink(f, info[k])}

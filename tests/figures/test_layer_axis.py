@@ -64,15 +64,18 @@ def _layer_x_encodings(node):
 CASES = [(s, name) for s in all_figures() for name in PAPER_CONTEXTS[s.paper]]
 
 
-@pytest.mark.parametrize("spec,name", CASES, ids=[f"{s.id}@{n}" for s, n in CASES])
-def test_every_quantitative_layer_axis_is_not_niced(spec, name):
+def _chart(spec, name) -> dict:
+    """The figure's chart as a dict for the context ``name``; {} when it is not configured there or has none."""
     try:
         r = spec.build(context(name))
     except NotConfigured:
-        return
-    if r.chart is None:
-        return
-    for x in _layer_x_encodings(r.chart.to_dict()):
+        return {}
+    return r.chart.to_dict() if r.chart is not None else {}
+
+
+@pytest.mark.parametrize("spec,name", CASES, ids=[f"{s.id}@{n}" for s, n in CASES])
+def test_every_quantitative_layer_axis_is_not_niced(spec, name):
+    for x in _layer_x_encodings(_chart(spec, name)):
         scale = x.get("scale") or {}
         assert scale.get("nice") is False and scale.get("zero") is False, (spec.id, x)
 
@@ -95,12 +98,6 @@ def _layer_axes(node):
 def test_every_layer_axis_says_layers_count_from_one(spec, name):
     """One vocabulary: a layer axis is titled "layer (1 = first)" wherever it appears (the K21 category
     heatmaps said "layer" alone, beside K21 Table 8's and every K24 chart's "layer (1 = first)")."""
-    try:
-        r = spec.build(context(name))
-    except NotConfigured:
-        return
-    if r.chart is None:
-        return
-    for enc in _layer_axes(r.chart.to_dict()):
+    for enc in _layer_axes(_chart(spec, name)):
         title = enc.get("title", (enc.get("axis") or {}).get("title"))
         assert title == LAYER_TITLE or (enc.get("axis", True) is None), (spec.id, enc)
