@@ -130,6 +130,13 @@ def clip(text: str, limit: int = MAX_LINE) -> str:
     return text[: keep // 2 + keep % 2] + cut + text[len(text) - keep // 2:]
 
 
+def first_line(e: BaseException, limit: int | None = None) -> str:
+    """The first line of a library's error (its type's name when it says nothing), at most ``limit``
+    characters, for a one-line message."""
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:limit]
+
+
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 6, 6, 6, 6
 _REPR.maxstring, _REPR.maxlong, _REPR.maxother = MAX_SHOWN, 60, MAX_SHOWN

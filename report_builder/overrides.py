@@ -106,6 +106,14 @@ def with_assignments(cfg, items: list[str]):
 # ------------------------------------------------------------------ --model
 
 
+def split_named(item: str, names: Any) -> tuple[str, str, str]:
+    """``NAME=VALUE`` as ``str.partition("=")`` gives it, except that a known name holding ``=`` itself (a
+    model named ``a=b``) is matched whole: the longest of ``names`` (strings; a recipe's may be anything) that
+    ``item`` starts with, then ``=``."""
+    known = max((n for n in names if isinstance(n, str) and item.startswith(n + "=")), key=len, default=None)
+    return (known, "=", item[len(known) + 1:]) if known else item.partition("=")
+
+
 def split_model_items(items: list[str] | tuple[str, ...], cfg: "Config") -> tuple[dict[str, str], list[str]]:
     """CLI ``--model`` items as ``(swaps, sources)``: ``NAME=SOURCE`` items swap a configured model's
     source (``swaps``: name -> source), bare ``SOURCE`` items make a report of only those models.
@@ -125,8 +133,7 @@ def split_model_items(items: list[str] | tuple[str, ...], cfg: "Config") -> tupl
     names = [m.name for m in cfg.models]
     for item in items:
         item = str(item)
-        known = max((n for n in names if item.startswith(n + "=")), key=len, default=None)  # a name holding '='
-        name, sep, source = (known, "=", item[len(known) + 1:]) if known else item.partition("=")
+        name, sep, source = split_named(item, names)
         if not sep or os.path.exists(os.path.expanduser(item)):
             bare.append(item)
             continue

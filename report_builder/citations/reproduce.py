@@ -44,6 +44,7 @@ from typing import Any, Callable
 from report_builder import atomic, guard
 from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal, shown
 from report_builder import precision
+from report_builder.overrides import split_named
 from report_builder.citations import figure_diff, readback, recipe, verify
 from report_builder.citations.version_diff import diff, format_diff  # noqa: F401 - `report-builder diff` (api.diff)
 
@@ -120,8 +121,7 @@ def _pairs(items: list[str] | None, what: str, names: Any = ()) -> dict[str, str
     matched whole (the longest of ``names`` the item starts with), else the item splits at its first ``=``."""
     out = {}
     for item in items or []:
-        known = max((n for n in names if isinstance(n, str) and str(item).startswith(n + "=")), key=len, default=None)
-        name, sep, value = (known, "=", str(item)[len(known) + 1:]) if known else str(item).partition("=")
+        name, sep, value = split_named(str(item), names)
         if not sep or not name or not value:
             raise UsageError(f"--{what} {item!r}: expected NAME=VALUE, e.g. --{what} tiny=/path/to/model")
         out[name] = value

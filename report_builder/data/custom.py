@@ -169,8 +169,11 @@ def _read_csv(path: str, src: DataSource, set_id: str, delimiter: str) -> list[t
             yield line
         ended[0] = True
 
+    def row_lines() -> list[tuple[int, str]]:  # the row being read, its blank lines left out
+        return [(no, line) for no, line in pending if line.strip()]
+
     def closed() -> None:  # a row (or the header) the end of the file completed: read into an open quote
-        if ended[0] and (rest := [(no, line) for no, line in pending if line.strip()]):  # (blank rows: skipped)
+        if ended[0] and (rest := row_lines()):  # (blank rows: skipped)
             raise DataError(f"dataset {shown(set_id)}: {_name(path)} line {_open_quote_line(rest, delimiter)} "
                             f"opens a quote (\") that is never closed, so every later line would be read into "
                             f"one field; close the quote, or double a quote inside quotes (\"\")")
@@ -192,7 +195,7 @@ def _read_csv(path: str, src: DataSource, set_id: str, delimiter: str) -> list[t
             if "field larger than field limit" in why:
                 why = (f"a field is longer than {csv.field_size_limit():,} characters; a text is cut to "
                        "max_length tokens anyway: shorten it, or give the texts as .jsonl")
-                if len(rest := [(no, line) for no, line in pending if line.strip()]) > 1:  # over several lines
+                if len(rest := row_lines()) > 1:  # over several lines
                     why += f"; it runs from a quote on line {_open_quote_line(rest, delimiter)}: is that quote closed?"
             where = f"row {len(rows) + 1} after the header" if fields is not None else "the header"
             raise DataError(f"dataset {shown(set_id)}: {_name(path)} {where} cannot be read as "

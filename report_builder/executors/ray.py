@@ -40,7 +40,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
-from report_builder.errors import DistributedError, MissingDependency, UsageError
+from report_builder.errors import DistributedError, MissingDependency, UsageError, first_line
 from report_builder.extras import install_line
 from report_builder.executors.base import Option
 from report_builder.executors.ray_local import (LOOPBACK, LocalRayEnvironment, is_loopback, loopback_only,
@@ -301,8 +301,8 @@ class RayExecutor:
                 ray.init(address=self.address, **kw)
             except (ConnectionError, TimeoutError) as e:
                 self._release()
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise DistributedError(f"could not join the Ray cluster at --address {self.address} ({first}); "
+                raise DistributedError(f"could not join the Ray cluster at --address {self.address} "
+                                       f"({first_line(e)}); "
                                        "start one with `ray start --head`, or leave out --address to start a "
                                        f"local Ray{_auth_hint()}") from e
             where = f"joined the Ray cluster at {_gcs_address(ray) or self.address}"

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from report_builder.errors import ModelError, SequenceTooLong, UnknownModel, UnsupportedArchitecture, shown
+from report_builder.errors import (ModelError, SequenceTooLong, UnknownModel, UnsupportedArchitecture, first_line,
+                                    shown)
 from report_builder.models.device_plan import device_map_for, placement_options, require_device
 from report_builder.models.embedded import EMBEDDED, licence
 from report_builder.models.fingerprints import (
@@ -182,17 +183,12 @@ def _tokenizer(path: str, kw: dict, source: str):
         if d.is_dir() and not any(f.name.startswith(TOKENIZER_FILES) for f in d.iterdir()):
             raise ModelError(f"local model directory {d} has no tokenizer files (tokenizer.json, vocab.txt, "
                              "vocab.json, ...): save them next to the weights (tokenizer.save_pretrained(DIR))") from e
-        raise ModelError(f"could not read the tokenizer of {shown(source)} ({type(e).__name__}: {_first_line(e)}); "
+        raise ModelError(f"could not read the tokenizer of {shown(source)} ({type(e).__name__}: {first_line(e, 200)}); "
                          "its tokenizer files may be damaged: copy, download or save them again") from e
 
 
 TOKENIZER_FILES = ("tokenizer", "vocab", "merges", "spiece", "sentencepiece", "special_tokens_map")
 """How a tokenizer file's name begins (a folder with none has no tokenizer, rather than a damaged one)."""
-
-
-def _first_line(e: BaseException) -> str:
-    """The first line of a library's error, at most 200 characters."""
-    return (str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)[:200]
 
 
 def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: str = "float32",
@@ -232,7 +228,7 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
             meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError, ZeroDivisionError) as e:
             raise UnsupportedArchitecture(f"could not build {shown(source)} from its config.json "
-                                          f"({type(e).__name__}: {_first_line(e)})") from e
+                                          f"({type(e).__name__}: {first_line(e, 200)})") from e
     check_structure(meta, adapter)
     if not len(adapter.layers(meta)):  # num_hidden_layers: 0 (or below): nothing to decompose
         raise UnsupportedArchitecture(f"{shown(source)}: its config.json declares no layers "
@@ -256,8 +252,8 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
             raise
         if dmap is not None and isinstance(e, (ValueError, RuntimeError, KeyError)):
             raise ModelError(f"could not load {shown(source)} with its device map ({type(e).__name__}: "
-                             f"{_first_line(e)})") from e
-        raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {_first_line(e)}); the "
+                             f"{first_line(e, 200)})") from e
+        raise ModelError(f"could not read the weights of {shown(source)} ({type(e).__name__}: {first_line(e, 200)}); the "
                          f"weight file may be truncated or damaged: copy, download or save it again") from e
     _check_weights(model, adapter, info, source)
     kw.pop("device_map", None)
@@ -318,10 +314,10 @@ def _check_weights(model, adapter, info: dict, source: str) -> None:
     longer implements, e.g. BERT's ``position_embedding_type: relative_key``: its distance embeddings
     were dropped, and the layers decomposed would not be the checkpoint's). A task head's tensors
     (``lm_head``, ``cls.*``) and a missing pooler are expected and pass."""
-    names = {id(m): n for n, m in model.named_modules()}
+    modules = dict(model.named_modules())
+    names = {id(m): n for n, m in modules.items()}
     inside = tuple(f"{names[id(layer)]}." for layer in adapter.layers(model) if id(layer) in names)
     missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(UNUSED_MODULES))
-    modules = dict(model.named_modules())
 
     def foreign(key: str) -> bool:  # a weight, or a tensor of a leaf module (a bias of a bias-less Linear);
         parent, _, leaf = key.rpartition(".")  # not a legacy buffer (GPT-2's attn.masked_bias)

@@ -18,8 +18,8 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from report_builder.errors import (HubUnreachable, UnknownModel, UnsupportedArchitecture, clip, for_terminal,
-                                   shown)
+from report_builder.errors import (HubUnreachable, UnknownModel, UnsupportedArchitecture, clip, first_line,
+                                   for_terminal, shown)
 from report_builder.models import convert
 from report_builder.models.embedded import EMBEDDED, FOLDER, GGUF, GGUF_CHUNKS, Embedded, offline_choices
 
@@ -180,9 +180,8 @@ def auto_config(path: str, kw: dict, source: str):
     except (ValueError, KeyError, TypeError, RecursionError, *_strict_errors()) as e:
         # an unknown model_type, custom code, a malformed value: a value of the wrong type
         # (transformers' strict config fields: `"hidden_size": 1e400`), JSON nested too deeply to read
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UnsupportedArchitecture(f"could not read the config of {shown(source)} "
-                                      f"({type(e).__name__}: {shown(first)}); report_builder loads models "
+                                      f"({type(e).__name__}: {shown(first_line(e))}); report_builder loads models "
                                       "whose architecture transformers implements itself") from e
     check_model_config(config.to_dict(), source)
     return config

@@ -45,7 +45,7 @@ def summary_lines(tables: "dict[str, pd.DataFrame]", cfg: "Config") -> list[str]
         for name in names:
             c = headlines.cancellation(tables, name)
             ff, whole = (c.ff, c.whole) if c is not None else (float("nan"), float("nan"))
-            lay = next((lay for lay in LAYOUTS if c is not None and lay.whole_layer == c.whole_scope), LAYOUTS[0])
+            lay = c.layout if c is not None else LAYOUTS[0]
             lines.append(f"  {name:<16} through FF {ff:.3f}   through {'+'.join(lay.components)} "  # the model's own
                          f"(whole layer from ATB) {whole:.3f}")  # blocks: post-LN FF+RES+LN, parallel FF alone
     return lines

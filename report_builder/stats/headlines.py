@@ -19,6 +19,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from report_builder import schema
 from report_builder.stats import k21
 from report_builder.stats import k24_figures as k24fs
 
@@ -69,7 +70,12 @@ class Cancellation:
     model: str
     ff: float
     whole: float
-    whole_scope: str
+    layout: schema.Layout
+
+    @property
+    def whole_scope(self) -> str:
+        """The layout's whole-layer scope (the end of ATB → whole layer)."""
+        return self.layout.whole_layer
 
 
 def cancellation(tables: dict[str, pd.DataFrame], model: str,
@@ -86,7 +92,7 @@ def cancellation(tables: dict[str, pd.DataFrame], model: str,
         return None
     lay = k24fs.model_layouts(tables.get("models"), c)[model]
     return Cancellation(model=model, ff=k24fs.ff_change(c, model), whole=k24fs.whole_layer_change(c, model, lay),
-                        whole_scope=lay.whole_layer)
+                        layout=lay)
 
 
 def home_mixing(tables: dict[str, pd.DataFrame], model: str | None,

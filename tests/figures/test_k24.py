@@ -104,7 +104,7 @@ def test_cancellation_reading_computes_each_components_direction():
 
     lay = schema.POST_LN
     path = {"ATB": 0.0, "ATBFF": 0.042, "ATBFFRES": 0.030, "ATBFFRESLN": 0.052}
-    text = readings.cancellation_reading([("m", lay, "wiki", Cancellation("m", 0.042, 0.052, "ATBFFRESLN"), path)])
+    text = readings.cancellation_reading([("m", lay, "wiki", Cancellation("m", 0.042, 0.052, lay), path)])
     assert "RES undoes part of it (0.042 → 0.030)" in text
     assert "LN adds change (0.030 → 0.052)" in text
     assert "RES and LN together do not undo it" in text
