@@ -325,6 +325,9 @@ def table(records: dict, meta: dict) -> dict:
         "n4096": {"full_s": n4096.get("full_s_per_layer"), "ff_s": n4096.get("ff_s_per_layer"),
                   "peak_bytes": n4096.get("peak_bytes"), "ff_roofline": n4096.get("ff_roofline")},
         "device_map": _res(records, "device_map") or None,
+        "cuda_graphs": {k: {m: _get(_res(records, "graphs"), f"{k}.{m}") for m in
+                            ("eager_ms", "graph_ms", "graph_vs_eager", "graph_vs_naive", "graph_max_abs_diff", "graph")}
+                        for k in ("k21_ratios", "causal_ff")},
     }
 
 

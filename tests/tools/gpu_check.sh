@@ -4,6 +4,7 @@
 #   `bench --json`: BERT-base shape n = 128 batch 8 and n = 512 batch 2, SmolLM2 shape n = 128 batch 8 and
 #   n = 4096 one layer (float32), TF32 and bfloat16 at n = 128, --max-memory 32GiB vs the default;
 #   the FF decomposition's kernels per layer and GPU busy time (torch.profiler);
+#   a probe of CUDA graphs: K21 ratios and the causal FF step, eager vs replayed from one graph (gpu_graphs.py);
 #   the K24 paper pass 992 x 128 (float32 with its statistics, and TF32) and the K21 paper pass 992 x 86;
 #   a device map over the GPU(s), CPU memory and disk.
 # Needs only python3 with torch (CUDA), transformers, pandas, pyarrow, jinja2, pyyaml, filelock, psutil,

@@ -318,9 +318,17 @@ def device_map(ctx: dict) -> dict:
             "offloaded": list(spread.placement.offloaded), "max_abs_diff": worst, "max_rel_error": err, "ok": ok}
 
 
+def graphs(ctx: dict) -> dict:
+    """K21 ratios and the causal FF decomposition, eager vs replayed from one CUDA graph (`gpu_graphs`)."""
+    from tests.tools.gpu_graphs import graphs as probe
+
+    return probe(ctx, size)
+
+
 STEPS = {
     "env": (env, 5, 15), "stand_ins": (stand_ins, 10, 30), "check_encoder": (check_encoder, 10, 30),
     "check_decoder": (check_decoder, 15, 40), "profile": (profile, 10, 30), "bench_base": (bench_base, 15, 40),
+    "graphs": (graphs, 10, 40),
     "k24_pass": (k24_pass, 30, 90), "k21_pass": (k21_pass, 10, 40), "bench_base_long": (bench_base_long, 15, 45),
     "bench_causal": (bench_causal, 15, 40), "bench_causal_4096": (bench_causal_4096, 15, 45),
     "bench_bf16": (bench_bf16, 10, 30), "bench_tf32": (bench_tf32, 10, 30), "bench_max_memory": (bench_max_memory, 10, 30),

@@ -52,6 +52,10 @@ def test_dry_run_writes_every_number_and_target(tmp_path):
     assert t["k24_pass_s"] > 0 and t["k24_pass_tf32_s"] > 0 and t["k21_pass_s"] > 0
     assert t["k24_pass"]["max_rel_error"] < 1e-4 and t["k21_pass"]["n_seqs"] == 6
     assert max(t["check_max_error"].values()) < 1e-4 and t["device_map"]["ok"]
+    for step in ("k21_ratios", "causal_ff"):  # the CUDA-graph probe: its eager half runs on the CPU
+        g = t["cuda_graphs"][step]
+        assert g["eager_ms"] > 0 and g["graph"] == "not run: CUDA graphs need a CUDA device", (step, g)
+    assert doc["steps"]["graphs"]["result"]["k21_ratios"]["eager_vs_naive"] > 0
     assert t["matmul_tflops"]["float32"] > 0 and set(t["efficiency"]) >= {"forward", "ratios", "maps", "full"}
     names = [x["name"] for x in doc["targets"]]
     assert len(names) == len(set(names)) >= 16 and all(x["ok"] in (True, False, None) for x in doc["targets"])
