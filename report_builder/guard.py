@@ -110,9 +110,10 @@ def _protected(p: Path) -> str | None:
     return None
 
 
-def check_replaceable(target: Path, marker: str, what: str, option: str) -> None:
+def check_replaceable(target: Path, marker: str, what: str, option: str, verb: str = "replace") -> None:
     """Raise `UnsafeOutput` unless ``target`` is missing, an empty dir, or a dir carrying ``marker``, and is
-    not a mount point (an empty mounted volume given as ``--out``: the swap cannot rename it)."""
+    not a mount point (an empty mounted volume given as ``--out``: the swap cannot rename it). ``verb``:
+    what the command would do to it (``replace``: a build, ``render``; ``clean``), which the line names."""
     target = Path(target)
     why = _protected(target)
     if why is None and target.is_symlink():
@@ -127,8 +128,14 @@ def check_replaceable(target: Path, marker: str, what: str, option: str) -> None
         elif not (target / marker).is_file() and any(target.iterdir()):
             why = f"it is not empty and has no {marker} marker (report_builder did not create it)"
     if why:
-        raise UnsafeOutput(f"refusing to replace {what} {target}: {why}; choose a new or empty directory "
-                           f"with {option}")
+        raise UnsafeOutput(f"refusing to {verb} {what} {target}: {why}; " + advice(verb, option))
+
+
+def advice(verb: str, option: str) -> str:
+    """What to do about an output the command refused to ``verb`` (``replace`` or ``clean``)."""
+    if verb == "clean":
+        return f"nothing was removed; give {option} the folder a build wrote (it carries the marker)"
+    return f"choose a new or empty directory with {option}"
 
 
 def mark_cache(root: Path) -> None:
