@@ -86,6 +86,5 @@ def check_replaceable(target: str | os.PathLike, what: str, option: str, verb: s
     target = Path(target)
     guard.check_replaceable(target, NAME, what, option, verb)
     if os.path.lexists(target / NAME) and (why := foreign(target, verb)):
-        raise UnsafeOutput(f"refusing to {verb} {what} {target}: {why}"
-                           + (f"; {guard.advice(verb, option)}" if verb == "clean" else
-                              f", or {guard.advice(verb, option)}"))
+        advice = guard.ADVICE[verb].format(option=option)
+        raise UnsafeOutput(f"refusing to {verb} {what} {target}: {why}" + (f"; {advice}" if verb == "clean" else f", or {advice}"))
