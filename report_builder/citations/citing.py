@@ -31,6 +31,7 @@ from report_builder.citations import cite as cite_mod
 from report_builder.citations import earlier_site, readback
 from report_builder.citations.version_files import HASH, permalink, permalink_url
 from report_builder.errors import UsageError, shown
+from report_builder.values import check_path
 
 
 @dataclass
@@ -93,6 +94,7 @@ def cite(fig_id: str, content_hash: str | None = None, site_dir: str | Path = "s
     version unless ``content_hash`` names another); `UsageError` otherwise (see the module docstring).
     ``log`` gets the warning line of a damaged index (default: the ``report_builder`` logger)."""
     fig_id = _known_id(fig_id)
+    check_path(str(site_dir), "cite --dir", error=UsageError)  # a name too long to look up: one line, not an OSError
     site = Path(site_dir).expanduser()
     if content_hash is not None and not HASH.fullmatch(str(content_hash)):
         raise UsageError(f"{shown(content_hash)} is not a content hash (12 lowercase hex digits, e.g. 3b9d428b72e8)")

@@ -63,3 +63,15 @@ def test_a_version_whose_bytes_are_not_the_published_ones_is_not_cited(tmp_path,
     with pytest.raises(UsageError, match=f"not the version {h} of {syn.FIG} as published"):
         cite(syn.FIG, h, site_dir=site)
     assert cite(syn.FIG, site_dir=site).hash == info["new"]  # the others still cite
+
+
+@pytest.mark.parametrize("where", ["long name", "long path", "through a file"])
+def test_a_site_folder_no_command_could_use_is_one_line(tmp_path, capsys, where):
+    """`cite --dir` with a folder name over the filesystem's limit was "internal error: OSError: [Errno 36] File
+    name too long" (exit 1); it is one line naming --dir, exit 2, as `diff` and `reproduce` say of their paths."""
+    (tmp_path / "notes.txt").write_text("x")
+    d = {"long name": tmp_path / ("x" * 300), "long path": tmp_path.joinpath(*["y" * 200] * 30),
+         "through a file": tmp_path / "notes.txt" / "site"}[where]
+    assert cli.main(["cite", syn.FIG, "--dir", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cite --dir: ") and len(err.splitlines()) == 1 and "internal error" not in err, err
