@@ -284,3 +284,29 @@ def test_the_index_is_written_in_one_order_so_a_rebuild_with_no_change_keeps_its
     first, second = ((s / "figures" / "versions.json").read_bytes() for s in sites[1:])
     assert list(json.loads(first)["figures"][syn.FIG]) == sorted([h, info["old"], info["new"]])
     assert first == second
+
+
+@pytest.mark.parametrize("n", ["<script>alert(1)</script>", {"tiny": "<img src=x onerror=alert(1)>"}])
+def test_a_carried_versions_page_escapes_its_records_sequence_counts(tmp_path, n):
+    """A version folder whose record's ``datasets.<id>.n`` holds markup (its files, content hash and index all
+    consistent: whoever writes the site can make one) was published with that markup as HTML in its version
+    page's provenance table: the counts were the one field of the table written unescaped."""
+    from report_builder.citations import version_page
+
+    info = syn.make_site(tmp_path)
+    site, h = info["site"], info["old"]
+    prov = site / permalink(syn.FIG, h) / "provenance.json"
+    rec = json.loads(prov.read_text())
+    rec["datasets"]["wiki"]["n"] = n
+    prov.write_text(json.dumps(rec))
+    vj = site / "figures" / "versions.json"
+    idx = json.loads(vj.read_text())
+    idx["figures"][syn.FIG][h]["files"]["provenance.json"] = syn.sha(prov.read_bytes())
+    vj.write_text(json.dumps(idx))
+    new_site = tmp_path / "new"
+    new_site.mkdir()
+    v = permalinks.Versions(site, None, lambda line: None, svgsafe.is_safe)
+    v.current = {syn.FIG: info["new"]}
+    v.publish(new_site, lambda fid, hh, rec, bib, cur, newer: version_page.page(fid, hh, rec, bib, cur, None, newer, "u"))
+    page = (new_site / permalink(syn.FIG, h) / "index.html").read_text()
+    assert "sequences" in page and "<script>alert" not in page and "<img src=x" not in page, page
