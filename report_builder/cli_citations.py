@@ -54,8 +54,10 @@ def add_commands(sub, common, make: Callable) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p = make(sub, "cite", "print the BibTeX of a figure version",
              "From a built site (--dir): the figure's current version, or the version HASH; its url is the "
-             "version's absolute address whenever the site has a site_url. Exit 2 for an unknown id (with the "
-             "closest ids) or a version the site does not hold.", common)
+             "version's absolute address whenever the site has a site_url. A damaged figures/versions.json is "
+             "recovered from as a build does (the version folders that verify; one warning line). Exit 2 for an "
+             "unknown id (with the closest ids), a version the site does not hold, or one whose files were "
+             "changed after it was published.", common)
     p.add_argument("id", metavar="ID", help="a figure id (`report-builder list figures`)")
     p.add_argument("hash", metavar="HASH", nargs="?", help="a version's content hash (default: the current version)")
     p.add_argument("--dir", default="site", help="the built site folder (default site)")

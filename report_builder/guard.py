@@ -110,9 +110,9 @@ def _protected(p: Path) -> str | None:
     return None
 
 
-def check_replaceable(target: Path, marker: str, what: str, option: str) -> None:
+def check_replaceable(target: Path, marker: str, what: str, option: str, verb: str = "replace") -> None:
     """Raise `UnsafeOutput` unless ``target`` is missing, an empty dir, or a dir carrying ``marker``, and is
-    not a mount point (an empty mounted volume given as ``--out``: the swap cannot rename it)."""
+    not a mount point (an empty mounted volume given as ``--out``: the swap cannot rename it); ``verb``: `ADVICE`."""
     target = Path(target)
     why = _protected(target)
     if why is None and target.is_symlink():
@@ -127,8 +127,11 @@ def check_replaceable(target: Path, marker: str, what: str, option: str) -> None
         elif not (target / marker).is_file() and any(target.iterdir()):
             why = f"it is not empty and has no {marker} marker (report_builder did not create it)"
     if why:
-        raise UnsafeOutput(f"refusing to replace {what} {target}: {why}; choose a new or empty directory "
-                           f"with {option}")
+        raise UnsafeOutput(f"refusing to {verb} {what} {target}: {why}; " + ADVICE[verb].format(option=option))
+
+
+ADVICE = {"replace": "choose a new or empty directory with {option}",  # what to do about a refused output
+          "clean": "nothing was removed; give {option} the folder a build wrote (it carries the marker)"}
 
 
 def mark_cache(root: Path) -> None:

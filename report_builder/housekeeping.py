@@ -140,7 +140,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
 
     out, cache_dir = Path(cfg.out_dir), Path(cfg.cache_dir)
     guard.check_no_symlink(out, "the output directory")
-    site_marker.check_replaceable(out, "the output directory", "--out")
+    site_marker.check_replaceable(out, "the output directory", "--out", "clean")
     guard.check_not_nested(out, cache_dir)
     cache = Cache.existing(cache_dir)  # refuses a foreign directory, creates nothing
     repro = _reproduce_cache(cache_dir) if all else None
@@ -157,7 +157,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
             _clean_cache(cache, done, left)
     if out.exists():
         with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
-            site_marker.check_replaceable(out, "the output directory", "--out")
+            site_marker.check_replaceable(out, "the output directory", "--out", "clean")
             kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all",
                                     log=log or _warn)
         done.append(f"the site {out}/" + (f" (kept its {kept} published figure versions and the history)"

@@ -52,10 +52,12 @@ RULE = (f"{SIGNIFICANT} significant digits, never finer than {FLOOR:g} (smaller 
 
 def recorded_tolerance(rec: Any) -> float:
     """The tolerance (in steps) a recipe records (``precision.tolerance_steps``) when it is a plain number
-    from 0 to 10, else `TOLERANCE_STEPS` (a recipe written before the rule, or a value out of range)."""
+    from 0 to `TOLERANCE_STEPS`, else `TOLERANCE_STEPS` (a recipe written before the rule, or a value out of
+    range). A recipe can only tighten it: a downloaded one is untrusted, and one recording 10 steps made
+    `reproduce` call a folder whose numbers a forger moved by 10 steps "equal within tolerance" (exit 0)."""
     value = (rec.get("precision") or {}).get("tolerance_steps") if isinstance(rec, dict) and isinstance(
         rec.get("precision"), dict) else None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= TOLERANCE_STEPS:
         return float(value)
     return float(TOLERANCE_STEPS)
 

@@ -54,7 +54,7 @@ def write(site: Path) -> None:
     (site / NAME).write_text(f"{HEADER}\n{FILES}{json.dumps(entries(site), ensure_ascii=False)}\n", encoding="utf-8")
 
 
-def foreign(target: Path) -> str | None:
+def foreign(target: Path, verb: str = "replace") -> str | None:
     """Why the marked output ``target`` may not be replaced — it holds entries its marker does not list, the
     marker cannot be read, or its list is damaged — or None. A marker without a list (older builds): None."""
     try:
@@ -77,12 +77,14 @@ def foreign(target: Path) -> str | None:
         return None
     names = ", ".join(shown(e) for e in extra[:SHOWN]) + (f" and {len(extra) - SHOWN} more" if len(extra) > SHOWN else "")
     return (f"it holds {len(extra)} {'entry' if len(extra) == 1 else 'entries'} report_builder did not write "
-            f"({names}), which replacing it would delete; move {'it' if len(extra) == 1 else 'them'} out first")
+            f"({names}), which {'cleaning' if verb == 'clean' else 'replacing'} it would delete; move {'it' if len(extra) == 1 else 'them'} out first")
 
 
-def check_replaceable(target: str | os.PathLike, what: str, option: str) -> None:
-    """`guard.check_replaceable` with the site marker, then (a marked output) `foreign`: `UnsafeOutput` either way."""
+def check_replaceable(target: str | os.PathLike, what: str, option: str, verb: str = "replace") -> None:
+    """`guard.check_replaceable` with the site marker, then (a marked output) `foreign`: `UnsafeOutput` either way.
+    ``verb`` (``replace``: a build, ``render``; ``clean``) is what the refusal says the command would not do."""
     target = Path(target)
-    guard.check_replaceable(target, NAME, what, option)
-    if os.path.lexists(target / NAME) and (why := foreign(target)):
-        raise UnsafeOutput(f"refusing to replace {what} {target}: {why}, or choose a new or empty directory with {option}")
+    guard.check_replaceable(target, NAME, what, option, verb)
+    if os.path.lexists(target / NAME) and (why := foreign(target, verb)):
+        advice = guard.ADVICE[verb].format(option=option)
+        raise UnsafeOutput(f"refusing to {verb} {what} {target}: {why}" + (f"; {advice}" if verb == "clean" else f", or {advice}"))

@@ -214,6 +214,25 @@ def test_clean_refuses_symlinked_results_or_out(tmp_path):
         assert link.is_symlink() and len(list(d.iterdir())) == (2 if target == "marked" else 1)
 
 
+def test_clean_of_a_folder_it_did_not_make_says_it_refuses_to_clean(tmp_path):
+    """`clean` of someone's folder said "refusing to replace the output directory ...; choose a new or empty
+    directory with --out" (a build's words): it names what it refuses, that nothing was removed, and no swap."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "thesis.tex").write_text("x")
+    site = tmp_path / "site"  # variant: a built site holding a file its build did not write
+    site.mkdir()
+    (site / "index.html").write_text("<p>old</p>")
+    (site / guard.SITE_MARKER).write_text('built by report_builder\nfiles: ["index.html"]\n')
+    (site / "CNAME").write_text("example.org\n")
+    for out, words in ((victim, ("has no .report_builder-site marker",)),
+                       (site, ("'CNAME'", "which cleaning it would delete; move it out first"))):
+        r = _cli("clean", "--cache", str(tmp_path / "cache"), "--out", str(out), cwd=tmp_path)
+        line = _refused(r, 3, f"refusing to clean the output directory {out}:", "nothing was removed", *words)
+        assert "replac" not in line and "new or empty directory" not in line, line
+    assert (victim / "thesis.tex").read_text() == "x" and (site / "CNAME").is_file() and (site / "index.html").is_file()
+
+
 # ------------------------------------------------------------------ refused before any work
 
 

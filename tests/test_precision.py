@@ -138,3 +138,17 @@ def test_verdicts_name_the_part_that_differs(tmp_path):
     h5, new = texts(base, tmp_path / "e", title="another title")
     c = compare(h, h5, check, new)
     assert (c.verdict, c.parts) == ("differs", ["spec.json"]) and c.data["values_changed"] == 0
+
+
+def test_a_recipe_can_tighten_the_tolerance_reproduce_uses_but_never_widen_it():
+    """`reproduce` took a recipe's ``precision.tolerance_steps`` up to 10: a forged recipe recording 10 had a
+    folder whose numbers were moved by up to 10 steps of the rule called "equal within tolerance" (exit 0)."""
+    from report_builder import precision
+
+    def rec(steps):
+        return {"precision": {**precision.describe(), "tolerance_steps": steps}}
+
+    assert precision.recorded_tolerance(rec(10)) == precision.TOLERANCE_STEPS
+    assert precision.recorded_tolerance(rec(precision.TOLERANCE_STEPS + 0.5)) == precision.TOLERANCE_STEPS
+    assert precision.recorded_tolerance(rec(1)) == 1.0 and precision.recorded_tolerance(rec(0)) == 0.0
+    assert precision.recorded_tolerance({}) == precision.TOLERANCE_STEPS

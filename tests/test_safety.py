@@ -48,7 +48,8 @@ def test_render_and_clean_refuse_a_foreign_output_directory(tmp_path):
         r = _cli(*cmd, "--out", str(victim), "--cache", str(cache), cwd=tmp_path)
         assert r.returncode != 0, (cmd, r.stdout, r.stderr)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        assert lines and lines[-1].startswith("error: refusing to replace the output directory"), r.stderr
+        verb = "clean" if cmd == ["clean"] else "replace"
+        assert lines and lines[-1].startswith(f"error: refusing to {verb} the output directory"), r.stderr
         assert "Traceback" not in r.stderr
         assert (victim / "thesis" / "chapter1.tex").read_text() == "\\chapter{One}\n"
     work = tmp_path / "work"

@@ -152,9 +152,9 @@ def provenance_html(rec: dict[str, Any]) -> str:
             bits.append("hash " + _code(d["hash"]))
         n = d.get("n")
         if isinstance(n, dict):
-            bits.append(", ".join(f"{v} sequences ({html.escape(str(m))})" for m, v in n.items()))
-        elif n is not None:
-            bits.append(f"{n} sequences")
+            bits.append(", ".join(f"{html.escape(str(v))} sequences ({html.escape(str(m))})" for m, v in n.items()))
+        elif n is not None:  # a record read back may hold any text here: escaped like every other field
+            bits.append(f"{html.escape(str(n))} sequences")
         rows.append(("Dataset", ", ".join(bits)))
     if rec.get("examples") is not None:
         rows.append(("Examples", f"{rec['examples']} example sequence(s) shown"))

@@ -285,7 +285,8 @@ def data_summary(old: pd.DataFrame | None, new: pd.DataFrame | None) -> dict[str
     for name, best in (("largest_abs", best_abs), ("largest_rel", best_rel)):
         if best is not None:
             value, col, k = best
-            row = frame.loc[k]
+            # each cell with its own column's type: `frame.loc[k]` of an all-number frame made layer 1 "layer 1.0"
+            row = pd.Series({c: frame.at[k, c] for c in frame.columns}, dtype=object)
             out[name] = {"column": col, "old": _plain(row[f"{col}__old"]), "new": _plain(row[f"{col}__new"]),
                          "difference": float(row[f"{col}__new"]) - float(row[f"{col}__old"]),
                          **({"relative": value} if name == "largest_rel" else {}), "where": _where(row, keys)}

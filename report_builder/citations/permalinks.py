@@ -204,6 +204,8 @@ class Versions:
                 f" (was {self.index.site_url or 'unset'})" if self.index.site_url_known else "")
                 + f": the citations and pages of the {earlier} earlier versions follow it (their hashed files "
                 f"are unchanged)")
+        # one order, whatever the order versions were carried or made in: a rebuild with no change keeps the bytes
+        index["figures"] = {f: dict(sorted(vs.items())) for f, vs in sorted(index["figures"].items())}
         atomic.replace_inside(tmp_site, tmp_site / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
         return index
 

@@ -255,3 +255,58 @@ def test_a_current_version_the_index_does_not_hold_is_malformed(tmp_path):
     index = earlier_site.load_versions(info["site"], said.append)
     assert index.current == {syn.OTHER: info["other"]} and index.dropped == 1
     assert len(said) == 1 and "1 malformed entries ignored" in said[0], said
+
+
+def test_the_index_is_written_in_one_order_so_a_rebuild_with_no_change_keeps_its_bytes(tmp_path):
+    """A build's new versions were appended after the earlier ones (and a new figure after the others); the
+    next build, with nothing changed, read them back sorted and wrote ``versions.json`` in another order: bytes
+    of the site changed by a rebuild that changed nothing. Figures and versions are written sorted."""
+    info = syn.make_site(tmp_path)
+    scratch = tmp_path / "scratch"
+    n = 10
+    while True:  # a new version whose hash sorts before the figure's earlier ones
+        h, _ = syn.version(scratch, syn.FIG, n, "2020-03-01T00:00:00+00:00")
+        if h < min(info["old"], info["new"]):
+            break
+        n += 1
+    sites = [info["site"], tmp_path / "b1", tmp_path / "b2"]
+    for k, (old, new) in enumerate(zip(sites, sites[1:])):
+        new.mkdir()
+        v = permalinks.Versions(old, None, lambda line: None, svgsafe.is_safe)
+        v.current = {syn.FIG: h, syn.OTHER: info["other"]}
+        if k == 0:  # the build that made the new version: its files are the figure's current copy
+            (new / "figures" / syn.FIG).mkdir(parents=True)
+            for f in (scratch / permalink(syn.FIG, h)).iterdir():
+                (new / "figures" / syn.FIG / f.name).write_bytes(f.read_bytes())
+            v.new[syn.FIG] = {"hash": h, "created": "2020-03-01T00:00:00+00:00", "title": "t", "paper": "K21"}
+            v.records[syn.FIG] = json.loads((scratch / permalink(syn.FIG, h) / "provenance.json").read_text())
+        v.publish(new, lambda fid, h, *a: "<p>page</p>")
+    first, second = ((s / "figures" / "versions.json").read_bytes() for s in sites[1:])
+    assert list(json.loads(first)["figures"][syn.FIG]) == sorted([h, info["old"], info["new"]])
+    assert first == second
+
+
+@pytest.mark.parametrize("n", ["<script>alert(1)</script>", {"tiny": "<img src=x onerror=alert(1)>"}])
+def test_a_carried_versions_page_escapes_its_records_sequence_counts(tmp_path, n):
+    """A version folder whose record's ``datasets.<id>.n`` holds markup (its files, content hash and index all
+    consistent: whoever writes the site can make one) was published with that markup as HTML in its version
+    page's provenance table: the counts were the one field of the table written unescaped."""
+    from report_builder.citations import version_page
+
+    info = syn.make_site(tmp_path)
+    site, h = info["site"], info["old"]
+    prov = site / permalink(syn.FIG, h) / "provenance.json"
+    rec = json.loads(prov.read_text())
+    rec["datasets"]["wiki"]["n"] = n
+    prov.write_text(json.dumps(rec))
+    vj = site / "figures" / "versions.json"
+    idx = json.loads(vj.read_text())
+    idx["figures"][syn.FIG][h]["files"]["provenance.json"] = syn.sha(prov.read_bytes())
+    vj.write_text(json.dumps(idx))
+    new_site = tmp_path / "new"
+    new_site.mkdir()
+    v = permalinks.Versions(site, None, lambda line: None, svgsafe.is_safe)
+    v.current = {syn.FIG: info["new"]}
+    v.publish(new_site, lambda fid, hh, rec, bib, cur, newer: version_page.page(fid, hh, rec, bib, cur, None, newer, "u"))
+    page = (new_site / permalink(syn.FIG, h) / "index.html").read_text()
+    assert "sequences" in page and "<script>alert" not in page and "<img src=x" not in page, page

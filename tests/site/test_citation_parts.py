@@ -33,6 +33,15 @@ def test_data_summary_names_the_largest_change_and_where():
     assert same["values_changed"] == 0 and same["largest_abs"] is None
 
 
+def test_where_a_number_only_table_changed_keeps_its_layer_a_whole_number():
+    """A data.csv of numbers only (``layer``, ``value (%)``): the change was "at layer 1.0" (the matched row read
+    whole, upcast to float), on the Changes page and in `diff`; layers are whole numbers counted from 1."""
+    old = pd.DataFrame({"layer": [1, 2], "value (%)": [2.5, 7.0]})
+    s = figure_diff.data_summary(old, old.assign(**{"value (%)": [3.5, 7.0]}))
+    assert s["largest_abs"]["where"] == {"layer": 1} and isinstance(s["largest_abs"]["where"]["layer"], int)
+    assert "at layer 1;" in figure_diff.describe_data(s) and "1.0" not in figure_diff.where_text(s["largest_rel"]["where"])
+
+
 def test_a_version_written_before_units_named_columns_is_compared_by_name():
     """A data.csv published before its measured columns carried their unit (``value``) is compared with
     the new one (``value (%)``) column for column; the difference chart picks the unit-bearing value."""
