@@ -345,6 +345,8 @@ def _refuse_weights(model, adapter, missing, unexpected, source: str, *, layers_
         m = modules.get(parent)
         return leaf == "weight" or (m is not None and next(m.children(), None) is None)
 
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."  # a task checkpoint's names: ``bert.encoder.layer.0...``
+    unexpected = [k[len(prefix):] if len(prefix) > 1 and k.startswith(prefix) else k for k in unexpected]
     unused = sorted(k for k in unexpected if inside and k.startswith(inside) and foreign(k))
 
     def some(keys: list[str]) -> str:

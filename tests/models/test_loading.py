@@ -40,6 +40,26 @@ def test_weights_inside_a_layer_that_transformers_does_not_use_are_refused(tmp_p
     assert exit_code(e.value) == 4 and "distance_embedding" in str(e.value)
 
 
+def test_unused_weights_inside_a_layer_of_a_task_checkpoint_are_refused(tmp_path):
+    """A masked-LM checkpoint (names ``bert.encoder.layer...``) with relative_key distance embeddings loaded and was
+    decomposed as an absolute-position BERT: its unused tensors were matched against the base model's names only."""
+    from report_builder.models.loading import adapter_of
+
+    d = save_tiny("bert", tmp_path / "m")
+
+    def as_mlm(sd):
+        old = dict(sd)
+        sd.clear()
+        sd.update({f"bert.{k}": v for k, v in old.items()})
+        sd["bert.encoder.layer.0.attention.self.distance_embedding.weight"] = torch.zeros(255, 8)
+
+    _edit_weights(d, as_mlm)
+    for ask in (load, adapter_of):  # a build or a check, and a plan
+        with pytest.raises(UnsupportedArchitecture) as e:
+            ask(str(d))
+        assert exit_code(e.value) == 4 and "encoder.layer.0.attention.self.distance_embedding" in str(e.value)
+
+
 def test_a_head_and_a_missing_pooler_are_expected(tmp_path):
     """A task checkpoint (masked-LM head, no pooler) loads as its base model."""
     d = save_tiny("bert", tmp_path / "m")
