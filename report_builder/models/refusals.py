@@ -35,8 +35,7 @@ KNOWN: dict[str, str] = {
 }
 """Model types whose layer matches no supported layout, with what differs (refused by name)."""
 
-DENSE_RELATIVE: dict[str, str] = {"mixtral": "mistral", "qwen2_moe": "qwen2", "qwen3_moe": "qwen3",
-                                  "phimoe": "phi3"}
+DENSE_RELATIVE: dict[str, str] = {"mixtral": "mistral", "qwen2_moe": "qwen2", "qwen3_moe": "qwen3"}
 """A mixture-of-experts model type -> its dense relative (named when that one is supported)."""
 
 _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")

@@ -18,7 +18,8 @@ from report_builder.models.adapter import Adapter, check_structure
 from report_builder.schema import LAYOUTS, Layout
 
 
-FAMILIES: tuple[str, ...] = ("bert", "distilbert", "gpt2", "llama", "granite", "opt", "neox", "phi", "gemma")
+FAMILIES: tuple[str, ...] = ("bert", "distilbert", "gpt2", "llama", "granite", "opt", "neox", "phi", "gemma",
+                             "phi3")
 """Family modules under `report_builder.models`, each defining ``ADAPTER``."""
 
 
