@@ -192,10 +192,30 @@ def _shape_config(repo_id: str, family: str):
     return AutoConfig.for_model(shape.model_type, **shape.config_kwargs())
 
 
+def _names_only(cfg, path: Path) -> None:
+    """A safetensors file whose header names every tensor of the base model ``cfg`` builds (its shapes, from a
+    meta copy) and that holds no data: a plan reads the names (`models.weight_names`), any load fails."""
+    import json
+    import struct
+
+    import torch
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        model = AutoModel.from_config(cfg)
+    header, at = {}, 0
+    for name, t in model.state_dict().items():
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + 4 * t.numel()]}
+        at += 4 * t.numel()
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
 def build_shape_cache(hub: str | Path, *, bert_vocab: bool = False) -> dict[str, str]:
     """Every paper-preset id with its real architecture's config.json and a tokenizer, but **no
-    weights**: the weight file holds one dummy tensor, so anything that loads it fails. Enough for
-    `report-builder plan`, which reads configs, tokenizers and file hashes only.
+    weights**: the weight file names every tensor and holds none (`_names_only`), so anything that loads
+    it fails. Enough for `report-builder plan`, which reads configs, tokenizers, tensor names and file hashes only.
 
     Args:
         bert_vocab: tokenize every model with the embedded MiniLM's tokenizer (bert-base-uncased's real
@@ -204,9 +224,6 @@ def build_shape_cache(hub: str | Path, *, bert_vocab: bool = False) -> dict[str,
     Returns:
         hub id -> snapshot revision.
     """
-    from safetensors.torch import save_file
-    import torch
-
     hub = Path(hub)
     ids = paper_ids()
     work = Path(tempfile.mkdtemp(prefix="shapes-", dir=hub.parent if hub.parent.exists() else None))
@@ -233,7 +250,7 @@ def build_shape_cache(hub: str | Path, *, bert_vocab: bool = False) -> dict[str,
             cfg = _shape_config(repo_id, fam)
             cfg._name_or_path = repo_id
             cfg.save_pretrained(str(d))
-            save_file({"no_weights_here": torch.zeros(1)}, str(d / "model.safetensors"), metadata={"format": "pt"})
+            _names_only(cfg, d / "model.safetensors")
             files = {p.name: p for p in d.iterdir()}
             files.update({p.name: p for p in toks[fam].iterdir()})
             revs[repo_id] = _publish(hub, repo_id, files, shared)

@@ -170,7 +170,7 @@ def test_unknown_model_and_unsupported_architecture(tmp_path):
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"model_type": "t5", "d_model": 8}))
     r = _cli("check", "--model", str(d))
-    assert r.returncode == 4 and "no adapter" in r.stderr and "BertModel" in r.stderr
+    assert r.returncode == 4 and "encoder-decoder" in r.stderr and "supported model types: bert" in r.stderr
 
 
 def test_list_datasets_shows_hashes():

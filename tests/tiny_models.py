@@ -69,6 +69,9 @@ TINY: dict[str, Tiny] = {
                                               partial_rotary_factor=0.5), layouts=True),
     "mistral": Tiny("MistralModel", "MistralConfig", dict(_SIZES, num_key_value_heads=2, sliding_window=4),
                     layouts=True),
+    # fused qkv_proj and gate_up_proj; partial rotary only changes the probabilities
+    "phi3": Tiny("Phi3Model", "Phi3Config", dict(_SIZES, num_key_value_heads=2, pad_token_id=0,
+                                                 partial_rotary_factor=0.5, resid_pdrop=0.0), layouts=True),
     "qwen2": Tiny("Qwen2Model", "Qwen2Config", dict(_SIZES, num_key_value_heads=2), layouts=True),
     "xlm-roberta": Tiny("XLMRobertaModel", "XLMRobertaConfig", dict(
         _SIZES, max_position_embeddings=66, pad_token_id=1, hidden_dropout_prob=0.0,

@@ -34,7 +34,7 @@ def _weights(model, idx: int) -> LayerWeights:
     dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
     sandwich = hasattr(layer, "pre_feedforward_layernorm")
     nxt = _rms(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _rms(model.norm)
-    act = getattr(cfg, "hidden_activation", None) or cfg.hidden_act
+    act = _act(cfg)
     return LayerWeights(
         layout=SANDWICH if sandwich else PRE_LN,
         attn=AttentionWeights(linear_w(at.v_proj), bias_of(at.v_proj), linear_w(at.o_proj), bias_of(at.o_proj), h, kv, dh),
@@ -49,9 +49,15 @@ def _weights(model, idx: int) -> LayerWeights:
     )
 
 
+def _act(cfg) -> str:
+    """The activation the family's MLP applies: Gemma's reads ``hidden_act``, Gemma-2/3's ``hidden_activation``
+    (a config may carry both, the other one stale)."""
+    return cfg.hidden_act if cfg.model_type == "gemma" else cfg.hidden_activation
+
+
 def _facts(cfg) -> dict:
     return {
-        "norm": "RMSNorm", "activation": getattr(cfg, "hidden_activation", None) or cfg.hidden_act,
+        "norm": "RMSNorm", "activation": _act(cfg),
         "gated": True, "d_model": cfg.hidden_size, "layers": cfg.num_hidden_layers,
         "heads": cfg.num_attention_heads,
         "kv_heads": getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,

@@ -216,23 +216,13 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     from transformers import AutoModel
 
     from report_builder.models import registry
-    from report_builder.models.adapter import check_structure
     from report_builder.models.placement import placement_of
 
     path, kw = resolve(source, revision)  # kw: trust_remote_code=False (sources.NO_REMOTE_CODE)
     config = auto_config(path, kw, source)  # a model's own code (auto_map) is refused here, before weights
     adapter = registry.for_config(config)  # an unsupported architecture fails here, before weights
     check_config(adapter, config, source)
-    with torch.device("meta"):  # the module structure, without weights: an unknown layer fails here too
-        try:
-            meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError, ZeroDivisionError) as e:
-            raise UnsupportedArchitecture(f"could not build {shown(source)} from its config.json "
-                                          f"({type(e).__name__}: {first_line(e, 200)})") from e
-    check_structure(meta, adapter)
-    if not len(adapter.layers(meta)):  # num_hidden_layers: 0 (or below): nothing to decompose
-        raise UnsupportedArchitecture(f"{shown(source)}: its config.json declares no layers "
-                                      f"(num_hidden_layers {getattr(config, 'num_hidden_layers', None)!r})")
+    meta = _meta(config, adapter, source)  # the module structure, without weights: an unknown layer fails here
     torch_dtype = getattr(torch, dtype)
     mode, dmap = device_map_for(meta, device_map, device=device, dtype=torch_dtype, device_memory=device_memory,
                                 reserve=reserve)
@@ -279,6 +269,27 @@ def load(source: str, *, name: str | None = None, device: str = "cpu", dtype: st
     return lm
 
 
+def _meta(config, adapter, source: str):
+    """The base model ``config`` builds, on the meta device (no weights), refused by name when its layers do not
+    match the adapter's layout (`adapter.check_structure`) or it has none."""
+    import torch
+    from transformers import AutoModel
+
+    from report_builder.models.adapter import check_structure
+
+    with torch.device("meta"):
+        try:
+            meta = AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, ZeroDivisionError) as e:
+            raise UnsupportedArchitecture(f"could not build {shown(source)} from its config.json "
+                                          f"({type(e).__name__}: {first_line(e, 200)})") from e
+    check_structure(meta, adapter)
+    if not len(adapter.layers(meta)):  # num_hidden_layers: 0 (or below): nothing to decompose
+        raise UnsupportedArchitecture(f"{shown(source)}: its config.json declares no layers "
+                                      f"(num_hidden_layers {getattr(config, 'num_hidden_layers', None)!r})")
+    return meta
+
+
 def check_config(adapter, config, source: str) -> None:
     """Refuse, before any weight is read, a config the family's adapter cannot decompose as it is: a
     feed-forward activation with no attribution (``hidden_act: quick_gelu``), or attention whose direction
@@ -314,19 +325,29 @@ def _check_weights(model, adapter, info: dict, source: str) -> None:
     longer implements, e.g. BERT's ``position_embedding_type: relative_key``: its distance embeddings
     were dropped, and the layers decomposed would not be the checkpoint's). A task head's tensors
     (``lm_head``, ``cls.*``) and a missing pooler are expected and pass."""
+    mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or ())
+    _refuse_weights(model, adapter, sorted(info.get("missing_keys") or ()) + mismatched,
+                    info.get("unexpected_keys") or (), source)
+
+
+def _refuse_weights(model, adapter, missing, unexpected, source: str, *, layers_only: bool = False) -> None:
+    """`_check_weights`' refusals from the keys the checkpoint lacks (``missing``, with mismatched ones) and
+    holds unused (``unexpected``); ``layers_only``: only a tensor inside a layer counts as missing (a plan,
+    which compares names without transformers' whole loading)."""
     modules = dict(model.named_modules())
     names = {id(m): n for n, m in modules.items()}
     inside = tuple(f"{names[id(layer)]}." for layer in adapter.layers(model) if id(layer) in names)
-    missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(UNUSED_MODULES))
+    missing = sorted(k for k in missing if not k.startswith(UNUSED_MODULES)
+                     and (not layers_only or (inside and k.startswith(inside))))
 
     def foreign(key: str) -> bool:  # a weight, or a tensor of a leaf module (a bias of a bias-less Linear);
         parent, _, leaf = key.rpartition(".")  # not a legacy buffer (GPT-2's attn.masked_bias)
         m = modules.get(parent)
         return leaf == "weight" or (m is not None and next(m.children(), None) is None)
 
-    unused = sorted(k for k in info.get("unexpected_keys") or () if inside and k.startswith(inside) and foreign(k))
-    mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or ())
-    missing += mismatched
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."  # a task checkpoint's names: ``bert.encoder.layer.0...``
+    unexpected = [k[len(prefix):] if len(prefix) > 1 and k.startswith(prefix) else k for k in unexpected]
+    unused = sorted(k for k in unexpected if inside and k.startswith(inside) and foreign(k))
 
     def some(keys: list[str]) -> str:
         return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
@@ -389,7 +410,25 @@ def adapter_of(source: str, revision: str | None = None) -> Adapter:
     config = auto_config(path, kw, source)
     adapter = registry.for_config(config)
     check_config(adapter, config, source)  # so a plan, and a build before its first task, refuses it too
+    _check_weight_names(config, adapter, path, source, revision)
     return adapter
+
+
+def _check_weight_names(config, adapter, path: str, source: str, revision: str | None) -> None:
+    """What `_check_weights` refuses once the weights are read, said from the names alone where a safetensors
+    checkpoint lists them (`weight_names`: headers only, no tensor read): a layer tensor the files lack, or one
+    inside a layer the model does not use. The layers' structure is checked on the way (a meta copy)."""
+    from report_builder.models import weight_names
+
+    d = Path(path)
+    folder = d if d.is_dir() else hub_snapshot_dir(source, revision)
+    names = weight_names.checkpoint_names(folder) if folder is not None else None
+    if names is None:  # a pickled checkpoint, or none here yet: the load checks it
+        return
+    meta = _meta(config, adapter, source)
+    found = weight_names.compare(meta, names)
+    if found is not None:
+        _refuse_weights(meta, adapter, found[0], found[1], source, layers_only=True)
 
 
 def config_and_tokenizer(source: str, revision: str | None = None):

@@ -13,19 +13,13 @@ import importlib
 from torch import nn
 
 from report_builder.errors import UnsupportedArchitecture, shown
+from report_builder.models import refusals
 from report_builder.models.adapter import Adapter, check_structure
 from report_builder.schema import LAYOUTS, Layout
 
-UNSUPPORTED_LAYOUTS = {
-    "bloom": "residual added inside the module (BloomAttention and BloomMLP add the residual themselves)",
-    "mpt": "residual added inside the module (MptBlock adds the residual inside its attention and FF paths)",
-    "falcon": "parallel attention + FF whose norms and fused QKV vary with new_decoder_architecture / "
-              "parallel_attn; no adapter checks both yet",
-    "gptj": "parallel attention + FF (no adapter yet)",
-}
-"""Model types whose layer matches no supported layout, with what differs (refused by name)."""
 
-FAMILIES: tuple[str, ...] = ("bert", "distilbert", "gpt2", "llama", "granite", "opt", "neox", "phi", "gemma")
+FAMILIES: tuple[str, ...] = ("bert", "distilbert", "gpt2", "llama", "granite", "opt", "neox", "phi", "gemma",
+                             "phi3")
 """Family modules under `report_builder.models`, each defining ``ADAPTER``."""
 
 
@@ -62,21 +56,25 @@ def supported_model_types() -> list[str]:
     return sorted(_BY_TYPE)
 
 
-def for_model_type(model_type: str) -> Adapter:
-    """The adapter for ``config.model_type`` (fails fast before any weights are loaded)."""
+def for_model_type(model_type: str, config=None) -> Adapter:
+    """The adapter for ``config.model_type`` (fails fast before any weights are loaded): a type no adapter
+    serves is refused in one line, naming what is unsupported when the type or its ``config`` says
+    (`refusals.reason`: an encoder-decoder, a mixture of experts, ...) and the supported model types."""
     if model_type in _BY_TYPE:
         return _BY_TYPE[model_type]
-    why = (f" (refused: its layer does not match a supported layout: {UNSUPPORTED_LAYOUTS[model_type]})"
-           if model_type in UNSUPPORTED_LAYOUTS else "")
+    types = f"supported model types: {', '.join(supported_model_types())}"
+    why = refusals.reason(model_type, config, frozenset(_BY_TYPE))
+    if why is not None:
+        raise UnsupportedArchitecture(f"model type {shown(model_type)} is not supported: {why}; {types}")
     raise UnsupportedArchitecture(
-        f"model type {shown(model_type)} has no adapter{why}; supported model types: {', '.join(supported_model_types())} "
+        f"model type {shown(model_type)} has no adapter; {types} "
         f"(classes: {', '.join(supported())}). Adding a family is one file in report_builder/models/."
     )
 
 
 def for_config(config) -> Adapter:
     """The adapter (its variant for this config) for a model config, before any weights are loaded."""
-    return for_model_type(config.model_type).for_config(config)
+    return for_model_type(config.model_type, config).for_config(config)
 
 
 def for_model(model: nn.Module) -> Adapter:
@@ -84,8 +82,8 @@ def for_model(model: nn.Module) -> Adapter:
     do not match the adapter's layout is refused by name (`adapter.check_structure`)."""
     name = type(model).__name__
     mt = getattr(getattr(model, "config", None), "model_type", None)
-    if name not in _BY_CLASS and mt in UNSUPPORTED_LAYOUTS:
-        for_model_type(mt)  # raises, naming what differs
+    if name not in _BY_CLASS and isinstance(mt, str) and mt not in _BY_TYPE:
+        for_model_type(mt, model.config)  # raises, naming what differs where that is known
     adapter = for_class_name(name).for_config(model.config)
     check_structure(model, adapter)
     return adapter

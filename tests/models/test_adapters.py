@@ -78,3 +78,19 @@ def test_adapter_base_module_imports_no_family():
             "and m.rsplit('.', 1)[1] in " + repr(registry.FAMILIES) + "])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_gemma_is_decomposed_with_the_activation_its_mlp_applies():
+    """A Gemma (v1) config carrying a ``hidden_activation`` beside ``hidden_act`` was decomposed with the former while
+    GemmaMLP applies the latter: `check` said 0.30 at ATBLNFF (bound 1e-4)."""
+    import transformers as tr
+
+    from report_builder.engine import Tokens, decompose_sequences
+    from report_builder.models.loading import from_model
+
+    cfg = tr.GemmaConfig(**TINY["gemma"].kwargs, hidden_act="gelu_pytorch_tanh", attn_implementation="eager")
+    cfg.hidden_activation = "silu"  # stale: GemmaMLP reads hidden_act
+    lm = from_model(tr.GemmaModel(cfg), None, name="gemma")
+    assert lm.facts()["activation"] == "gelu_pytorch_tanh"
+    for _, layer, r in decompose_sequences(lm, [Tokens(list(range(5, 17)))], maps=("ATBLNFF",)):
+        assert max(r.errors.values()) <= 1e-5, (layer, r.errors)

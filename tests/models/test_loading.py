@@ -40,6 +40,26 @@ def test_weights_inside_a_layer_that_transformers_does_not_use_are_refused(tmp_p
     assert exit_code(e.value) == 4 and "distance_embedding" in str(e.value)
 
 
+def test_unused_weights_inside_a_layer_of_a_task_checkpoint_are_refused(tmp_path):
+    """A masked-LM checkpoint (names ``bert.encoder.layer...``) with relative_key distance embeddings loaded and was
+    decomposed as an absolute-position BERT: its unused tensors were matched against the base model's names only."""
+    from report_builder.models.loading import adapter_of
+
+    d = save_tiny("bert", tmp_path / "m")
+
+    def as_mlm(sd):
+        old = dict(sd)
+        sd.clear()
+        sd.update({f"bert.{k}": v for k, v in old.items()})
+        sd["bert.encoder.layer.0.attention.self.distance_embedding.weight"] = torch.zeros(255, 8)
+
+    _edit_weights(d, as_mlm)
+    for ask in (load, adapter_of):  # a build or a check, and a plan
+        with pytest.raises(UnsupportedArchitecture) as e:
+            ask(str(d))
+        assert exit_code(e.value) == 4 and "encoder.layer.0.attention.self.distance_embedding" in str(e.value)
+
+
 def test_a_head_and_a_missing_pooler_are_expected(tmp_path):
     """A task checkpoint (masked-LM head, no pooler) loads as its base model."""
     d = save_tiny("bert", tmp_path / "m")
@@ -143,3 +163,61 @@ def test_legacy_buffers_inside_a_layer_still_load(tmp_path):
     _edit_weights(d, lambda sd: sd.__setitem__("h.1.ln_1.extra", torch.zeros(32)))  # a leaf module's foreign tensor
     with pytest.raises(UnsupportedArchitecture, match="h.1.ln_1.extra"):
         load(str(d))
+
+
+def test_a_plan_finds_a_missing_layer_weight_in_the_safetensors_header(tmp_path):
+    """A checkpoint lacking a layer weight passed `plan` (`adapter_of`) and was found only when a build loaded it,
+    after the other models' results were computed; the header names every tensor without reading one."""
+    from report_builder.models.loading import adapter_of
+
+    d = save_tiny("bert", tmp_path / "m")
+    _edit_weights(d, lambda sd: sd.pop("encoder.layer.1.attention.output.dense.weight"))
+    with pytest.raises(ModelError) as e:
+        adapter_of(str(d))
+    assert exit_code(e.value) == 4 and "encoder.layer.1.attention.output.dense.weight" in str(e.value)
+    d = save_tiny("bert", tmp_path / "u")
+    _edit_weights(d, lambda sd: sd.__setitem__("encoder.layer.0.attention.self.distance_embedding.weight",
+                                               torch.zeros(255, 8)))
+    with pytest.raises(UnsupportedArchitecture, match="distance_embedding"):
+        adapter_of(str(d))
+
+
+def test_a_plan_reads_a_sharded_checkpoint_through_its_index(tmp_path):
+    import json
+
+    from report_builder.models.loading import adapter_of
+
+    d = save_tiny("llama", tmp_path / "m")
+    m = load(str(d)).model
+    m.save_pretrained(d, max_shard_size="1MB")  # shards and model.safetensors.index.json
+    (d / "model.safetensors").unlink(missing_ok=True)
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 1
+    assert adapter_of(str(d)).family == "llama"
+    gone = "layers.1.mlp.up_proj.weight"
+    _edit_shard = d / index["weight_map"].pop(gone)
+    sd = load_file(_edit_shard)
+    sd.pop(gone)
+    save_file(sd, _edit_shard, metadata={"format": "pt"})
+    (d / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ModelError, match=gone):
+        adapter_of(str(d))
+
+
+def test_a_plan_matches_names_as_the_loader_renames_them(tmp_path):
+    """A task checkpoint (``bert.`` prefix, a head) with legacy ``gamma``/``beta`` norm names is complete: the plan
+    renames as transformers does and passes it."""
+    from report_builder.models.loading import adapter_of
+
+    d = save_tiny("bert", tmp_path / "m")
+
+    def legacy(sd):
+        old = dict(sd)
+        sd.clear()
+        sd.update({"bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+                   for k, v in old.items()})
+        sd["cls.predictions.bias"] = torch.zeros(30522)
+
+    _edit_weights(d, legacy)
+    assert adapter_of(str(d)).family == "bert"
+    assert load(str(d)).adapter.family == "bert"
