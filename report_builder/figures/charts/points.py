@@ -79,8 +79,12 @@ def scatter(
 
 def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = "",
                     models: Sequence[str] | None = None, datasets: Sequence[str] | None = None):
-    """Each top pair as a point: layer × amp, coloured by category; facets model × dataset."""
-    ch = alt.Chart(inline_data(shown(df))).mark_point(filled=True, size=36, opacity=0.8).encode(
+    """Each top pair as a point: layer × amp, coloured by category; facets model × dataset. Points carry
+    `theme.OUTLINE` (the palette's yellow is faint on white, its blue on the dark scheme)."""
+    from report_builder.figures import theme
+
+    ch = alt.Chart(inline_data(shown(df))).mark_point(
+        filled=True, size=36, fillOpacity=0.8, stroke=theme.OUTLINE, strokeWidth=0.6).encode(
         x=layer_x(),
         y=alt.Y("amp:Q", title="FF-amp"),
         color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories)),
