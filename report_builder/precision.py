@@ -118,19 +118,23 @@ def published(value: Any, spec: str) -> str:
     rounded by the rule first (`round_value`), then that decimal rounded half-up to N places, so the text
     follows from the number the CSV publishes and noise below the rule changes no printed digit (formatting
     the float itself prints a value within float noise of a ``.x5`` boundary either way). NaN and
-    infinities print as ``format`` prints them."""
+    infinities print as ``n/a`` (a reader never sees ``nan``; a caller that knows why a number is
+    undefined says so in words instead, as the readings do)."""
     m = _SPEC.fullmatch(spec)
     if m is None:
         raise ValueError(f"published: spec {spec!r} is not .Nf, +.Nf or .N%")
     v = round_value(float(value))
     if not math.isfinite(v):
-        return format(v, spec)
+        return NOT_A_NUMBER
     d = Decimal(repr(v)) * (100 if m.group(3) == "%" else 1)
     text = str(d.quantize(Decimal(1).scaleb(-int(m.group(2))), rounding=ROUND_HALF_UP))
     if m.group(1) and not text.startswith("-"):
         text = "+" + text
     return text + ("%" if m.group(3) == "%" else "")
 
+
+#: How `published` prints NaN and infinities.
+NOT_A_NUMBER = "n/a"
 
 _SPEC = re.compile(r"(\+?)\.(\d)([f%])")
 

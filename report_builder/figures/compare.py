@@ -30,6 +30,8 @@ STATS: dict[str, str] = {
     "n_samples": "samples", "mean_tokens": "mean length (tokens)",
 }
 SEED_GROUP_FIGURES = ("k21-tab7", "k21-tab11")
+#: Statistics that are counts: kept as integers (a table prints "992", not "992.0").
+COUNTS = frozenset({"n_samples"})
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ def _rows(fid: str, ours: pd.DataFrame, paper: pd.DataFrame, our_label: str, pap
             if pv is None or ov is None or (isinstance(pv, float) and math.isnan(pv)):
                 continue
             pv, ov = float(pv), float(ov)
+            if c in COUNTS and pv.is_integer() and ov.is_integer():
+                pv, ov = int(pv), int(ov)
             row = {"Ours": our_label, "Paper's model": paper_label, "Dataset": dataset or "",
                    "Statistic": _stat_label(c, units or {}), "Paper": pv, "Ours (value)": ov,
                    "Ours − paper": ov - pv if not math.isnan(ov) else float("nan")}
@@ -156,7 +160,7 @@ def comparison(fid: str, data: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
             rows += _rows(fid, g, ref.frame, label, p_label, dataset, units)
         if not rows:
             return None
-    table = pd.DataFrame(rows)
+    table = _frame(rows)
     cols = ["Ours", "Paper's model", "Dataset"] + (["Method"] if "Method" in table.columns else []) + \
         ["Statistic", "Paper", "Ours (value)", "Ours − paper"]
     table = table[cols]
@@ -178,10 +182,20 @@ def _datasets(data: pd.DataFrame, src: dict[str, str], roles: Any, rep: Mapping)
                       str(r["dataset"]))
     if not rows:
         return None
-    table = pd.DataFrame(rows)[["Ours", "Paper's model", "Dataset", "Statistic", "Paper", "Ours (value)",
+    table = _frame(rows)[["Ours", "Paper's model", "Dataset", "Statistic", "Paper", "Ours (value)",
                                 "Ours − paper"]]
     same = src.get(str(primary), "") == reported.PAPER_DEFAULT_MODEL
     return Comparison(table, same, _note(table, same))
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as a table; the value columns keep a count's int beside other rows' floats (pandas would
+    make every cell a float: "992.0 samples")."""
+    table = pd.DataFrame(rows)
+    for col in ("Paper", "Ours (value)", "Ours − paper"):
+        if any(isinstance(r.get(col), int) for r in rows):
+            table[col] = pd.Series([r.get(col) for r in rows], index=table.index, dtype=object)
+    return table
 
 
 def _note(table: pd.DataFrame, same: bool) -> str:

@@ -131,6 +131,8 @@ def expansion_per_layer(source: str, reported: Mapping | None = None) -> pd.Data
 def _datasets(rep: Mapping, dataset: str | None) -> pd.DataFrame | None:
     t1 = rep.get("table1_datasets", {})
     ds = paper_dataset(dataset)
+    if dataset is not None and ds is None:  # a set the paper does not have: nothing to set beside it
+        return None
     keys = [ds] if ds is not None else list(t1)
     rows = [{"paper_dataset": k, "n_samples": t1[k][0], "mean_tokens": t1[k][1]} for k in keys if k in t1]
     return pd.DataFrame(rows) if rows else None

@@ -15,6 +15,9 @@ titles and subtitles past the drawing's edge ("row-normalised val")."""
 # Colour-blind-safe categorical palette (Okabe-Ito) and a sequential scheme for maps.
 CATEGORICAL = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SEQUENTIAL = "blues"
+#: The outline of points coloured by a sequential scheme: one end of any such scheme is close to the white
+#: page (viridis' yellow) or to the dark scheme's (its dark purple); this grey stands out from both (≥ 3:1).
+OUTLINE = "#8c8c8c"
 DIVERGING = "redblue"
 
 THEME_NAME = "report_builder"

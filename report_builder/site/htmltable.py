@@ -86,6 +86,10 @@ def _decimals(v: float) -> int:
 
 
 def _is_num(series: pd.Series) -> bool:
+    """A numeric column, also one of object dtype holding only numbers (counts as ints beside floats)."""
+    if series.dtype == object:
+        vals = series.dropna()
+        return len(vals) > 0 and all(isinstance(v, Real) and not isinstance(v, bool) for v in vals)
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 

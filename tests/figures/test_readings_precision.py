@@ -19,7 +19,7 @@ def test_published_text_rounds_the_published_number_half_up():
     assert published(0.123456789, ".3f") == "0.123" and published(-0.1235, ".3f") == "-0.124"
     assert published(0.1234, ".0%") == "12%" and published(0.125, ".1%") == "12.5%"
     assert published(0.05, "+.2f") == "+0.05" and published(-0.05, "+.2f") == "-0.05"
-    assert published(float("nan"), ".2f") == "nan" and published(float("nan"), ".0%") == "nan%"
+    assert published(float("nan"), ".2f") == "n/a" and published(float("nan"), ".0%") == "n/a"
     assert published(round_value(1 / 3), ".2f") == "0.33"
     with pytest.raises(ValueError, match="not .Nf"):
         published(1.0, ".2e")

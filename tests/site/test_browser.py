@@ -149,13 +149,15 @@ def test_large_data_charts_work_from_disk(browser, tmp_path):
     assert checked >= 1
 
 
-def test_chart_actions_sit_beside_the_chart(browser, served):
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_chart_actions_sit_beside_the_chart(browser, served, viewport):
     """vega-embed's actions button stays in the space beside the chart (material's <details> styling
-    once widened it over the last panel)."""
+    once widened it over the last panel); on a phone, where a wide chart scrolls sideways in its box, it
+    sat over the chart's right edge (the box's corner, the chart running on under it)."""
     base, _, _, _ = served
     overlaps = []
     for name in ("k21.html", "k24.html"):
-        page, ctx, problems = _open(browser, f"{base}/{name}", base)
+        page, ctx, problems = _open(browser, f"{base}/{name}", base, viewport=viewport)
         overlaps += page.evaluate("""() => [...document.querySelectorAll('.rb-chart')].flatMap(el => {
             const s = el.querySelector('details > summary'), svg = el.querySelector('svg.marks');
             if (!s || !svg) return [];

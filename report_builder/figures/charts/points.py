@@ -79,8 +79,12 @@ def scatter(
 
 def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = "",
                     models: Sequence[str] | None = None, datasets: Sequence[str] | None = None):
-    """Each top pair as a point: layer × amp, coloured by category; facets model × dataset."""
-    ch = alt.Chart(inline_data(shown(df))).mark_point(filled=True, size=36, opacity=0.8).encode(
+    """Each top pair as a point: layer × amp, coloured by category; facets model × dataset. Points carry
+    `theme.OUTLINE` (the palette's yellow is faint on white, its blue on the dark scheme)."""
+    from report_builder.figures import theme
+
+    ch = alt.Chart(inline_data(shown(df))).mark_point(
+        filled=True, size=36, fillOpacity=0.8, stroke=theme.OUTLINE, strokeWidth=0.6).encode(
         x=layer_x(),
         y=alt.Y("amp:Q", title="FF-amp"),
         color=alt.Color("category:N", sort=list(categories), scale=alt.Scale(domain=list(categories)),
@@ -104,6 +108,8 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
     is then concatenated breaks Vega-Lite), so nest the result with `alt.vconcat` only via
     `with_layer_slider`-style top-level params, as done here.
     """
+    from report_builder.figures import theme
+
     layer = alt.param(name=f"layer_{key}", value=n_layers // 2 + 1,
                       bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer (1 = first) "))
     d = shown(df[["model", "layer", "dim", "ff_change", "ln_weight", "ln_out_change", "kept_ratio"]])
@@ -114,7 +120,8 @@ def ln_dims_scatter(df: pd.DataFrame, n_layers: int, key: str = "ln", title: str
     for m in models:
         dm = d[d["model"] == m]
         last = int(dm["layer"].max()) if len(dm) else 1
-        panels.append(alt.Chart(inline_data(dm)).mark_point(filled=True, size=26, opacity=0.75).encode(
+        panels.append(alt.Chart(inline_data(dm)).mark_point(
+                filled=True, size=26, fillOpacity=0.75, stroke=theme.OUTLINE, strokeWidth=0.6).encode(
             x=alt.X("ff_change:Q", title="FF change (mean |FF output| in dim)"),
             y=alt.Y("ln_weight:Q", title="LN weight γ"),
             color=alt.Color("kept_ratio:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1], clamp=True),

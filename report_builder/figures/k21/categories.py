@@ -20,6 +20,17 @@ from report_builder.figures.spec import FigureContext, FigureResult, NotConfigur
 
 
 UNITS = {"value": schema.PERCENT}
+#: The widest a chart may be drawn: the page's content column on a 1280 px laptop is 938 px, and a wider
+#: drawing is scaled down to it, its 12 px text with it.
+PAGE_WIDTH = 900
+CELL_WIDTH = 40
+
+
+def panel_columns(n_panels: int, n_categories: int) -> int:
+    """Panels per row: all in one row when they fit `PAGE_WIDTH`, else as few rows as fit, balanced (3 + 2)."""
+    fits = max(1, (PAGE_WIDTH - 60) // (n_categories * CELL_WIDTH + 12))  # 60 px: the y axis; 12 px: spacing
+    rows = -(-n_panels // fits)
+    return -(-n_panels // rows)
 """The units of every category figure's data (fig3, fig5–17): ``value`` is a mean mixing ratio."""
 
 
@@ -39,7 +50,8 @@ def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: 
     chart = heatmap.annotated_heatmap(
         plot, x="category", y="Layer", value="value", facet="method", facet_order=st.METHODS,
         x_order=cats, y_order=sorted(plot["Layer"].unique()), domain=(0, 100), fmt=".1f",
-        cell_width=40, cell_height=20 if plot["Layer"].max() <= 16 else 16, columns=5,
+        cell_width=CELL_WIDTH, cell_height=20 if plot["Layer"].max() <= 16 else 16,
+        columns=panel_columns(len(st.METHODS), len(cats)),
         x_title="token category", y_title=LAYER_TITLE, value_title="mixing ratio (%)", tooltip_extra=("n_seqs",),
         legend_orient="bottom",
     )

@@ -10,6 +10,9 @@ import pandas as pd
 
 from report_builder.precision import published as pub
 
+#: Why a Spearman ρ of the frequency analysis can be undefined.
+UNDEFINED_RHO = "the mixing ratios or the frequency ranks are all equal, so there is no ordering to correlate"
+
 
 def mixing_reading(stats: pd.DataFrame, who: str) -> str:
     """ATTNRESLN-N vs ATTN-N mean mixing ratio of one model (from `stats.k21` per-model stats)."""
@@ -29,9 +32,10 @@ def rho_reading(fs: pd.DataFrame, who: str) -> str:
         return ""
     a, b = r.loc["ATTNRESLN-N", "rho_all"], r.loc["ATTNRESLN-N", "rho_no_special"]
     if pd.isna(a):
-        return f"For {who} the ATTNRESLN-N correlation is undefined (constant ratios or ranks)."
+        return f"For {who} the ATTNRESLN-N correlation is undefined ({UNDEFINED_RHO})."
     trend = "frequent tokens mix more with their context" if a < 0 else "rare tokens mix more with their context"
-    return f"For {who}, ATTNRESLN-N: ρ = {pub(a, '.2f')} ({pub(b, '.2f')} without [CLS]/[SEP]) — {trend}."
+    without = "undefined without [CLS]/[SEP]" if pd.isna(b) else f"{pub(b, '.2f')} without [CLS]/[SEP]"
+    return f"For {who}, ATTNRESLN-N: ρ = {pub(a, '.2f')} ({without}) — {trend}."
 
 
 def self_share_reading(share: pd.Series) -> str:
@@ -88,14 +92,24 @@ def seed_group_reading(stats: pd.DataFrame) -> str:
     return reading
 
 
+def _rho(v: float) -> str:
+    return "undefined" if pd.isna(v) else pub(v, '.2f')
+
+
+def _undefined_note(r: pd.Series) -> str:
+    return f" (undefined: {UNDEFINED_RHO})" if r.isna().any() else ""
+
+
 def rho_by_model_reading(r: pd.Series) -> str:
     """K21 Table 9: ATTNRESLN-N ρ per model (model -> ρ)."""
-    return "ATTNRESLN-N ρ(frequency rank, mixing ratio): " + ", ".join(f"{k} {pub(v, '.2f')}" for k, v in r.items()) + "."
+    return ("ATTNRESLN-N ρ(frequency rank, mixing ratio): " + ", ".join(f"{k} {_rho(v)}" for k, v in r.items())
+            + _undefined_note(r) + ".")
 
 
 def rho_by_dataset_reading(model: str, r: pd.Series) -> str:
     """K21 Table 10: one model's ATTNRESLN-N ρ per dataset (dataset -> ρ)."""
-    return f"For {model}, ATTNRESLN-N ρ: " + ", ".join(f"{pub(v, '.2f')} on {k}" for k, v in r.items()) + "."
+    return (f"For {model}, ATTNRESLN-N ρ: " + ", ".join(f"{_rho(v)} on {k}" for k, v in r.items())
+            + _undefined_note(r) + ".")
 
 
 def seed_rho_reading(fs: pd.DataFrame) -> str:

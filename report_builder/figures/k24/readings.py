@@ -122,10 +122,35 @@ def res_norms_reading(rows) -> str:
 
 
 def ln_dims_reading(dataset: str, rows) -> str:
-    """k24-ln-dims: ``rows`` of (model, its `stats.k24_figures.ln_dims_summary` rows)."""
-    parts = []
-    for m, g in rows:
-        parts.append(f"{m}: LN passes on {pub(g['kept_share'].mean(), '.0%')} of FF's per-dimension change "
-                     f"(mean over layers), ρ(FF change, |γ|) = {pub(g['rho_ff_gamma'].mean(), '+.2f')}")
+    """k24-ln-dims: ``rows`` of (model, its `stats.k24_figures.ln_dims_summary` rows). A ρ or share that is
+    undefined in a layer (|γ| equal in every dimension: nothing to rank; FF changing no dimension) is said
+    in words, and a mean over layers names the layers it covers."""
+    parts = [f"{m}: {_kept_share_text(g)}, {_rho_gamma_text(g)}" for m, g in rows]
+    signed = any(g["rho_ff_gamma"].notna().any() for _, g in rows)
     return f"On {dataset} — " + "; ".join(parts) + (
-        ". A negative ρ means LN's weight is small exactly where FF's change concentrates.")
+        ". A negative ρ means LN's weight is small exactly where FF's change concentrates." if signed else ".")
+
+
+def _layers_text(g: pd.DataFrame, ok: pd.Series) -> str:
+    """``"over the k of n layers (undefined in layer 3, 5)"`` when some layers lack the number; else ``"mean
+    over layers"``."""
+    if ok.all():
+        return "mean over layers"
+    missing = ", ".join(str(int(x) + 1) for x in g.loc[~ok, "layer"])
+    return f"mean over the {int(ok.sum())} of {len(g)} layers where it is defined, undefined in layer{'s' if (~ok).sum() > 1 else ''} {missing}"
+
+
+def _kept_share_text(g: pd.DataFrame) -> str:
+    ok = g["kept_share"].notna()
+    if not ok.any():
+        return "the share of FF's per-dimension change LN passes on is undefined (FF's change is 0 in every dimension)"
+    return f"LN passes on {pub(g.loc[ok, 'kept_share'].mean(), '.0%')} of FF's per-dimension change ({_layers_text(g, ok)})"
+
+
+def _rho_gamma_text(g: pd.DataFrame) -> str:
+    ok = g["rho_ff_gamma"].notna()
+    if not ok.any():
+        return ("ρ(FF change, |γ|) is undefined: |γ| is the same in every dimension of every layer (an untrained or "
+                "constant norm weight), so there is no ordering of γ to correlate with")
+    layers = "" if ok.all() else f" ({_layers_text(g, ok)})"  # all layers: the share's "(mean over layers)" says it
+    return f"ρ(FF change, |γ|) = {pub(g.loc[ok, 'rho_ff_gamma'].mean(), '+.2f')}{layers}"
