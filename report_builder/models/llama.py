@@ -18,7 +18,8 @@ def _layers(model):
     return list(model.layers)
 
 
-def _rms(m) -> NormWeights:
+def rms_norm(m) -> NormWeights:
+    """An RMSNorm module's weights (Llama's and the families built on its layer)."""
     eps = getattr(m, "variance_epsilon", None) or getattr(m, "eps", 1e-6)
     return NormWeights("RMSNorm", m.weight.detach(), None, float(eps))
 
@@ -37,13 +38,13 @@ def layer_weights(model, idx: int, multiplier: float = 1.0) -> LayerWeights:
     kv = getattr(cfg, "num_key_value_heads", None) or h
     dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
     mlp = layer.mlp
-    nxt = _rms(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _rms(model.norm)
+    nxt = rms_norm(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else rms_norm(model.norm)
     return LayerWeights(
         layout=PRE_LN,
         attn=AttentionWeights(linear_w(at.v_proj), bias_of(at.v_proj), _scaled(linear_w(at.o_proj), multiplier),
                               _scaled(bias_of(at.o_proj), multiplier), h, kv, dh),
-        ln1=_rms(layer.input_layernorm),
-        ln2=_rms(layer.post_attention_layernorm),
+        ln1=rms_norm(layer.input_layernorm),
+        ln2=rms_norm(layer.post_attention_layernorm),
         ff=FFWeights(cfg.hidden_act, True, None, None, _scaled(linear_w(mlp.down_proj), multiplier),
                      _scaled(bias_of(mlp.down_proj), multiplier),
                      w_gate=linear_w(mlp.gate_proj), b_gate=bias_of(mlp.gate_proj),

@@ -12,7 +12,7 @@ from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.models.adapter import bias_of, linear_w
 from report_builder.models.llama import ADAPTER as LLAMA
-from report_builder.models.llama import _rms
+from report_builder.models.llama import rms_norm
 from report_builder.schema import PRE_LN
 
 
@@ -32,13 +32,13 @@ def _weights(model, idx: int) -> LayerWeights:
     v0 = (h + kv) * dh  # the value columns follow the query and key ones
     d_ff = cfg.intermediate_size
     gate_up, gate_up_b = linear_w(mlp.gate_up_proj), bias_of(mlp.gate_up_proj)
-    nxt = _rms(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _rms(model.norm)
+    nxt = rms_norm(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else rms_norm(model.norm)
     return LayerWeights(
         layout=PRE_LN,
         attn=AttentionWeights(_cols(linear_w(at.qkv_proj), v0), _cols(bias_of(at.qkv_proj), v0),
                               linear_w(at.o_proj), bias_of(at.o_proj), h, kv, dh),
-        ln1=_rms(layer.input_layernorm),
-        ln2=_rms(layer.post_attention_layernorm),
+        ln1=rms_norm(layer.input_layernorm),
+        ln2=rms_norm(layer.post_attention_layernorm),
         ff=FFWeights(cfg.hidden_act, True, None, None, linear_w(mlp.down_proj), bias_of(mlp.down_proj),
                      w_gate=_cols(gate_up, 0, d_ff), b_gate=_cols(gate_up_b, 0, d_ff),
                      w_up=_cols(gate_up, d_ff), b_up=_cols(gate_up_b, d_ff)),

@@ -332,8 +332,9 @@ def _frame_data(df: pd.DataFrame) -> dict[str, Any] | None:
 
 
 def _frame(data: dict[str, Any]) -> pd.DataFrame:
-    """The table `_frame_data` stored (numeric and boolean dtypes restored)."""
-    df = pd.DataFrame(data["rows"], columns=data["columns"])
+    """The table `_frame_data` stored (numeric and boolean dtypes restored; an object column stays object:
+    counts beside floats keep their ints, which pandas would make floats)."""
+    df = pd.DataFrame(data["rows"], columns=data["columns"], dtype=object)
     if df.columns.is_unique:
         for c, t in zip(data["columns"], data["dtypes"]):
             if _NUMERIC.fullmatch(str(t)):

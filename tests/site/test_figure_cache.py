@@ -167,3 +167,15 @@ def test_entries_store_data_not_html_and_prove_their_origin(tmp_path, monkeypatc
     state.key_file.write_bytes(bytes(32))
     r3, _ = _render(tmp_path, site_url="https://example.org/x/")
     assert r3.rebuilt == IDS and r3.drawn == [i for i in IDS if i != "k21-dummy-missing"]
+
+
+def test_a_shown_table_mixing_counts_and_floats_is_stored_so_a_no_op_rebuild_reuses_it():
+    """k21-tab1's paper comparison keeps a count's int beside other rows' floats (an object column, "992"
+    not "992.0"): the entry's stored rows must make the same HTML again, or the figure is never stored and
+    every no-op rebuild builds it anew (the smoke build's rebuild did, once the column became object)."""
+    from report_builder.site import htmltable
+
+    df = pd.DataFrame({"Statistic": ["samples", "mean length"], "Paper": pd.Series([992, 22.5], dtype=object),
+                       "Ours": [1.0, 2.25]})
+    data = figure_cache._frame_data(df)
+    assert htmltable.to_html(figure_cache._frame(data)) == htmltable.to_html(df)
