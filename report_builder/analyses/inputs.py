@@ -36,6 +36,13 @@ def _key(subject: Subject) -> str:
     return f"datasets[{ids.index(subject.dataset.id)}]" if subject.dataset.id in ids else "the dataset's"
 
 
+def _start(e: EncodedSeq) -> str:
+    """The start of a sequence's text, quoted: which text a message means (texts count from 1 among the
+    non-empty ones, which a file's line numbers do not)."""
+    text = e.text.split()
+    return shown(" ".join(text[:6]) + (" …" if len(text) > 6 else ""), 60)
+
+
 def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[EncodedSeq]:
     """``enc`` when every sequence fits the model's positions (else one line naming the text and the key to
     change, exit 3, as `plan` says it too); a dataset's texts cut to ``max_length`` said in one warning line.
@@ -49,9 +56,9 @@ def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[En
         if what is not None:
             raise ConfigError(f"{what}: the pair has {len(over)} tokens with {name}'s tokenizer, more than {name}'s "
                               f"{limit} positions; give shorter sentences")
-        raise ConfigError(f"dataset {shown(s.dataset.id)}: text {over.seq + 1} has {len(over)} tokens with {name}'s "
-                          f"tokenizer, more than {name}'s {limit} positions; set {_key(s)}.max_length to at most "
-                          f"{limit} (it is {s.dataset.max_length})")
+        raise ConfigError(f"dataset {shown(s.dataset.id)}: text {over.seq + 1} ({_start(over)}) has {len(over)} "
+                          f"tokens with {name}'s tokenizer, more than {name}'s {limit} positions; set "
+                          f"{_key(s)}.max_length to at most {limit} (it is {s.dataset.max_length})")
     cut = [e for e in enc if e.cut]
     if what is None and cut:
         said = _SAID.setdefault(id(s.cfg), (s.cfg, set()))[1]
@@ -64,8 +71,8 @@ def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[En
                     else "")
             logging.getLogger("report_builder").warning(
                 f"dataset {shown(s.dataset.id)}: {len(cut)} of {len(enc)} text{'s' * (len(enc) > 1)} cut to "
-                f"max_length {s.dataset.max_length} tokens for {name} (text {longest.seq + 1}: "
-                f"{longest.full_length} tokens){more}")
+                f"max_length {s.dataset.max_length} tokens for {name} (the longest: text {longest.seq + 1}, "
+                f"{_start(longest)}, {longest.full_length} tokens){more}")
     return enc
 
 

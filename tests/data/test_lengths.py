@@ -47,8 +47,8 @@ def test_a_text_longer_than_the_positions_is_refused_by_plan_and_build_alike(cap
     the first tasks, then stopped with "a sequence of 302 tokens is longer than tb's 128 positions" (exit 4, a
     model error, naming neither the dataset nor the text)."""
     cfg = _config(tmp_path, tiny_dir, ["a short text .", LONG], 512, ["k21-tab1"])
-    expected = ("error: dataset 'mine': text 2 has 302 tokens with tb's tokenizer, more than tb's 128 positions; "
-                "set datasets[0].max_length to at most 128 (it is 512)")
+    expected = ("error: dataset 'mine': text 2 ('word word word word word word …') has 302 tokens with tb's "
+                "tokenizer, more than tb's 128 positions; set datasets[0].max_length to at most 128 (it is 512)")
     lines = {}
     for command in ("plan", "build"):
         code, err = _run(capsys, command, "--config", str(cfg), *(["--no-progress"] if command == "build" else []))
@@ -67,6 +67,6 @@ def test_a_text_cut_to_max_length_is_said_in_one_line_by_plan_and_build(capsys, 
             code, _ = _run(capsys, command, "--config", str(cfg), *(["--no-progress"] if command == "build" else []))
         assert code == 0
         said[command] = [r.getMessage() for r in caplog.records if "cut to" in r.getMessage()]
-    expected = ("dataset 'mine': 1 of 3 texts cut to max_length 32 tokens for tb (text 2: 302 tokens); "
-                "datasets[0].max_length can be up to tb's 128 positions")
+    expected = ("dataset 'mine': 1 of 3 texts cut to max_length 32 tokens for tb (the longest: text 2, "
+                "'word word word word word word …', 302 tokens); datasets[0].max_length can be up to tb's 128 positions")
     assert said["plan"] == said["build"] == [expected], said
