@@ -9,6 +9,9 @@ whole UTF-8 character are written ``<0xE2>`` (SentencePiece's byte-fallback form
 character (``<0x1B>`` for ESC; ``<U+0085>``, ``<U+FFFE>`` above ASCII for C1 controls, lone surrogates and
 noncharacters): a data file's text reaches tokens unfiltered, and SVG, XML and the terminal cannot hold
 those characters (the chart renderer aborts on one; `values.plain_text` refuses them in configured text).
+Invisible characters (zero-width joiner, bidirectional overrides, byte order mark, variation selectors) are
+written ``<U+200D>`` too (a blank label, or the text after it reversed), and a token that starts with a
+combining mark is shown on a dotted circle (``◌ّ``), so that it does not join the ``:`` of its label.
 
 Special tokens are named by the role they play for the model: a causal model's first special token
 is ``BOS`` (not ``[CLS]``, which is K21's category name for it); an encoder's keep their own strings.
@@ -94,21 +97,47 @@ def _visible(text: str) -> str:
 
 
 def visible_controls(text: str) -> str:
-    """``text`` with each control character, lone surrogate and noncharacter in its visible form
-    (``<0x1B>``, ``<U+FFFE>``): what a token or a snippet of a data file's text is shown as."""
+    """``text`` with each control character, lone surrogate, noncharacter and invisible format character
+    (zero-width joiner and space, bidirectional overrides and isolates, byte order mark, variation selector)
+    in its visible form (``<0x1B>``, ``<U+FFFE>``, ``<U+202E>``): what a token or a snippet of a data file's
+    text is shown as. An invisible one would leave a label blank, and a bidirectional override would reverse
+    what follows it on the page."""
     if text.isascii() and text.isprintable():
         return text
     return "".join(map(_control_mark, text))
 
 
+_INVISIBLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
+              (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0100, 0xE01EF))
+"""Invisible characters besides the format characters (category Cf): Unicode's default-ignorable
+combining grapheme joiner, fillers and variation selectors."""
+
+
 def _control_mark(c: str) -> str:
-    """``c``, or its visible form when it is a control character, a lone surrogate or a noncharacter."""
+    """``c``, or its visible form when it is a control character, a lone surrogate, a noncharacter or
+    invisible (a format character, a variation selector)."""
     import unicodedata
 
     o = ord(c)
-    if unicodedata.category(c) in ("Cc", "Cs") or 0xFDD0 <= o <= 0xFDEF or (o & 0xFFFE) == 0xFFFE:
+    if (unicodedata.category(c) in ("Cc", "Cs", "Cf") or 0xFDD0 <= o <= 0xFDEF or (o & 0xFFFE) == 0xFFFE
+            or any(lo <= o <= hi for lo, hi in _INVISIBLE)):
         return f"<0x{o:02X}>" if o < 0x80 else f"<U+{o:04X}>"
     return c
+
+
+DOTTED_CIRCLE = "\u25cc"
+"""The base a token that starts with a combining mark is shown on (``◌ّ``), as Unicode's charts show a lone mark:
+without one the mark joins the character before it (the ``:`` of a ``pos:token`` label)."""
+
+
+def _on_a_base(shown: str) -> str:
+    """``shown`` with a dotted circle before a leading combining mark (after WordPiece's ``##``)."""
+    import unicodedata
+
+    head = 2 if shown.startswith("##") and len(shown) > 2 else 0
+    if shown[head:head + 1] and unicodedata.category(shown[head]).startswith("M"):
+        return shown[:head] + DOTTED_CIRCLE + shown[head:]
+    return shown
 
 
 def _decode_bytes(data: bytes) -> str:
@@ -144,9 +173,8 @@ def display_token(token: str, style: str, *, causal: bool = False, first: bool =
     if style == BYTE_BPE:
         alphabet = _byte_alphabet()
         if all(ch in alphabet for ch in token):
-            return _visible(_decode_bytes(bytes(alphabet[ch] for ch in token)))
-        return _visible(token)
-    return _visible(token)
+            return _on_a_base(_visible(_decode_bytes(bytes(alphabet[ch] for ch in token))))
+    return _on_a_base(_visible(token))
 
 
 def display_tokens(tokens: Iterable[str], style: str | None = None, *, causal: bool = False,

@@ -77,3 +77,17 @@ def test_figures_show_a_data_files_control_characters():
     assert list(out["k24_ffamp_pairs"]["context"]) == ["the ⟦film⟧ <0x1B>[31m<0x08>", "a ⟦good<0x00>⟧ film <0x7F>"]
     assert out["k24_maps"]["example"][0] == "2: the film <0x1B>[31mred …"
     assert list(out["k24_ffamp_pairs"]["token_i"]) == ["<0x1B>", "▁good"]
+
+
+def test_invisible_and_combining_tokens_get_a_visible_label():
+    """SmolLM2's vocabulary holds tokens that are one variation selector (``ï¸ı``: U+FE0F, after "❤" in
+    "❤️") or one combining mark (``Ùĳ``: the Arabic shadda): their labels were invisible ("12:") or fused
+    with the label's colon; a bidirectional override in a token or a data file's text (an example's label,
+    a top pair's context) reversed what follows it on the page. Shown as ``<U+FE0F>``, ``◌ّ``, ``<U+202E>``."""
+    assert T.display_token("ï¸ı", T.BYTE_BPE) == "<U+FE0F>"
+    assert T.display_token("Ùĳ", T.BYTE_BPE) == "◌\u0651"
+    assert T.display_token("##\u0651", T.WORDPIECE) == "##◌\u0651"
+    assert T.display_token("\u202egnirts", T.PLAIN) == "<U+202E>gnirts"
+    assert T.display_token("a\u200db\u200b\ufeff", T.SENTENCEPIECE) == "a<U+200D>b<U+200B><U+FEFF>"
+    assert T.visible_controls("rtl \u202egnirts\u202c here") == "rtl <U+202E>gnirts<U+202C> here"
+    assert T.display_token("caf\u00e9 e\u0301 \u05e9\u05c1", T.PLAIN) == "caf\u00e9▁e\u0301▁\u05e9\u05c1"  # marks on a letter kept

@@ -8,11 +8,13 @@ whole and never sliced afterwards (`data.encode`); the K24 analyses slice *befor
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import TYPE_CHECKING
 
 from report_builder.analyses.base import Run, Subject
 from report_builder.data import EncodedSeq, EvalSet, TextItem, encode
-from report_builder.errors import DataError, shown
+from report_builder.errors import ConfigError, DataError, for_terminal, shown
 from report_builder.schema import example_label
 
 if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; a cached build never does
@@ -22,6 +24,56 @@ PAIR_MAX_LENGTH = 128
 """Token limit of the K21 example pair."""
 EXAMPLES_MAX_LENGTH = 64
 """Token limit of the K24 examples (their maps are drawn n x n)."""
+
+
+_SAID: dict[int, tuple[object, set]] = {}
+"""The cuts already said, per configuration object (one plan or build): each warning once, not once per task."""
+
+
+def _key(subject: Subject) -> str:
+    """The dataset's configuration key, as the user wrote it (``datasets[0]``)."""
+    ids = [d.id for d in subject.cfg.datasets]
+    return f"datasets[{ids.index(subject.dataset.id)}]" if subject.dataset.id in ids else "the dataset's"
+
+
+def _start(e: EncodedSeq) -> str:
+    """The start of a sequence's text, quoted: which text a message means (texts count from 1 among the
+    non-empty ones, which a file's line numbers do not)."""
+    text = e.text.split()
+    return shown(" ".join(text[:6]) + (" …" if len(text) > 6 else ""), 60)
+
+
+def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[EncodedSeq]:
+    """``enc`` when every sequence fits the model's positions (else one line naming the text and the key to
+    change, exit 3, as `plan` says it too); a dataset's texts cut to ``max_length`` said in one warning line.
+
+    ``what``: the K21 example pair's name (``None``: the dataset's texts, cut to its ``max_length``)."""
+    s = run.subject
+    limit = run.lm().max_positions()
+    name = for_terminal(s.model.name)
+    over = next((e for e in enc if len(e) > limit), None)
+    if over is not None:
+        if what is not None:
+            raise ConfigError(f"{what}: the pair has {len(over)} tokens with {name}'s tokenizer, more than {name}'s "
+                              f"{limit} positions; give shorter sentences")
+        raise ConfigError(f"dataset {shown(s.dataset.id)}: text {over.seq + 1} ({_start(over)}) has {len(over)} "
+                          f"tokens with {name}'s tokenizer, more than {name}'s {limit} positions; set "
+                          f"{_key(s)}.max_length to at most {limit} (it is {s.dataset.max_length})")
+    cut = [e for e in enc if e.cut]
+    if what is None and cut:
+        said = _SAID.setdefault(id(s.cfg), (s.cfg, set()))[1]
+        if len(_SAID) > 16:  # one entry per plan or build of this process: keep the latest
+            _SAID.pop(next(iter(_SAID)))
+        if (s.model.name, s.dataset.id) not in said:
+            said.add((s.model.name, s.dataset.id))
+            longest = max(cut, key=lambda e: e.full_length)
+            more = (f"; {_key(s)}.max_length can be up to {name}'s {limit} positions" if s.dataset.max_length < limit
+                    else "")
+            logging.getLogger("report_builder").warning(
+                f"dataset {shown(s.dataset.id)}: {len(cut)} of {len(enc)} text{'s' * (len(enc) > 1)} cut to "
+                f"max_length {s.dataset.max_length} tokens for {name} (the longest: text {longest.seq + 1}, "
+                f"{_start(longest)}, {longest.full_length} tokens){more}")
+    return enc
 
 
 def tokens_of(encoded: list[EncodedSeq]) -> list[Tokens]:
@@ -49,14 +101,14 @@ def masked(run: Run) -> list[EncodedSeq]:
                  mask_rate=mask_rate(s), mask_seed=s.cfg.k21.seed)
     if not enc:
         raise DataError(f"dataset {shown(s.dataset.id)} is empty after encoding")
-    return enc
+    return _fitted(run, enc)
 
 
 def unmasked(run: Run, n: int | None = None) -> list[EncodedSeq]:
     """The first ``n`` items (default: all), unmasked."""
     s = run.subject
     es = run.eval_set() if n is None else run.eval_set().head(n)
-    return encode(es, run.lm().tokenizer, causal=s.causal, max_length=s.dataset.max_length)
+    return _fitted(run, encode(es, run.lm().tokenizer, causal=s.causal, max_length=s.dataset.max_length))
 
 
 def _pair_item(subject: Subject) -> TextItem:
@@ -67,7 +119,8 @@ def _pair_item(subject: Subject) -> TextItem:
 def pair(run: Run) -> EncodedSeq:
     """The K21 example pair (``k21.example``), encoded."""
     es = EvalSet("k21-example", "K21 example pair", (_pair_item(run.subject),), {})
-    return encode(es, run.lm().tokenizer, causal=run.subject.causal, max_length=PAIR_MAX_LENGTH)[0]
+    return _fitted(run, encode(es, run.lm().tokenizer, causal=run.subject.causal, max_length=PAIR_MAX_LENGTH),
+                   "k21.example")[0]
 
 
 def examples(run: Run) -> tuple[list[EncodedSeq], list[str]]:
@@ -76,5 +129,7 @@ def examples(run: Run) -> tuple[list[EncodedSeq], list[str]]:
     items = (_pair_item(s),) + tuple(run.eval_set().items[: max(0, s.cfg.k24.examples - 1)])
     ex = EvalSet("k24-examples", "K24 examples", items, {})
     enc = encode(ex, run.lm().tokenizer, causal=s.causal, max_length=min(s.dataset.max_length, EXAMPLES_MAX_LENGTH))
+    _fitted(run, enc[:1], "k21.example")
+    _fitted(run, [dataclasses.replace(e, seq=k - 1, full_length=None) for k, e in enumerate(enc[1:], 1)])
     names = [example_label(k + 1, e.text) for k, e in enumerate(enc)]
     return enc, names

@@ -61,10 +61,11 @@ def balance(seconds: list[float], n: int) -> tuple[float, list[float]]:
 
 
 class _TokenRun:
-    """The part of `analyses.base.Run` the input functions read: the subject, its set, a tokenizer."""
+    """The part of `analyses.base.Run` the input functions read: the subject, its set, a tokenizer and the
+    model's positions (from its config: a text over them is refused here as the build refuses it)."""
 
-    def __init__(self, subject, tokenizer, eval_set):
-        self.subject, self._tok, self._set = subject, tokenizer, eval_set
+    def __init__(self, subject, tokenizer, eval_set, config=None):
+        self.subject, self._tok, self._set, self._config = subject, tokenizer, eval_set, config
 
     def lm(self):
         return self
@@ -72,6 +73,11 @@ class _TokenRun:
     @property
     def tokenizer(self):
         return self._tok
+
+    def max_positions(self) -> int:
+        from report_builder.models import registry as adapters
+
+        return int(adapters.for_config(self._config).max_positions(self._config))
 
     def eval_set(self):
         return self._set
@@ -125,7 +131,7 @@ class _Lengths:
         a = registry.get(task.base)
         s = task.subject
         es = self.plan.sets[s.dataset.id] if s.dataset is not None else None
-        run = _TokenRun(s, self.config_and_tokenizer(s.model)[1], es)
+        run = _TokenRun(s, self.config_and_tokenizer(s.model)[1], es, self.config_and_tokenizer(s.model)[0])
         if a.inputs == "pair":
             return [len(inputs.pair(run))]
         if isinstance(es, SizedSet):  # not here: every item at the paper's mean length

@@ -204,6 +204,18 @@ def _read_csv(path: str, src: DataSource, set_id: str, delimiter: str) -> list[t
     return _pairs_from_rows(rows, src, set_id, _name(path), fields)
 
 
+def _first_bad_byte(path: str) -> str:
+    """Where a file stops being UTF-8: ``": line 3 (byte 0xE9) is not part of a UTF-8 character"``."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return f": line {line} (byte 0x{data[exc.start]:02X}) is not part of a UTF-8 character"
+    return ""
+
+
 def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
     path = os.path.expanduser(src.path or "")
     ext = os.path.splitext(path)[1].lower()
@@ -226,7 +238,8 @@ def _from_file(set_id: str, src: DataSource) -> tuple[list[tuple[str, str | None
         else:
             pairs = _read_csv(path, src, set_id, "," if kind == "csv" else "\t")
     except UnicodeDecodeError:
-        raise DataError(f"dataset {shown(set_id)}: {_name(path)} is not UTF-8 text") from None
+        raise DataError(f"dataset {shown(set_id)}: {_name(path)} is not UTF-8 text{_first_bad_byte(path)}; "
+                        "save the file as UTF-8 (a spreadsheet's or editor's \"UTF-8\" encoding)") from None
     cols = f", column {src.column!r}" if src.column else ""
     cols += f", pair column {src.pair_column!r}" if src.pair_column else ""
     sheet = {"source": f"{os.path.basename(path)} (user file{cols}; sha256 {sha256_of_file(path)[:16]})",

@@ -47,6 +47,8 @@ class EncodedSeq:
             ``text_a + " " + text_b``).
         item_id: Id of the source :class:`TextItem`.
         seq: Index of the sequence in the encoded set.
+        full_length: The tokens the text has before it is cut to ``max_length`` (specials included;
+            equal to ``len(input_ids)`` when nothing was cut; ``None``: not known).
     """
 
     input_ids: list[int]
@@ -60,9 +62,15 @@ class EncodedSeq:
     text: str
     item_id: str
     seq: int
+    full_length: int | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
+
+    @property
+    def cut(self) -> bool:
+        """Whether the text was cut to ``max_length`` (tokens after it left out)."""
+        return self.full_length is not None and self.full_length > len(self.input_ids)
 
 
 def _special_categories(tokenizer: Any, causal: bool) -> dict[int, str]:
@@ -121,6 +129,10 @@ def _encode_one(tokenizer: Any, item: TextItem, causal: bool, max_length: int,
                         max_length=max_length, return_offsets_mapping=True,
                         return_special_tokens_mask=True)
     ids = list(enc["input_ids"])
+    full = len(ids)
+    if full >= max_length:  # perhaps cut: its length uncut (verbose=False: no "longer than the maximum" warning)
+        args = (text,) if causal else (item.text_a, item.text_b)
+        full = len(tokenizer(*args, verbose=False)["input_ids"])
     special = [bool(s) for s in enc["special_tokens_mask"]]
     raw_offsets = list(enc["offset_mapping"])
     tt = enc.get("token_type_ids")
@@ -156,6 +168,7 @@ def _encode_one(tokenizer: Any, item: TextItem, causal: bool, max_length: int,
 
     bos = tokenizer.bos_token_id
     if causal and bos is not None and (not ids or ids[0] != bos):
+        full += 1
         ids = [bos] + ids[: max_length - 1]
         keep = len(ids) - 1
         special = [True] + special[:keep]
@@ -168,7 +181,7 @@ def _encode_one(tokenizer: Any, item: TextItem, causal: bool, max_length: int,
         input_ids=ids, token_type_ids=token_type_ids,
         tokens=list(tokenizer.convert_ids_to_tokens(ids)), special=special,
         masked=[False] * len(ids), category=category, word_ids=word_ids, offsets=offsets,
-        text=text, item_id=item.id, seq=seq,
+        text=text, item_id=item.id, seq=seq, full_length=full,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 
@@ -198,3 +199,16 @@ def test_own_data_through_the_pipeline(tmp_path):
     assert row["n_samples"] == 2 and "pairs.jsonl" in row["source"]
     assert set(rep.tables["k21_tokens"]["dataset"]) == {"qa"}
     assert rep.provenance["datasets"]["qa"]["hash"] == es.hash
+
+
+@pytest.mark.parametrize("name, data, where", [
+    ("latin.txt", b"fine\ncaf\xe9 au lait\n", "line 2 (byte 0xE9)"),
+    ("latin.csv", b"text\r\nok\r\n\"na\xefve\"\r\n", "line 3 (byte 0xEF)"),
+    ("utf16.jsonl", '{"text": "a"}\n'.encode("utf-16"), "line 1 (byte 0xFF)"),
+])
+def test_a_file_that_is_not_utf8_names_the_line_and_what_to_do(tmp_path, name, data, where):
+    """Before: "'latin.txt' is not UTF-8 text", naming neither where nor what to do about it."""
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(DataError, match=rf"^dataset 'mine': '{name}' is not UTF-8 text: {re.escape(where)} is not "
+                                        r"part of a UTF-8 character; save the file as UTF-8"):
+        load_eval_set("mine", path=str(tmp_path / name), column=None if name.endswith(".txt") else "text")

@@ -101,3 +101,24 @@ def test_every_layer_axis_says_layers_count_from_one(spec, name):
     for enc in _layer_axes(_chart(spec, name)):
         title = enc.get("title", (enc.get("axis") or {}).get("title"))
         assert title == LAYER_TITLE or (enc.get("axis", True) is None), (spec.id, enc)
+
+
+@pytest.mark.parametrize("layers", [2, 3, 5])
+def test_a_model_of_few_layers_gets_one_label_per_layer(layers):
+    """Before: a 2-layer model (bert-tiny of the paper preset, a tiny model) had the x labels "1 2 2": Vega put a
+    tick at layer 1.5 (``tickMinStep`` does not reach it) and the integer format labelled it 2; 3 layers: "1 2 2 3 3"."""
+    import altair as alt
+
+    from report_builder.figures.charts.data import layer_x
+
+    df = pd.DataFrame({"layer": list(range(1, layers + 1)), "v": [float(k) for k in range(layers)]})
+    chart = alt.Chart(df).mark_point().encode(x=layer_x(), y=alt.Y("v:Q", axis=None)).properties(width=220)
+    assert [t for t in _labels(chart) if t.strip() and t != LAYER_TITLE] == [str(k) for k in range(1, layers + 1)]
+
+
+def test_the_top_pairs_strip_of_a_two_layer_model_labels_each_layer_once():
+    df = pd.DataFrame({"model": ["m"] * 4, "dataset": ["d"] * 4, "layer": [0, 0, 1, 1], "rank": [1, 2, 1, 2],
+                       "amp": [0.1, 0.2, 0.3, 0.4], "token_i": ["a"] * 4, "token_j": ["b"] * 4,
+                       "category": ["other"] * 4, "context": ["x"] * 4})
+    ticks = [t for t in _labels(top_pairs_strip(df, ["other"])) if re.fullmatch(r"\d+", t)]  # (FF-amp: decimals)
+    assert sorted(ticks) == ["1", "2"], ticks

@@ -34,10 +34,18 @@ def layer_x(name: str = "layer") -> alt.X:
     """The quantitative x axis of a 1-based layer column: it starts at layer 1 (no niced domain, no zero).
 
     Pitfall: Vega-Lite "nices" a quantitative domain by default, so a 30-layer model's ``[1, 30]``
-    became ``[0, 30]`` and the axis showed a "layer 0" tick under a title saying 1 = first.
+    became ``[0, 30]`` and the axis showed a "layer 0" tick under a title saying 1 = first. And its
+    ``tickMinStep`` does not reach the ticks Vega draws: a 2-layer model got ticks at 1, 1.5 and 2, labelled
+    "1 2 2" by the integer format. A tick between two layers is left unlabelled (`LAYER_LABEL`; a scale-free
+    expression, so it holds in facets with independent axes too).
     """
-    return alt.X(f"{name}:Q", title=LAYER_TITLE, axis=alt.Axis(tickMinStep=1, format="d"),
+    return alt.X(f"{name}:Q", title=LAYER_TITLE,
+                 axis=alt.Axis(tickMinStep=1, format="d", labelExpr=LAYER_LABEL),
                  scale=alt.Scale(zero=False, nice=False))
+
+
+LAYER_LABEL = "datum.value % 1 ? '' : datum.label"
+"""The layer axis' label of a tick: its layer, or nothing between two layers."""
 
 
 def inline_data(data: pd.DataFrame | list[dict]) -> alt.InlineData:
