@@ -45,7 +45,8 @@ def _start(e: EncodedSeq) -> str:
 
 def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[EncodedSeq]:
     """``enc`` when every sequence fits the model's positions (else one line naming the text and the key to
-    change, exit 3, as `plan` says it too); a dataset's texts cut to ``max_length`` said in one warning line.
+    change, exit 3, as `plan` says it too); a dataset's texts cut to ``max_length`` said in one line of the log (a note, not a warning: the
+    cut is what ``max_length`` asks for; ``-q`` hides it).
 
     ``what``: the K21 example pair's name (``None``: the dataset's texts, cut to its ``max_length``)."""
     s = run.subject
@@ -69,7 +70,7 @@ def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[En
             longest = max(cut, key=lambda e: e.full_length)
             more = (f"; {_key(s)}.max_length can be up to {name}'s {limit} positions" if s.dataset.max_length < limit
                     else "")
-            logging.getLogger("report_builder").warning(
+            logging.getLogger("report_builder").info(
                 f"dataset {shown(s.dataset.id)}: {len(cut)} of {len(enc)} text{'s' * (len(enc) > 1)} cut to "
                 f"max_length {s.dataset.max_length} tokens for {name} (the longest: text {longest.seq + 1}, "
                 f"{_start(longest)}, {longest.full_length} tokens){more}")

@@ -1,6 +1,6 @@
 """A user's texts against the lengths a build can take: a text longer than a model's positions is refused by
 `plan` and `build` alike, in one line naming the dataset, the text and the key to change (exit 3); a text cut
-to ``max_length`` is said in one warning line, by `plan` and `build` alike. Through the command line
+to ``max_length`` is said in one line of the log (a note: ``-q`` hides it), by `plan` and `build` alike. Through the command line
 (in-process `cli.main`) on a tiny BERT with MiniLM's tokenizer (128 positions)."""
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_a_text_cut_to_max_length_is_said_in_one_line_by_plan_and_build(capsys, 
     said = {}
     for command in ("plan", "build"):
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="report_builder"):
+        with caplog.at_level(logging.INFO, logger="report_builder"):
             code, _ = _run(capsys, command, "--config", str(cfg), *(["--no-progress"] if command == "build" else []))
         assert code == 0
         said[command] = [r.getMessage() for r in caplog.records if "cut to" in r.getMessage()]
