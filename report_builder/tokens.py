@@ -96,6 +96,7 @@ def _visible(text: str) -> str:
     return visible_controls(text.replace(" ", SPACE_MARK).replace("\n", NEWLINE_MARK).replace("\t", TAB_MARK))
 
 
+@lru_cache(maxsize=1 << 16)
 def visible_controls(text: str) -> str:
     """``text`` with each control character, lone surrogate, noncharacter and invisible format character
     (zero-width joiner and space, bidirectional overrides and isolates, byte order mark, variation selector)
@@ -113,9 +114,11 @@ _INVISIBLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x1
 combining grapheme joiner, fillers and variation selectors."""
 
 
+@lru_cache(maxsize=1 << 14)
 def _control_mark(c: str) -> str:
     """``c``, or its visible form when it is a control character, a lone surrogate, a noncharacter or
-    invisible (a format character, a variation selector)."""
+    invisible (a format character, a variation selector). Cached, like `visible_controls`: a table's
+    tokens repeat, and a byte-level BPE's (``Ġthe``) are never plain ASCII."""
     import unicodedata
 
     o = ord(c)

@@ -178,7 +178,13 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
 
     ld, lrep, ltables, lhashes = local_build
     d = _cfg(tmp_path, models, "ray", shard_size=2)
-    r = _cli(cluster, d, tmp_path / "run")
+    # as a user runs it: without --no-progress (off a terminal no bar is drawn: the build's one overall line
+    # is logged once a minute, `executors.progress`, and each task says when it is computed)
+    cmd = [c for c in _cli_cmd(cluster, d, tmp_path / "run") if c != "--no-progress"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=_env(), cwd=tmp_path / "run")
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-4000:]}\n{cluster.diagnose()}"
+    assert f"ray: joined the Ray cluster at {cluster.address}: 2 CPUs, 0 GPUs on 1 node(s)" in r.stderr
+    assert "build:" not in r.stderr
     lines = _log_lines(r.stderr)
     computed = [ln.strip() for ln in lines if ln.startswith("  computed ")]
     assert re.search(rf"analyses: {len(computed)} computed, 0 reused", r.stdout), (r.stdout, computed)
@@ -210,6 +216,8 @@ def test_sharded_ray_build_equals_local_build_and_resumes(cluster, models, local
     assert "analyses: 2 computed" in again.stdout and len(computed) == 2, (again.stdout, computed)
     assert computed[1].startswith("computed enc · wiki [k21_mixing] "), computed
     assert table_bytes(d["cache_dir"]) == rtables
+    again = _cli(cluster, d, tmp_path / "run")  # and a third run on the cluster reuses everything
+    assert re.search(r"^analyses: 0 computed, [1-9]\d* reused", again.stdout, re.M), again.stderr[-3000:]
 
 
 
@@ -424,26 +432,6 @@ def test_resources_per_task():
     assert ray_executor.gpus_per_task(Cfg, [8]) == 1
     Cfg.device, Cfg.device_map = "cpu", "auto"
     assert ray_executor.gpus_per_task(Cfg, [8]) == 1
-
-
-@needs_ray
-def test_cli_joins_a_running_cluster(cluster, models, tmp_path):
-    """`report-builder analyze --executor ray --address ADDR`: the command line joins the running Ray,
-    shows the build's one progress line, and a second run reuses everything."""
-    d = {"models": [{"name": "enc", "source": str(models[0]), "role": "primary_encoder"}],
-         "datasets": [{"id": "wiki", "n": 2, "k24_n": 1, "max_length": 16}], "k24": {"top_k": 3, "examples": 1},
-         "cache_dir": str(tmp_path / "cache")}
-    cmd = [c for c in _cli_cmd(cluster, d, tmp_path / "run") if c != "--no-progress"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=_env(), cwd=tmp_path / "run")
-    assert r.returncode == 0, f"{r.stderr[-3000:]}\n{cluster.diagnose()}"
-    assert "analyses: 7 computed, 0 reused" in r.stdout, r.stdout
-    assert f"ray: joined the Ray cluster at {cluster.address}: 2 CPUs, 0 GPUs on 1 node(s)" in r.stderr
-    # off a terminal no bar is drawn (the build's one overall line is logged once a minute,
-    # `executors.progress`): each task says when it is computed
-    assert len([ln for ln in _log_lines(r.stderr) if ln.strip().startswith("computed enc")]) == 7, r.stderr[-2000:]
-    assert "build:" not in r.stderr
-    r = _cli(cluster, d, tmp_path / "run")
-    assert "analyses: 0 computed, 7 reused" in r.stdout, r.stderr[-3000:]
 
 
 def test_this_process_is_no_ray_driver():
