@@ -3,7 +3,8 @@ printing only, over `report_builder.api`; `cli` adds them to its parser and disp
 
 Exit codes (`errors.EXIT_CODES`): ``reproduce`` 0 identical or equal within the published precision, 6
 differs, 7 the folder or its recipe altered, 4 a model, 3 a dataset; ``cite`` 2 for an unknown id or
-version; ``diff`` 0 (what differs is printed). Pitfall: every value printed may come from a downloaded
+version; ``diff`` 0 (what differs is printed, and a site's figures that cannot be compared, with why), 2 for
+two versions of different figures or a version that cannot be read. Pitfall: every value printed may come from a downloaded
 folder: results go through `errors.for_terminal`.
 """
 from __future__ import annotations
@@ -48,7 +49,9 @@ def add_commands(sub, common, make: Callable) -> None:
     p = make(sub, "diff", "what changed between two figure versions, two provenance files or two sites",
              "The inputs that differ (weights, data, parameters, code, libraries, device) and the numeric change "
              "of the data: the largest absolute and relative difference and where; identical only when the "
-             "files themselves give the same content hash.", common)
+             "files themselves give the same content hash. Two sites: a figure that cannot be read on one side is "
+             "named as not comparable, with why, and the others are compared (exit 0). Exit 2 for two versions of "
+             "different figures or a version that cannot be read.", common)
     p.add_argument("old", metavar="OLD", help="a version folder, a provenance.json or a built site")
     p.add_argument("new", metavar="NEW", help="the same kind of path as OLD")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")

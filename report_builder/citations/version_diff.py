@@ -10,12 +10,17 @@ side's ``spec.json`` and ``data.csv`` (`readback.content_hashes`), never taken f
 side whose files do not give the hash its record claims is named (``checks``) and never identical, and
 the numeric change of the data is shown either way. A side without readable files (a bare
 ``provenance.json``, or a ``data.csv`` that is a link, a FIFO or too large) is never identical either:
-``verdict`` is then ``unverified`` when the records claim the same hash, else ``changed``. Every file is read through `readback` (bounded,
+``verdict`` is then ``unverified`` when the records claim the same hash, else ``changed``. Two versions of
+different figures are refused (one line, exit 2: there is no "change" from one figure to another). In a
+site comparison a figure whose record cannot be read on one side (a link, a FIFO, malformed, naming
+another figure) is listed as not comparable, with why, and the other figures are compared (exit 0, as
+for any diff). Every file is read through `readback` (bounded,
 regular files only, no link followed, the record validated). Pitfall: every value printed comes from files a user may have downloaded from anywhere: the
 CLI prints them through its terminal escaping; nothing here evaluates them.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +60,9 @@ def version_diff(old_prov: Path, new_prov: Path) -> dict[str, Any]:
     """The summary of two versions given by their provenance files."""
     a, b = _record(old_prov), _record(new_prov)
     fa, fb = (a.get("figure") or {}).get("id"), (b.get("figure") or {}).get("id")
+    if fa != fb:
+        raise UsageError(f"{old_prov.parent} is a version of {for_terminal(fa)} and {new_prov.parent} one of "
+                         f"{for_terminal(fb)}: diff compares two versions of one figure (or two sites)")
     old_df = readback.read_data(old_prov.parent)
     new_df = readback.read_data(new_prov.parent)
     ha, hb = _actual(old_prov.parent), _actual(new_prov.parent)
@@ -97,9 +105,24 @@ def _figures(site: Path) -> dict[str, Path]:
         found = atomic.entries(site, site / "figures")
     except ReportBuilderError as e:
         raise UsageError(f"{site}: {e}") from None
+    # lexists: a planted link (even a dangling one) as a figure's provenance.json is that figure, not comparable
     return {name: site / "figures" / name / "provenance.json" for name, is_dir in found
             if is_dir and readback.figure_id(name) is not None
-            and (site / "figures" / name / "provenance.json").exists()}
+            and os.path.lexists(site / "figures" / name / "provenance.json")}
+
+
+def _site_figure(fid: str, old_prov: Path, new_prov: Path) -> dict[str, Any]:
+    """`version_diff` of one figure of two sites; ``verdict: "unreadable"`` with ``reason`` when a side's
+    record cannot be read or names another figure (the figure is not comparable; the others still are)."""
+    for side, prov in (("OLD", old_prov), ("NEW", new_prov)):
+        try:
+            got = _record(prov).get("figure", {}).get("id")
+        except UsageError as e:
+            return {"figure": fid, "verdict": "unreadable", "identical": False, "reason": f"{side}: {e}"}
+        if got != fid:
+            return {"figure": fid, "verdict": "unreadable", "identical": False,
+                    "reason": f"{side}: {prov} names figure {got}, not the figure of its folder"}
+    return version_diff(old_prov, new_prov)
 
 
 def diff(old: str | Path, new: str | Path) -> dict[str, Any]:
@@ -117,13 +140,13 @@ def diff(old: str | Path, new: str | Path) -> dict[str, Any]:
     fa, fb = _figures(pa), _figures(pb)
     out: dict[str, Any] = {"kind": "site", "old": str(old), "new": str(new),
                            "added": sorted(set(fb) - set(fa)), "removed": sorted(set(fa) - set(fb)),
-                           "unchanged": [], "changed": [], "unverified": []}
+                           "unchanged": [], "changed": [], "unverified": [], "unreadable": []}
     for fid in sorted(set(fa) & set(fb)):
-        d = version_diff(fa[fid], fb[fid])
+        d = _site_figure(fid, fa[fid], fb[fid])
         if d["identical"]:
             out["unchanged"].append(fid)
         else:
-            out["unverified" if d["verdict"] == "unverified" else "changed"].append(d)
+            out[d["verdict"] if d["verdict"] in ("unverified", "unreadable") else "changed"].append(d)
     return out
 
 
@@ -131,9 +154,11 @@ def format_diff(d: dict[str, Any]) -> str:
     """The text form of `diff`'s result."""
     if d["kind"] == "version":
         return _format_version(d)
+    apart = len(d["unverified"]) + len(d.get("unreadable", []))
     lines = [f"{len(d['changed'])} changed, {len(d['added'])} added, {len(d['removed'])} removed, "
-             f"{len(d['unchanged'])} unchanged" + (f", {len(d['unverified'])} not comparable (files unreadable)"
-                                                   if d["unverified"] else "")]
+             f"{len(d['unchanged'])} unchanged" + (f", {apart} not comparable (files unreadable)" if apart else "")]
+    for u in d.get("unreadable", []):
+        lines.append(f"not comparable {for_terminal(u['figure'])}: {for_terminal(u['reason'])}")
     for fid in d["added"]:
         lines.append(f"added   {for_terminal(fid)}")
     for fid in d["removed"]:

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from report_builder import atomic, cli
+from report_builder import api, atomic, cli
 from report_builder.citations import earlier_site, readback
 from report_builder.errors import UnsafeOutput
 from tests.citations import synthetic as syn
@@ -179,6 +179,60 @@ def test_diff_reads_bounded_and_follows_no_link(tmp_path, capsys):
     os.symlink(tmp_path, info["site"] / "figures" / "k21-tab2")  # a link among the figures: not a figure
     assert cli.main(["diff", str(info["site"]), str(info["site"])]) == 0
     assert "k21-tab2" not in capsys.readouterr().out
+
+
+def _two_sites(tmp_path):
+    """The synthetic site with each figure's current files in ``figures/<id>/`` (as a build leaves them)
+    and an identical copy of it: (old site, new site)."""
+    info = syn.make_site(tmp_path)
+    old = info["site"]
+    for fig, h in ((syn.FIG, info["new"]), (syn.OTHER, info["other"])):
+        for name in ("provenance.json", "data.csv", "spec.json", "chart.svg"):
+            (old / "figures" / fig / name).unlink(missing_ok=True)
+            shutil.copy(old / "figures" / fig / h / name, old / "figures" / fig / name)
+    new = tmp_path / "new"
+    shutil.copytree(old, new)
+    return old, new
+
+
+@pytest.mark.parametrize("damage", ["link", "dangling link", "fifo", "not json", "another figure"])
+def test_a_site_diff_names_a_damaged_figure_and_compares_the_others(tmp_path, capsys, damage):
+    """One damaged figure of an earlier site stopped the whole site diff (one line, exit 2; a dangling link
+    made the figure 'added'); now it is listed as not comparable, with why, and the other figures compared."""
+    old, new = _two_sites(tmp_path)
+    prov = old / "figures" / syn.OTHER / "provenance.json"
+    text = prov.read_text()
+    prov.unlink()
+    if damage == "link":
+        os.symlink(old / "figures" / syn.FIG / "provenance.json", prov)
+    elif damage == "dangling link":
+        os.symlink(tmp_path / "nowhere", prov)
+    elif damage == "fifo":
+        os.mkfifo(prov)
+    elif damage == "not json":
+        prov.write_text("{")
+    else:
+        prov.write_text(text.replace(f'"id": "{syn.OTHER}"', f'"id": "{syn.FIG}"'))
+    d = api.diff(old, new)
+    assert d["unchanged"] == [syn.FIG] and not d["added"] and not d["removed"] and not d["changed"]
+    assert [u["figure"] for u in d["unreadable"]] == [syn.OTHER]
+    assert cli.main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert lines[0] == "0 changed, 0 added, 0 removed, 1 unchanged, 1 not comparable (files unreadable)"
+    assert lines[1].startswith(f"not comparable {syn.OTHER}: OLD: ") and str(prov) in lines[1], lines
+    assert "Traceback" not in out.err and "error" not in out.err
+
+
+def test_diff_of_two_different_figures_is_refused_in_one_line(tmp_path, capsys):
+    """``diff`` of k21-fig3's and k21-fig2's versions printed 'code: figure.id k21-fig3 -> k21-fig2' as if it
+    were one figure's change (exit 0)."""
+    info = syn.make_site(tmp_path)
+    a = info["site"] / "figures" / syn.FIG / info["new"]
+    b = info["site"] / "figures" / syn.OTHER / info["other"]
+    _one_error(capsys, ["diff", str(a), str(b)], 2, f"a version of {syn.FIG}", f"one of {syn.OTHER}",
+               "two versions of one figure")
+    _one_error(capsys, ["diff", str(b / "provenance.json"), str(a / "provenance.json")], 2, "two versions of one figure")
 
 
 # ---------------------------------------------------------------- the indexes of an earlier site
