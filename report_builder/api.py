@@ -101,7 +101,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
     Returns:
         The concatenated result tables, the build provenance and what was computed or reused.
     """
-    from report_builder.analyses import assemble, planning
+    from report_builder.analyses import assemble, inputs, planning
     from report_builder.executors.local import LocalExecutor
     from report_builder.executors.progress import overall
     from report_builder.provenance import build_provenance
@@ -116,7 +116,7 @@ def analyze(cfg: Config, *, log: Callable[[str], Any] = print, progress: bool = 
             executor.prepare(cfg)
         plan = planning.plan(cfg, cache)
         with overall(plan, cache, enabled=progress, log=log) as line:  # one line: tasks, elapsed, ETA
-            results = list(line.track(executor.execute(plan)))
+            results = list(line.track(inputs.say_cuts(executor.execute(plan))))  # reused: cuts said too
         final = planning.final_results(results)  # shards' partial tables are not tables of the build
         rep = AnalyzeReport(tables=assemble.concat_tables((r.entry.tables for r in final), cfg, plan.sets),
                             provenance=build_provenance(cfg, *assemble.provenance(plan, final)),

@@ -8,9 +8,11 @@ whole and never sliced afterwards (`data.encode`); the K24 analyses slice *befor
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from report_builder.analyses.base import Run, Subject
 from report_builder.data import EncodedSeq, EvalSet, TextItem, encode
@@ -27,7 +29,20 @@ EXAMPLES_MAX_LENGTH = 64
 
 
 _SAID: dict[int, tuple[object, set]] = {}
-"""The cuts already said, per configuration object (one plan or build): each warning once, not once per task."""
+"""The cuts already said, per configuration object (one plan or build): each note once, not once per task."""
+_CUTS: contextvars.ContextVar[list | None] = contextvars.ContextVar("texts_cut", default=None)
+"""The cuts found by the task computing in this context (`recording_cuts`), for its cache entry's meta."""
+
+
+@contextlib.contextmanager
+def recording_cuts() -> Iterator[list[dict]]:
+    """Collect the cuts `_fitted` finds while a task computes: its entry records the first one (``meta["cut"]``),
+    so a build that reuses the entry says the same note without encoding anything (`say_cuts`)."""
+    token = _CUTS.set([])
+    try:
+        yield _CUTS.get()
+    finally:
+        _CUTS.reset(token)
 
 
 def _key(subject: Subject) -> str:
@@ -36,17 +51,55 @@ def _key(subject: Subject) -> str:
     return f"datasets[{ids.index(subject.dataset.id)}]" if subject.dataset.id in ids else "the dataset's"
 
 
-def _start(e: EncodedSeq) -> str:
-    """The start of a sequence's text, quoted: which text a message means (texts count from 1 among the
-    non-empty ones, which a file's line numbers do not)."""
+def _words(e: EncodedSeq) -> str:
+    """The start of a sequence's text: which text a message means (texts count from 1 among the non-empty
+    ones, which a file's line numbers do not)."""
     text = e.text.split()
-    return shown(" ".join(text[:6]) + (" …" if len(text) > 6 else ""), 60)
+    return " ".join(text[:6]) + (" …" if len(text) > 6 else "")
+
+
+def _start(e: EncodedSeq) -> str:
+    """`_words`, quoted."""
+    return shown(_words(e), 60)
+
+
+def _say_cut(s: Subject, rec: dict) -> None:
+    """The note that a dataset's texts were cut to ``max_length`` (a `_fitted` record), once per model and
+    dataset of one plan or build."""
+    said = _SAID.setdefault(id(s.cfg), (s.cfg, set()))[1]
+    if len(_SAID) > 16:  # one entry per plan or build of this process: keep the latest
+        _SAID.pop(next(iter(_SAID)))
+    if (s.model.name, s.dataset.id) in said:
+        return
+    said.add((s.model.name, s.dataset.id))
+    name = for_terminal(s.model.name)
+    more = (f"; {_key(s)}.max_length can be up to {name}'s {rec['positions']} positions"
+            if rec["max_length"] < rec["positions"] else "")
+    logging.getLogger("report_builder").info(
+        f"dataset {shown(s.dataset.id)}: {rec['cut']} of {rec['texts']} text{'s' * (rec['texts'] > 1)} cut to "
+        f"max_length {rec['max_length']} tokens for {name} (the longest: text {rec['longest']}, "
+        f"{shown(rec['start'], 60)}, {rec['longest_tokens']} tokens){more}")
+
+
+_CUT_FIELDS = {"cut": int, "texts": int, "max_length": int, "positions": int, "longest": int,
+               "longest_tokens": int, "start": str}
+
+
+def say_cuts(results: Iterable[Any]) -> Iterator[Any]:
+    """Pass a build's task results through, saying the note of each reused entry whose texts were cut (its
+    ``meta["cut"]``, read back from the cache: validated, else ignored) as computing it said it."""
+    for r in results:
+        rec, s = r.entry.meta.get("cut"), r.task.subject
+        if (s.dataset is not None and isinstance(rec, dict) and rec.keys() == _CUT_FIELDS.keys()
+                and all(type(rec[k]) is t for k, t in _CUT_FIELDS.items()) and rec["max_length"] == s.dataset.max_length):
+            _say_cut(s, {**rec, "start": rec["start"][:200]})
+        yield r
 
 
 def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[EncodedSeq]:
     """``enc`` when every sequence fits the model's positions (else one line naming the text and the key to
     change, exit 3, as `plan` says it too); a dataset's texts cut to ``max_length`` said in one line of the log (a note, not a warning: the
-    cut is what ``max_length`` asks for; ``-q`` hides it).
+    cut is what ``max_length`` asks for; ``-q`` hides it) and recorded for the task's cache entry (`recording_cuts`).
 
     ``what``: the K21 example pair's name (``None``: the dataset's texts, cut to its ``max_length``)."""
     s = run.subject
@@ -62,18 +115,12 @@ def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[En
                           f"{_key(s)}.max_length to at most {limit} (it is {s.dataset.max_length})")
     cut = [e for e in enc if e.cut]
     if what is None and cut:
-        said = _SAID.setdefault(id(s.cfg), (s.cfg, set()))[1]
-        if len(_SAID) > 16:  # one entry per plan or build of this process: keep the latest
-            _SAID.pop(next(iter(_SAID)))
-        if (s.model.name, s.dataset.id) not in said:
-            said.add((s.model.name, s.dataset.id))
-            longest = max(cut, key=lambda e: e.full_length)
-            more = (f"; {_key(s)}.max_length can be up to {name}'s {limit} positions" if s.dataset.max_length < limit
-                    else "")
-            logging.getLogger("report_builder").info(
-                f"dataset {shown(s.dataset.id)}: {len(cut)} of {len(enc)} text{'s' * (len(enc) > 1)} cut to "
-                f"max_length {s.dataset.max_length} tokens for {name} (the longest: text {longest.seq + 1}, "
-                f"{_start(longest)}, {longest.full_length} tokens){more}")
+        longest = max(cut, key=lambda e: e.full_length)
+        rec = {"cut": len(cut), "texts": len(enc), "max_length": s.dataset.max_length, "positions": limit,
+               "longest": longest.seq + 1, "longest_tokens": longest.full_length, "start": _words(longest)}
+        if _CUTS.get() is not None:
+            _CUTS.get().append(rec)
+        _say_cut(s, rec)
     return enc
 
 

@@ -134,17 +134,22 @@ def run_task(task: "Task", cache: Cache, sets: dict[str, "EvalSet"], lm: Callabl
              done: dict[tuple[str, str], Entry] | None = None, show_progress: bool = True) -> Entry:
     """Run one task through the cache: its entry is reused when present, else computed and published
     atomically (under the entry's lock, so concurrent workers compute it once)."""
-    from report_builder.analyses import registry
+    from report_builder.analyses import inputs, registry
 
     a = registry.get(task.base)
     run = TaskRun(task, cache, sets, lm, done=done, show_progress=show_progress)
     if task.shard is not None:
-        def compute():
+        def work():
             return a.shard.map(run, *task.shard), {"shard": list(task.shard)}
     elif task.reduce:
-        def compute():
+        def work():
             return a.shard.reduce(task.subject, run.results(shard_id(a.id))), {"shards": task.shards}
     else:
-        def compute():
+        def work():
             return a.compute(run), {}
+
+    def compute():
+        with inputs.recording_cuts() as cuts:  # texts cut to max_length: kept so a reuse says it too
+            tables, meta = work()
+        return tables, {**meta, **({"cut": cuts[0]} if cuts else {})}
     return cache.get_or_compute(task.analysis, task.version, task.params, compute)

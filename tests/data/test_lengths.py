@@ -58,15 +58,41 @@ def test_a_text_longer_than_the_positions_is_refused_by_plan_and_build_alike(cap
 
 
 def test_a_text_cut_to_max_length_is_said_in_one_line_by_plan_and_build(capsys, caplog, tmp_path, tiny_dir):
-    """Before: a text longer than the dataset's max_length was cut without a word, by `build` and `plan`."""
+    """Before: a text longer than the dataset's max_length was cut without a word, by `build` and `plan`; and
+    a rebuild that reused every result (nothing encoded) did not say it while `plan` did: the note is now kept
+    in the cache entry that found the cut and said again from there."""
     cfg = _config(tmp_path, tiny_dir, ["a short text .", LONG, "another short one ."], 32, ["k21-tab1"])
     said = {}
-    for command in ("plan", "build"):
+    for command in ("plan", "build", "rebuild"):
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="report_builder"):
-            code, _ = _run(capsys, command, "--config", str(cfg), *(["--no-progress"] if command == "build" else []))
+            code, _ = _run(capsys, command.replace("rebuild", "build"), "--config", str(cfg),
+                           *(["--no-progress"] if command != "plan" else []))
         assert code == 0
         said[command] = [r.getMessage() for r in caplog.records if "cut to" in r.getMessage()]
+        if command == "rebuild":
+            assert not [r for r in caplog.records if r.getMessage().lstrip().startswith("computed")], "all reused"
+            assert [r for r in caplog.records if r.getMessage().lstrip().startswith("reused")]
     expected = ("dataset 'mine': 1 of 3 texts cut to max_length 32 tokens for tb (the longest: text 2, "
                 "'word word word word word word …', 302 tokens); datasets[0].max_length can be up to tb's 128 positions")
-    assert said["plan"] == said["build"] == [expected], said
+    assert said["plan"] == said["build"] == said["rebuild"] == [expected], said
+
+
+def test_a_cut_read_back_from_the_cache_is_said_only_when_well_formed(caplog):
+    """The cache's meta.json is read back (untrusted): a malformed ``cut`` record is ignored, never an error."""
+    from types import SimpleNamespace
+
+    from report_builder.analyses import inputs
+
+    cfg = SimpleNamespace(datasets=[SimpleNamespace(id="mine")])
+    subject = SimpleNamespace(cfg=cfg, model=SimpleNamespace(name="tb"), dataset=SimpleNamespace(id="mine", max_length=32))
+    good = {"cut": 1, "texts": 3, "max_length": 32, "positions": 128, "longest": 2, "longest_tokens": 302,
+            "start": "word \x1b[2J"}
+    bad = [None, "x", {**good, "cut": "1"}, {**good, "extra": 1}, {**good, "max_length": 64}, {**good, "start": 3}]
+    results = [SimpleNamespace(task=SimpleNamespace(subject=subject), entry=SimpleNamespace(meta={"cut": c}))
+               for c in bad + [good]]
+    with caplog.at_level(logging.INFO, logger="report_builder"):
+        assert len(list(inputs.say_cuts(results))) == len(results)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["dataset 'mine': 1 of 3 texts cut to max_length 32 tokens for tb (the longest: text 2, "
+                    "'word \\x1b[2J', 302 tokens); datasets[0].max_length can be up to tb's 128 positions"], said
