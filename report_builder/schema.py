@@ -429,4 +429,11 @@ __all__ = ["ERROR_BOUND", "Precision", "PRECISIONS", "precision", "CHUNK_RULES",
            "K21_METHODS", "K21_METHOD_LABELS", "TOKEN_CATEGORIES", "OVERALL", "SPECIAL_TOKEN_CATEGORIES",
            "PAIR_CATEGORIES", "MODELS", "RECON_ERRORS", "DATASETS", "K21", "K24", "TABLES", "FIRST_LAYER",
            "user_layers", "example_label", "example_order", "PERCENT", "RAW_NORM", "ROW_NORMALISED",
-           "K21_MAP_VALUE", "FRACTION", "UNIT_TAGS", "UNITS", "unit_column", "unit_columns"]
+           "K21_MAP_VALUE", "FRACTION", "UNIT_TAGS", "UNITS", "unit_column", "unit_columns", "CONFIG_KEYS"]
+
+CONFIG_KEYS = {"max_length": "datasets[].max_length", "k24_n": "datasets[].k24_n", "mask_rate": "k21.mask_rate",
+               "seed": "k21.seed", "example": "k21.example", "examples": "k24.examples", "top_k": "k24.top_k",
+               "include_special": "k24.include_special", "ffamp": "k24.ffamp_normalise", "ig": "ig"}
+"""The configuration key a user sets for each analysis parameter (`analyses.base.input_params`) of the analyses' ``_params``:
+what a figure diff names (``datasets[]``: the entry of the task's dataset). A test checks that every
+parameter an analysis declares is here."""

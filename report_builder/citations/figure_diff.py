@@ -141,7 +141,9 @@ def inputs_diff(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]
             continue
         if _is_config_copy(path, fa, fb):
             continue
-        rows.append({"kind": kind, "what": path, "old": a, "new": b})
+        row = {"kind": kind, "what": path, "old": a, "new": b}
+        if not _same_change(row, rows):
+            rows.append(row)
     order = {k: i for i, k in enumerate(KINDS)}
     return sorted(rows, key=lambda r: (order[r["kind"]], r["what"]))
 
@@ -156,9 +158,43 @@ def _is_config_copy(path: str, fa: dict, fb: dict) -> bool:
     return False
 
 
+def _analysis_parameter(what: str) -> tuple[str, str] | None:
+    """(parameter, ``model`` or ``model · dataset``) of a recipe path ``figure.inputs.<analysis>.<subject>.<parameter>``
+    (a subject's name may hold dots; an analysis id and a parameter hold none), else None."""
+    if not what.startswith("figure.inputs.") or what.count(".") < 4:
+        return None
+    subject, param = what.split(".", 3)[3].rsplit(".", 1)
+    return param, subject
+
+
+def _same_change(row: dict[str, Any], rows: list[dict[str, Any]]) -> bool:
+    """Whether ``row`` is an analysis parameter that an earlier row of ``rows`` already reports: the same
+    parameter of the same model and dataset, with the same values, read by another analysis of the figure."""
+    mine = _analysis_parameter(row["what"])
+    return mine is not None and any(_analysis_parameter(r["what"]) == mine and (r["old"], r["new"]) == (row["old"], row["new"])
+                                    for r in rows)
+
+
+def input_name(row: dict[str, Any]) -> str:
+    """What an input difference names, in the configuration's words (plain text: escape it where shown): an
+    analysis parameter by the key a user sets, ``k24.top_k (enc · wiki)``, ``max_length of dataset wiki
+    (enc · wiki)``; a figure's own parameter as such; anything else by its recipe path."""
+    found = _analysis_parameter(row["what"])
+    if found is not None:
+        param, subject = found
+        key = schema.CONFIG_KEYS.get(param, param)
+        if key.startswith("datasets[]."):
+            key = f"{key[len('datasets[].'):]} of dataset {subject.rsplit(' · ', 1)[-1]}"
+        return f"{key} ({subject})"
+    if row["what"].startswith("figure.params."):
+        return f"the figure's own {row['what'][len('figure.params.'):]}"
+    return str(row["what"])
+
+
 def describe_input(row: dict[str, Any]) -> str:
-    """One input difference as text: ``weights: models.tiny.fingerprint 2406c4… -> 9b1e0d…``."""
-    return f"{row['kind']}: {for_terminal(row['what'])} {_short(row['old'])} -> {_short(row['new'])}"
+    """One input difference as text: ``parameter: k24.top_k (enc · wiki) 5 -> 3``,
+    ``weights: models.tiny.fingerprint 2406c4… -> 9b1e0d…`` (`input_name`)."""
+    return f"{row['kind']}: {for_terminal(input_name(row))} {_short(row['old'])} -> {_short(row['new'])}"
 
 
 def _short(value: Any, n: int = 60) -> str:

@@ -128,7 +128,7 @@ def _link(path: str, text: str, present: bool) -> str:
 def _inputs_list(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "<p>No recorded input differs (the difference comes from the code or the data it computes).</p>"
-    items = "".join(f"<li><strong>{_e(r['kind'])}</strong>: {_code(r['what'])} {_code(figure_diff._short(r['old']))}"
+    items = "".join(f"<li><strong>{_e(r['kind'])}</strong>: {_code(figure_diff.input_name(r))} {_code(figure_diff._short(r['old']))}"
                     f" → {_code(figure_diff._short(r['new']))}</li>" for r in rows)
     return f"<ul class=\"rb-inputs\">{items}</ul>"
 

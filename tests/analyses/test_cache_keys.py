@@ -27,3 +27,16 @@ def test_smoke_plan_keeps_the_cached_keys(monkeypatch):
     if os.environ.get("UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(keys, indent=1, ensure_ascii=False) + "\n")
     assert keys == json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+def test_every_analysis_parameter_has_the_configuration_key_a_diff_names(monkeypatch):
+    """A figure diff names a changed analysis parameter by the key a user sets (`schema.CONFIG_KEYS`: ``top_k``
+    as ``k24.top_k``); a parameter an analysis adds without its key would be named by its internal name."""
+    from report_builder.analyses.base import input_params
+    from report_builder.models import loading
+    from report_builder.schema import CONFIG_KEYS
+
+    monkeypatch.setattr(loading, "load", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no weights")))
+    plan = planning.plan(api.configure(preset="smoke"))
+    found = {k for t in plan.tasks for k in input_params(t.params)}
+    assert found and found <= set(CONFIG_KEYS), found - set(CONFIG_KEYS)
