@@ -82,8 +82,9 @@ SPECS: list[FigureSpec] = [
         caption=("FF-amp[i, j] = Â_after[i, j] − Â_before[i, j], where Â is the map with rows normalised to sum "
                  "to 1, before = ATB (post-LN) or ATBLN (pre-LN) and after = the scope right after FF. Per "
                  "(model, dataset, layer) the k largest values over all sequences and pairs i ≠ j (j ≤ i for "
-                 "causal models) are kept. The table shows the top 10 of one model, dataset and layer at a time "
-                 "(choose them above it) with the query ← source tokens (▁ marks a word-initial space), the text "
+                 "causal models) are kept. The table shows the top pairs of one model, dataset and layer at a time "
+                 "(choose them above it; its title says how many it shows) with the query ← source tokens "
+                 "(▁ marks a word-initial space), the text "
                  "around them (⟦…⟧ marks both tokens) and the pair's linguistic category; the chart below shows "
                  "every kept pair, and the CSV lists them all. " + IG_NOTE),
         analysis=("k24_ffamp_pairs", "models"), build=ffamp.build_ffamp_top,
