@@ -45,8 +45,10 @@ SPECS: list[FigureSpec] = [
         title="Scope maps explorer",
         caption=("Contribution maps A[i, j] = ‖z_{i←j}‖ (row i = query/output token, column j = source token; "
                  "rows normalised to sum to 1, bias excluded) at each scope from ATB to the whole layer, for "
-                 "a few example sequences, every layer, every configured model. Use the layer slider, the "
-                 "scope selector and the example selector; axis labels are position:token. " + IG_NOTE),
+                 "a few example sequences, every layer, every configured model. Each example is its text's "
+                 f"first {schema.EXAMPLE_TOKENS} tokens at most (fewer when the dataset's max_length is lower); "
+                 "the line under a map's title says when the example shown reaches that limit. Use the layer "
+                 "slider, the scope selector and the example selector; axis labels are position:token. " + IG_NOTE),
         analysis=("k24_maps", "models"), build=maps.build_maps, units=schema.UNITS["k24_maps"],
     ),
     FigureSpec(
