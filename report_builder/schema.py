@@ -24,6 +24,10 @@ ERROR_BOUND = 1e-4
 have at a check point; the build refuses results above it (SPEC, Captum's convergence delta). A reduced
 precision mode has its own bound (`PRECISIONS`)."""
 
+EXAMPLE_TOKENS = 64
+"""Token limit of the K24 example texts (their maps are drawn n x n): each is cut to its first
+``min(dataset max_length, EXAMPLE_TOKENS)`` tokens (`analyses.inputs.examples`), and k24-maps says so."""
+
 
 @dataclass(frozen=True)
 class Precision:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from report_builder.analyses.base import Run, Subject
 from report_builder.data import EncodedSeq, EvalSet, TextItem, encode
 from report_builder.errors import ConfigError, DataError, for_terminal, shown
+from report_builder import schema
 from report_builder.schema import example_label
 
 if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; a cached build never does
@@ -24,8 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; a cached build
 
 PAIR_MAX_LENGTH = 128
 """Token limit of the K21 example pair."""
-EXAMPLES_MAX_LENGTH = 64
-"""Token limit of the K24 examples (their maps are drawn n x n)."""
+EXAMPLES_MAX_LENGTH = schema.EXAMPLE_TOKENS
+"""Token limit of the K24 examples (their maps are drawn n x n; `schema.EXAMPLE_TOKENS`)."""
 
 
 _SAID: dict[int, tuple[object, set]] = {}

@@ -12,6 +12,11 @@ FONT = "Arial, 'Liberation Sans', Helvetica, 'Helvetica Neue', sans-serif"
 vl-convert (Arial, or its metric twin Liberation Sans), and a browser showing that SVG draws it with the
 first family it has, so a wider one (``system-ui`` is DejaVu Sans on many Linux systems) would run legend
 titles and subtitles past the drawing's edge ("row-normalised val")."""
+TOKEN_FONT = "'DejaVu Sans', " + FONT
+"""For text made of tokens and source text (``▁`` word starts, ``⟦…⟧`` marks): Arial and Liberation Sans
+lack those glyphs, and vl-convert (the static ``chart.png``) then sets the whole line in a serif fallback
+font; DejaVu Sans has them. Only for columns drawn with a ``limit`` (a wider face is cut, never overflows);
+a browser without DejaVu Sans draws Arial and takes the missing glyphs from another font."""
 # Colour-blind-safe categorical palette (Okabe-Ito) and a sequential scheme for maps.
 CATEGORICAL = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SEQUENTIAL = "blues"

@@ -128,3 +128,38 @@ def test_fig1_with_a_primary_causal_model_of_another_layout_says_nothing_is_miss
     r = maps.build_fig1(FigureContext(tables=t, roles=k24_fixture_roles()))
     assert r.models == ("tiny-bert", "tiny-llama")
     assert "is configured" not in r.reading and "missing_config" not in r.params, r.reading
+
+
+def _table_svg(pairs) -> str:
+    """The k24-ffamp-top table drawn as vl-convert draws chart.svg (the widgets at their first values)."""
+    from report_builder.figures.charts import points
+
+    vlc = pytest.importorskip("vl_convert")
+    models, datasets = sorted(pairs["model"].unique()), sorted(pairs["dataset"].unique())
+    ch = points.top_pairs_table(pairs, models=models, datasets=datasets, per_layer=10)
+    return ch, vlc.vegalite_to_svg(ch.to_dict())
+
+
+def test_ffamp_top_title_states_the_rows_shown_not_a_constant(tables):
+    """A build with top_k 5 (or a layer keeping fewer pairs) said 'Top 10' over 5 rows."""
+    p = tables["k24_ffamp_pairs"]
+    five = p[p["rank"] <= 5]
+    ch, svg = _table_svg(five)
+    assert "Top 5 FF-amplified pairs" in svg and "Top 10" not in svg
+    assert ch.to_dict()["height"] == 20 * 5
+    # the layer shown first (the slider's middle value) keeps only 3 pairs: the title says 3
+    m, ds = sorted(p["model"].unique())[0], sorted(p["dataset"].unique())[0]
+    mid = min((int(p["layer"].max()) + 1) // 2 + 1, int(p[p["model"] == m]["layer"].max()) + 1) - 1  # slider's start, 0-based
+    few = five[~((five["model"] == m) & (five["dataset"] == ds) & (five["layer"] == mid) & (five["rank"] > 3))]
+    assert "Top 3 FF-amplified pairs" in _table_svg(few)[1]
+
+
+def test_ffamp_top_token_text_is_set_in_a_font_with_its_marks(tables):
+    """The pair and context columns (▁, ⟦…⟧) were set in the theme's Arial stack: vl-convert drew chart.png's
+    context column in a serif fallback font, as Arial/Liberation Sans have no ⟦."""
+    from report_builder.figures import theme
+
+    ch, _ = _table_svg(tables["k24_ffamp_pairs"])
+    fonts = {lay["mark"]["x"]: lay["mark"].get("font") for lay in ch.to_dict()["layer"] if lay["mark"].get("baseline") == "middle"}
+    assert fonts[40] == fonts[420] == theme.TOKEN_FONT  # pair, context
+    assert theme.TOKEN_FONT.startswith("'DejaVu Sans'")

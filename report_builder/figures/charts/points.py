@@ -154,6 +154,9 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
     from report_builder.figures import theme
 
     d = shown(df[df["rank"] <= per_layer])
+    # the rows a (model, dataset, layer) has: top_k of the build may be below per_layer, and a layer may
+    # keep fewer pairs than top_k; the title says the number shown, never a constant
+    shown_rows = max(1, int(d.groupby(["model", "dataset", "layer"]).size().max()) if len(d) else 1)
     ctxt = d["context"].astype(str)
     rows = pd.DataFrame({
         "model": d["model"].astype(str), "dataset": d["dataset"].astype(str), "layer": d["layer"].astype(int),
@@ -173,19 +176,26 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
     cols = [("rank", 24, "right"), ("pair", 40, "left"), ("category", 250, "left"), ("amp", 400, "right"),
             ("context", 420, "left")]
     width = 420 + int(context_chars * 0.55 * theme.FONT_SIZE)
-    y = alt.Y("rank:O", axis=None, sort=[str(k) for k in range(1, per_layer + 1)],
-              scale=alt.Scale(domain=[str(k) for k in range(1, per_layer + 1)]))
+    y = alt.Y("rank:O", axis=None, sort=[str(k) for k in range(1, shown_rows + 1)],
+              scale=alt.Scale(domain=[str(k) for k in range(1, shown_rows + 1)]))
     base = alt.Chart(inline_data(rows)).transform_filter(
         (alt.datum.layer == alt.expr.min(layer, alt.datum.last)) & (alt.datum.model == model)
         & (alt.datum.dataset == dataset))
+    # token text (▁, ⟦…⟧) in `theme.TOKEN_FONT`: with the plain font the static PNG set it in a serif fallback
     cells = [base.mark_text(align=align, baseline="middle", fontSize=theme.FONT_SIZE, x=x,
+                            **({"font": theme.TOKEN_FONT} if name in ("pair", "context") else {}),
                             limit=(width - x) if name == "context" else (205 if name == "pair" else 0)).encode(
         y=y, text=f"{name}:N") for name, x, align in cols]
     heads = [alt.Chart(inline_data([{"t": name}])).mark_text(
         align=align, baseline="bottom", fontSize=theme.FONT_SIZE, fontWeight="bold", x=x, y=-6).encode(text="t:N")
         for name, x, align in cols]
     last = json.dumps({str(m): int(g["layer"].max()) for m, g in rows.groupby("model")})
-    title = alt.Title(alt.ExprRef(f"'Top {per_layer} FF-amplified pairs: ' + model_{key} + ' on ' + dataset_{key}"
-                                  f" + ', layer ' + min(layer_{key}, {last}[model_{key}])"))
+    nested: dict = {}
+    for (m, ds, lay), g in rows.groupby(["model", "dataset", "layer"]):
+        nested.setdefault(str(m), {}).setdefault(str(ds), {})[str(int(lay))] = int(len(g))
+    at = f"min(layer_{key}, {last}[model_{key}])"
+    n_expr = f"((({json.dumps(nested)}[model_{key}] || {{}})[dataset_{key}] || {{}})[{at}] || 0)"
+    title = alt.Title(alt.ExprRef(f"'Top ' + {n_expr} + ' FF-amplified pairs: ' + model_{key} + ' on ' + dataset_{key}"
+                                  f" + ', layer ' + {at}"))
     return alt.layer(*cells, *heads).add_params(layer, model, dataset).properties(
-        width=width, height=20 * per_layer, title=title)
+        width=width, height=20 * shown_rows, title=title)

@@ -196,7 +196,7 @@ def _expand(chart: alt.Chart, toks: pd.DataFrame, example_field: str | None) -> 
 
 
 def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True,
-                  value_title: str = "row-normalised value") -> dict:
+                  value_title: str = "row-normalised value", legend_below: bool = False) -> dict:
     axis = (alt.Axis(labelFontSize=theme.FONT_SIZE, labelLimit=110,
                      title=None if not title_axes else alt.Undefined) if show_labels else None)
     return dict(
@@ -204,7 +204,8 @@ def _map_encoding(cell: int, title_axes: bool, show_labels: bool = True,
                 title="j (source token)" if title_axes else None, axis=axis),
         y=alt.Y("label_i:N", sort=alt.EncodingSortField("i", op="min"),
                 title="i (query token)" if title_axes else None, axis=axis),
-        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title=value_title),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme=theme.SEQUENTIAL), title=value_title,
+                        legend=alt.Legend(orient="bottom") if legend_below else alt.Undefined),
     )
 
 
@@ -226,9 +227,14 @@ def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: i
     ).properties(title=title)
 
 
+MAP_FIT_PX = 760
+"""Width the explorer's cells may take so that the map, its labels and axis title fit the page's content
+column (938 px on a 1280 px laptop; wider, the page scales the chart and its text down)."""
+
+
 def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str = "m0",
                  cell: int | None = None, *, value_title: str = "row-normalised value",
-                 start: tuple[int, str, int] | None = None) -> alt.Chart:
+                 start: tuple[int, str, int] | None = None, token_limit: int | None = None) -> alt.Chart:
     """Heatmap of one (example, layer, scope) map at a time, chosen by widgets.
 
     Args:
@@ -236,7 +242,12 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
         scopes: this model's scopes in order (options of the scope selector).
         title: chart title (model name).
         key: suffix that makes the parameter names unique when several explorers are concatenated.
-        cell: pixel size of one cell (default: 14 px, shrunk so the longest example fits ~600 px).
+        cell: pixel size of one cell (default: 14 px, shrunk so the longest example fits `MAP_FIT_PX`, never
+            below the 12 px text: one token label per row). The map is sized by its cells (a Vega-Lite
+            ``step``), so it is as large as the example shown, and a phone scrolls it at full size instead of
+            squeezing 64 labels into 280 px.
+        token_limit: the token limit the examples were cut to (`schema.EXAMPLE_TOKENS`): an example that
+            reaches it is said to be its text's first ``token_limit`` tokens under the title.
         value_title: the colour legend's title (what ``value`` is: row-normalised or raw norms).
         start: the (layer shown 1-based, scope, example index) shown first (default: the middle
             layer, the first scope, the first example). Layers that are not consecutive get a
@@ -249,7 +260,7 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
     ex_index = {e: k for k, e in enumerate(examples)}
     n_layers = int(maps["layer"].max()) + 1
     n_max = int(maps["i"].max()) + 1
-    cell = cell or theme.FONT_SIZE + 2  # every token label at full text size
+    cell = cell or min(theme.FONT_SIZE + 2, max(theme.FONT_SIZE, MAP_FIT_PX // max(n_max, 1)))
     main = shown(maps[["example", "layer", "scope", "i", "j", "value"]])
     main["example"] = main["example"].map(ex_index)
     present = sorted(int(x) + 1 for x in maps["layer"].unique())
@@ -268,10 +279,23 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
         layer, scope, example).transform_filter(
         (alt.datum.layer == layer) & (alt.datum.scope == scope) & (alt.datum.example == example))
     return _expand(base, _token_lookup(maps, ex_index), "example").encode(
-        **_map_encoding(cell, True, value_title=value_title),
+        **_map_encoding(cell, True, value_title=value_title, legend_below=True),
         tooltip=[alt.Tooltip("layer:O", title=LAYER_TITLE), alt.Tooltip("scope:N"),
                  alt.Tooltip("label_i:N", title="i (query)"), alt.Tooltip("label_j:N", title="j (source)"),
                  alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=cell * n_max, height=cell * n_max,
-                 title=alt.Title(alt.ExprRef(f"{json.dumps(title + ' — scope ')} + scope_{key} + ', layer ' + layer_{key}"
-                                             f" + ', example ' + (example_{key} + 1)")))
+    ).properties(width=alt.Step(cell), height=alt.Step(cell),
+                 title=alt.Title(alt.ExprRef(f"[{json.dumps(title + ' — scope ')} + scope_{key} + ', layer ' + layer_{key}"
+                                             f" + ', example ' + (example_{key} + 1), "
+                                             f"{_length_note(maps, ex_index, f'example_{key}', token_limit)}]")))
+
+
+def _length_note(maps: pd.DataFrame, ex_index: dict, param: str, limit: int | None) -> str:
+    """The title's second line (an expression) for the example shown: its number of tokens, and, when it
+    reaches ``limit``, that these are the first ``limit`` tokens of its text (the rest is not drawn)."""
+    n = (maps.groupby("example")["i"].max() + 1).astype(int)
+    counts = json.dumps({str(ex_index[e]): int(v) for e, v in n.items()})
+    text = f"{counts}[{param}] + ' tokens'"
+    if limit:
+        text = (f"{counts}[{param}] >= {int(limit)} ? 'the first {int(limit)} tokens of its text (the limit of "
+                f"the examples; the rest is not drawn)' : {text}")
+    return f"({text})"

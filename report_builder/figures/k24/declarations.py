@@ -45,8 +45,10 @@ SPECS: list[FigureSpec] = [
         title="Scope maps explorer",
         caption=("Contribution maps A[i, j] = ‖z_{i←j}‖ (row i = query/output token, column j = source token; "
                  "rows normalised to sum to 1, bias excluded) at each scope from ATB to the whole layer, for "
-                 "a few example sequences, every layer, every configured model. Use the layer slider, the "
-                 "scope selector and the example selector; axis labels are position:token. " + IG_NOTE),
+                 "a few example sequences, every layer, every configured model. Each example is its text's "
+                 f"first {schema.EXAMPLE_TOKENS} tokens at most (fewer when the dataset's max_length is lower); "
+                 "the line under a map's title says when the example shown reaches that limit. Use the layer "
+                 "slider, the scope selector and the example selector; axis labels are position:token. " + IG_NOTE),
         analysis=("k24_maps", "models"), build=maps.build_maps, units=schema.UNITS["k24_maps"],
     ),
     FigureSpec(
@@ -82,8 +84,9 @@ SPECS: list[FigureSpec] = [
         caption=("FF-amp[i, j] = Â_after[i, j] − Â_before[i, j], where Â is the map with rows normalised to sum "
                  "to 1, before = ATB (post-LN) or ATBLN (pre-LN) and after = the scope right after FF. Per "
                  "(model, dataset, layer) the k largest values over all sequences and pairs i ≠ j (j ≤ i for "
-                 "causal models) are kept. The table shows the top 10 of one model, dataset and layer at a time "
-                 "(choose them above it) with the query ← source tokens (▁ marks a word-initial space), the text "
+                 "causal models) are kept. The table shows the top pairs of one model, dataset and layer at a time "
+                 "(choose them above it; its title says how many it shows) with the query ← source tokens "
+                 "(▁ marks a word-initial space), the text "
                  "around them (⟦…⟧ marks both tokens) and the pair's linguistic category; the chart below shows "
                  "every kept pair, and the CSV lists them all. " + IG_NOTE),
         analysis=("k24_ffamp_pairs", "models"), build=ffamp.build_ffamp_top,

@@ -2,7 +2,8 @@
 
 Maps are ``k24_maps`` rows (row-normalised, bias excluded); each model's scopes come from its layout.
 Pitfall: Fig. 1 draws the *middle* layer (0-based ``n_layers // 2``) of the first example; the
-explorer cuts examples longer than `MAX_EXPLORER_TOKENS` and says so in its reading.
+explorer cuts examples longer than `MAX_EXPLORER_TOKENS` (= `schema.EXAMPLE_TOKENS`, where the analysis
+cuts them) and says so in its reading and under each map's title.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from report_builder.figures import snippets
 from report_builder.figures.charts import diagrams, token_maps
 from report_builder.figures.k24 import readings, selection as sel
 from report_builder.figures.spec import FigureContext, FigureResult, NotConfigured
-from report_builder.schema import example_order
+from report_builder.schema import EXAMPLE_TOKENS, example_order
 
 
 def build_fig1(ctx: FigureContext) -> FigureResult:
@@ -56,13 +57,15 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
                         params=params)
 
 
-MAX_EXPLORER_TOKENS = 64
+MAX_EXPLORER_TOKENS = EXAMPLE_TOKENS
 
 
 def build_maps(ctx: FigureContext, max_tokens: int = MAX_EXPLORER_TOKENS) -> FigureResult:
     """K24 scope-map explorer: every configured model's maps, one (example, layer, scope) at a time."""
     maps = sel.result_table(ctx, "k24_maps")
-    n_long = int((maps.groupby(["model", "example"])["i"].max() >= max_tokens).sum())
+    # examples reaching the limit: cut to it by the analysis (`schema.EXAMPLE_TOKENS`), or here (a table of
+    # an older build, a lower max_tokens); their maps are the first max_tokens tokens of their text
+    n_long = int((maps.groupby(["model", "example"])["i"].max() >= max_tokens - 1).sum())
     if n_long:  # keep the page light: long examples are cut to their first max_tokens positions
         maps = maps[(maps["i"] < max_tokens) & (maps["j"] < max_tokens)]
     lays = sel.layouts(ctx, maps)
@@ -71,7 +74,7 @@ def build_maps(ctx: FigureContext, max_tokens: int = MAX_EXPLORER_TOKENS) -> Fig
     for k, m in enumerate(models):
         mm = maps[maps["model"] == m]
         scopes = [s for s in lays[m].scopes if s in set(mm["scope"])]
-        panels.append(token_maps.map_explorer(mm, scopes, m, key=f"m{k}"))
+        panels.append(token_maps.map_explorer(mm, scopes, m, key=f"m{k}", token_limit=max_tokens))
         parts.append(readings.scope_path(m, figstats.diagonal_means(mm), scopes))
     chart = alt.vconcat(*panels, spacing=24).resolve_scale(color="independent") if len(panels) > 1 else panels[0]
     n_ex = maps.groupby("model")["example"].nunique().max()

@@ -29,7 +29,8 @@ def explorer_reading(parts, n_long: int, max_tokens: int) -> str:
     reading = ("Mean self-attribution (diagonal of the row-normalised map) over these examples and all layers: "
                + "; ".join(parts) + ".")
     if n_long:
-        reading += f" {n_long} long example(s) are shown for their first {max_tokens} tokens only."
+        reading += (f" {n_long} example(s) reach the limit of {max_tokens} tokens: shown for the first {max_tokens} "
+                    "tokens of their text only.")
     return reading
 
 
