@@ -56,6 +56,7 @@ def page(fig_id: str, content_hash: str, rec: dict[str, Any], bib: str, current:
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<link rel=\"icon\" href=\"data:,\">"  # no icon: a browser asks the host for no favicon.ico (a 404)
         f"<title>{_e(fig_id)} {_e(content_hash)}: {_e(title)}</title><style>{_CSS}</style></head><body>\n"
         f"<p><a href=\"{ROOT}index.html\">report_builder report</a> › figure <code>{_e(fig_id)}</code> › version "
         f"<code>{_e(content_hash)}</code></p>\n"
@@ -63,7 +64,9 @@ def page(fig_id: str, content_hash: str, rec: dict[str, Any], bib: str, current:
         f"<p>Permalink: <code>{_e(url)}</code>. Content hash <code>{_e(content_hash)}</code> (SHA-256 of the "
         f"spec and the data); the chart, data, spec and provenance files never change (this page and "
         f"<code>cite.bib</code> follow the site's address).</p>\n"
-        f"<p><img class=\"rb-chart\" src=\"chart.svg\" alt=\"{_e(title)} ({_e(fig_id)}, version {_e(content_hash)})\"></p>\n"
+        f"<p><a href=\"chart.svg\" title=\"the chart at full size\"><img class=\"rb-chart\" src=\"chart.svg\" "
+        f"alt=\"{_e(title)} ({_e(fig_id)}, version {_e(content_hash)})\"></a><br><small>Shrunk to the window: "
+        f"<a href=\"chart.svg\">open the chart at full size</a>.</small></p>\n"
         f"<p>Download: {downloads}</p>\n"
         "<h2>Cite this version</h2>\n"
         f"<pre><code>{_e(bib.strip())}</code></pre>\n"

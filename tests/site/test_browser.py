@@ -220,3 +220,16 @@ def test_token_maps_stay_square_on_a_phone(browser, served):
     for w, hgt in boxes:
         assert 0.9 < w / hgt < 1.1, f"map drawn {w:.0f} x {hgt:.0f} px on a phone"
         assert w <= small["width"], f"map wider than the phone ({w:.0f} px)"
+
+
+def test_home_figure_ids_never_break_across_lines(browser, served):
+    """Home's figure index on a phone: an id (``k21-tab11``) is one word; it broke at its hyphen, "k21-" at
+    the end of one line and "tab11" on the next."""
+    base, _, _, _ = served
+    page, ctx, problems = _open(browser, f"{base}/index.html", base, viewport={"width": 320, "height": 700})
+    lines = page.evaluate("""() => [...document.querySelectorAll('h2#figures ~ p a > code')]
+        .map(c => [c.textContent, c.getClientRects().length])""")
+    ctx.close()
+    assert not problems, problems
+    assert len(lines) >= 3, f"no figure ids found on Home ({lines}): the check would pass vacuously"
+    assert [t for t, n in lines if n != 1] == [], lines

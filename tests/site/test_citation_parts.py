@@ -4,6 +4,7 @@ The end-to-end behaviour is tested through the CLI in tests/test_citations.py.""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pandas as pd
 import pytest
@@ -216,6 +217,24 @@ def test_version_page_escapes_the_recipe():
                 "figures/k21-fig3/0123456789ab/")
     assert "<script" not in text and "&lt;script&gt;" in text and "A newer version exists" in text
     assert 'href="../ffffffffffff/index.html"' in text and 'href="../../../k21.html#k21-fig3"' in text
+
+
+def test_version_page_links_its_chart_at_full_size_and_asks_for_no_favicon():
+    """A version page's chart is shrunk to the phone's width (358 px at 390 px): it links to the drawing at
+    full size; and the page names its icon (none) so that a browser asks the static host for no
+    favicon.ico, which logged a 404 on every version page."""
+    from report_builder.citations.version_page import page
+
+    rec = {"figure": {"title": "T", "paper": "K21"}, "models": {}, "datasets": {}, "params": {},
+           "max_reconstruction_error": None, "report_builder_version": "1", "git_commit": "c", "torch_version": "t",
+           "transformers_version": "t", "device": "cpu", "dtype": "f", "preset": "p", "date": "d",
+           "content_hash": "0123456789ab"}
+    text = page("k21-fig3", "0123456789ab", rec, "@misc{x}", "0123456789ab", "k21.html", False,
+                "figures/k21-fig3/0123456789ab/")
+    assert re.search(r'<a href="chart\.svg"[^>]*><img class="rb-chart" src="chart\.svg"', text), text
+    assert "full size" in text
+    head = text.split("</head>", 1)[0]
+    assert '<link rel="icon" href="data:,">' in head
 
 
 def test_diff_text_escapes_terminal_sequences(tmp_path):
