@@ -151,6 +151,14 @@ def get_module(root: nn.Module, path: str) -> nn.Module:
     return m
 
 
+def head_dims(cfg) -> tuple[int, int, int]:
+    """``(query heads, key/value heads, head size)`` of a grouped-query config (Llama and the families built
+    on its layer: no ``num_key_value_heads`` means one per query head, no ``head_dim`` an even split)."""
+    h = cfg.num_attention_heads
+    kv = getattr(cfg, "num_key_value_heads", None) or h
+    return h, kv, getattr(cfg, "head_dim", None) or cfg.hidden_size // h
+
+
 def linear_w(m: nn.Module):
     """Row-vector weight of an nn.Linear: (in, out)."""
     return m.weight.detach().T

@@ -12,7 +12,7 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, Variants, bias_of, linear_w
+from report_builder.models.adapter import Adapter, Probe, Variants, bias_of, head_dims, linear_w
 from report_builder.schema import PRE_LN, SANDWICH
 
 
@@ -29,9 +29,7 @@ def _weights(model, idx: int) -> LayerWeights:
     layer = layers[idx]
     cfg = model.config
     at, mlp = layer.self_attn, layer.mlp
-    h = cfg.num_attention_heads
-    kv = getattr(cfg, "num_key_value_heads", None) or h
-    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
+    h, kv, dh = head_dims(cfg)
     sandwich = hasattr(layer, "pre_feedforward_layernorm")
     nxt = _rms(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _rms(model.norm)
     act = _act(cfg)

@@ -10,7 +10,7 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w
+from report_builder.models.adapter import Adapter, Probe, bias_of, head_dims, linear_w
 from report_builder.schema import PRE_LN
 
 
@@ -34,9 +34,7 @@ def layer_weights(model, idx: int, multiplier: float = 1.0) -> LayerWeights:
     layer = layers[idx]
     cfg = model.config
     at = layer.self_attn
-    h = cfg.num_attention_heads
-    kv = getattr(cfg, "num_key_value_heads", None) or h
-    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
+    h, kv, dh = head_dims(cfg)
     mlp = layer.mlp
     nxt = rms_norm(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else rms_norm(model.norm)
     return LayerWeights(

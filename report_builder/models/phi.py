@@ -9,7 +9,7 @@ from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
 from report_builder.decompose.norms import NormWeights
-from report_builder.models.adapter import Adapter, Probe, bias_of, linear_w
+from report_builder.models.adapter import Adapter, Probe, bias_of, head_dims, linear_w
 from report_builder.schema import PARALLEL
 
 
@@ -25,9 +25,7 @@ def _weights(model, idx: int) -> LayerWeights:
     layers = _layers(model)
     layer = layers[idx]
     cfg = model.config
-    h = cfg.num_attention_heads
-    kv = getattr(cfg, "num_key_value_heads", None) or h
-    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
+    h, kv, dh = head_dims(cfg)
     at = layer.self_attn
     nxt = _ln(layers[idx + 1].input_layernorm) if idx + 1 < len(layers) else _ln(model.final_layernorm)
     norm = _ln(layer.input_layernorm)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from report_builder.decompose.attention import AttentionWeights
 from report_builder.decompose.feedforward import FFWeights
 from report_builder.decompose.layer import LayerWeights
-from report_builder.models.adapter import bias_of, linear_w
+from report_builder.models.adapter import bias_of, head_dims, linear_w
 from report_builder.models.llama import ADAPTER as LLAMA
 from report_builder.models.llama import rms_norm
 from report_builder.schema import PRE_LN
@@ -26,9 +26,7 @@ def _weights(model, idx: int) -> LayerWeights:
     layer = layers[idx]
     cfg = model.config
     at, mlp = layer.self_attn, layer.mlp
-    h = cfg.num_attention_heads
-    kv = getattr(cfg, "num_key_value_heads", None) or h
-    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
+    h, kv, dh = head_dims(cfg)
     v0 = (h + kv) * dh  # the value columns follow the query and key ones
     d_ff = cfg.intermediate_size
     gate_up, gate_up_b = linear_w(mlp.gate_up_proj), bias_of(mlp.gate_up_proj)
