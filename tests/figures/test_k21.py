@@ -116,6 +116,17 @@ def test_fig3_fixed_scale_and_panels(built):
     assert set(r.data["category"]) == {"Normal", "[MASK]", "[CLS]", "[SEP]", "Overall"}
 
 
+def test_fig4_legend_names_the_punctuation_groups(built):
+    """The legend's "." and "," were single glyphs beside a dot of colour, hard to see (above all in the
+    dark scheme): the drawn legend names them; the data keeps the tokens themselves."""
+    import vl_convert as vlc
+
+    r = built["plain", "k21-fig4"]
+    svg = vlc.vegalite_to_svg(r.chart.to_dict())
+    assert "period (.)" in svg and "comma (,)" in svg and ">other<" in svg
+    assert {".", ","} <= set(r.data["group"])
+
+
 def test_fig4_subsample_is_bounded_and_deterministic(plain_ctx, built):
     a, b = built["plain", "k21-fig4"], frequency.build_fig4(plain_ctx)
     assert (a.data["group"] == "other").sum() <= frequency.FIG4_MAX_OTHER

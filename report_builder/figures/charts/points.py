@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import altair as alt
 import numpy as np
@@ -35,6 +35,7 @@ def scatter(
     height: int = 340,
     opacity: float = 0.45,
     point_size: int = 14,
+    legend_labels: Mapping[str, str] | None = None,
 ) -> alt.Chart:
     """Scatter plot with optional colour groups (later groups in ``color_order`` are drawn first).
 
@@ -44,6 +45,8 @@ def scatter(
         color: optional nominal column; color_order: legend order (the first group is drawn on top);
             color_range: colours in that order (default: the theme palette).
         tooltip: extra columns for the tooltip (x, y and colour are always shown).
+        legend_labels: a colour group -> the words its legend entry shows (a group that is one glyph, "."),
+            the data keeping the group itself.
     """
     data = df
     if color is not None and color_order is not None:
@@ -67,7 +70,8 @@ def scatter(
         scale = alt.Scale(domain=list(color_order), range=list(color_range)) if color_order and color_range else (
             alt.Scale(domain=list(color_order)) if color_order else alt.Scale())
         enc["color"] = alt.Color(f"{field(color)}:N", title=color, scale=scale,
-                                 legend=alt.Legend(orient="right", symbolOpacity=1))
+                                 legend=alt.Legend(orient="right", symbolOpacity=1,
+                                                   labelExpr=_label_expr(legend_labels) if legend_labels else alt.Undefined))
         enc["tooltip"].insert(0, alt.Tooltip(f"{field(color)}:N", title=color))
     return (
         alt.Chart(inline_data(data))
@@ -75,6 +79,14 @@ def scatter(
         .encode(**enc)
         .properties(width=width, height=height)
     )
+
+
+def _label_expr(labels: Mapping[str, str]) -> str:
+    """A Vega expression showing ``labels[label]`` for each label it names, else the label."""
+    expr = "datum.label"
+    for value, shown_as in reversed(list(labels.items())):
+        expr = f"datum.label === {json.dumps(value)} ? {json.dumps(shown_as)} : ({expr})"
+    return expr
 
 
 def top_pairs_strip(df: pd.DataFrame, categories: Sequence[str], title: str = "",

@@ -30,6 +30,8 @@ def build_tab3(ctx: FigureContext) -> FigureResult:
 FIG4_COLOURS = ("#D55E00", "#CC79A7", "#009E73", "#E69F00", "#0072B2")
 
 
+FIG4_LEGEND = {".": "period (.)", ",": "comma (,)"}
+"""Fig. 4's legend words for the groups that are one glyph (hard to see beside a dot of colour)."""
 FIG4_MAX_OTHER = 5000
 FIG4_UNITS = {"ATTNRESLN-N": schema.PERCENT}
 """The units of Fig. 4's data: each occurrence's mixing ratio, mean over layers."""
@@ -50,6 +52,7 @@ def build_fig4(ctx: FigureContext) -> FigureResult:
         shown_pts, x="freq_rank", y="ATTNRESLN-N", color="group", color_order=groups, color_range=colours,
         log_x=True, x_title="frequency rank (log; 1 = most frequent)",
         y_title="ATTNRESLN-N mixing ratio, mean over layers (%)", tooltip=("token",),
+        legend_labels=FIG4_LEGEND,
     )
     rho = st.frequency_spearman(freq)
     note = (f" The chart leaves out the {n_special} [CLS]/[SEP] occurrences: special tokens have no word "
