@@ -99,8 +99,9 @@ def say_cuts(results: Iterable[Any]) -> Iterator[Any]:
 
 def _fitted(run: Run, enc: list[EncodedSeq], what: str | None = None) -> list[EncodedSeq]:
     """``enc`` when every sequence fits the model's positions (else one line naming the text and the key to
-    change, exit 3, as `plan` says it too); a dataset's texts cut to ``max_length`` said in one line of the log (a note, not a warning: the
-    cut is what ``max_length`` asks for; ``-q`` hides it) and recorded for the task's cache entry (`recording_cuts`).
+    change, exit 3, as `plan` says it too); a dataset's texts cut to ``max_length`` said in one line of the
+    log (a note, not a warning: the cut is what ``max_length`` asks for; ``-q`` hides it) and recorded for
+    the task's cache entry (`recording_cuts`).
 
     ``what``: the K21 example pair's name (``None``: the dataset's texts, cut to its ``max_length``)."""
     s = run.subject

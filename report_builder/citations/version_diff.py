@@ -63,6 +63,12 @@ def version_diff(old_prov: Path, new_prov: Path) -> dict[str, Any]:
     if fa != fb:
         raise UsageError(f"{old_prov.parent} is a version of {for_terminal(fa)} and {new_prov.parent} one of "
                          f"{for_terminal(fb)}: diff compares two versions of one figure (or two sites)")
+    return _compared(old_prov, new_prov, a, b)
+
+
+def _compared(old_prov: Path, new_prov: Path, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """`version_diff` of two provenance files whose records ``a`` and ``b`` are read (and of one figure)."""
+    fa, fb = (a.get("figure") or {}).get("id"), (b.get("figure") or {}).get("id")
     old_df = readback.read_data(old_prov.parent)
     new_df = readback.read_data(new_prov.parent)
     ha, hb = _actual(old_prov.parent), _actual(new_prov.parent)
@@ -114,15 +120,18 @@ def _figures(site: Path) -> dict[str, Path]:
 def _site_figure(fid: str, old_prov: Path, new_prov: Path) -> dict[str, Any]:
     """`version_diff` of one figure of two sites; ``verdict: "unreadable"`` with ``reason`` when a side's
     record cannot be read or names another figure (the figure is not comparable; the others still are)."""
+    records = []
     for side, prov in (("OLD", old_prov), ("NEW", new_prov)):
         try:
-            got = _record(prov).get("figure", {}).get("id")
+            rec = _record(prov)
         except UsageError as e:
             return {"figure": fid, "verdict": "unreadable", "identical": False, "reason": f"{side}: {e}"}
+        got = rec.get("figure", {}).get("id")
         if got != fid:
             return {"figure": fid, "verdict": "unreadable", "identical": False,
                     "reason": f"{side}: {prov} names figure {got}, not the figure of its folder"}
-    return version_diff(old_prov, new_prov)
+        records.append(rec)
+    return _compared(old_prov, new_prov, *records)  # each record read once
 
 
 def diff(old: str | Path, new: str | Path) -> dict[str, Any]:

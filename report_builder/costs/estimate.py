@@ -131,7 +131,8 @@ class _Lengths:
         a = registry.get(task.base)
         s = task.subject
         es = self.plan.sets[s.dataset.id] if s.dataset is not None else None
-        run = _TokenRun(s, self.config_and_tokenizer(s.model)[1], es, self.config_and_tokenizer(s.model)[0])
+        config, tokenizer = self.config_and_tokenizer(s.model)
+        run = _TokenRun(s, tokenizer, es, config)
         if a.inputs == "pair":
             return [len(inputs.pair(run))]
         if isinstance(es, SizedSet):  # not here: every item at the paper's mean length
