@@ -29,6 +29,9 @@ THEME_NAME = "report_builder"
 # Smallest text in any chart: 9 pt at 100 % (12 CSS px, the SVG user unit); titles a step larger.
 FONT_SIZE = 12
 TITLE_SIZE = 15
+PAGE_WIDTH = 900
+"""The widest a chart may be drawn: the page's content column on a 1280 px laptop is 938 px, and a wider
+drawing is scaled down to it, its 12 px text with it."""
 
 _NARROW = set("il.,:;'|!ijtfI[]()`·")
 _WIDE = set("mwMW@%")

@@ -44,40 +44,34 @@
 
   function datumOf(field) { return "datum[" + JSON.stringify(String(field)) + "]"; }
 
-  function panels(row, column) {  // a row x column grid as one wrapped facet: "<row> · <column>" per panel
+  function panels(spec, row, column) {  // a row x column grid as one wrapped facet: "<row> · <column>" per panel
     var sort = "ascending";
     if (Array.isArray(row.sort) && Array.isArray(column.sort)) {
       sort = [];
       row.sort.forEach(function (r) { column.sort.forEach(function (c) { sort.push(r + " · " + c); }); });
     }
-    return {
-      calc: { calculate: datumOf(row.field) + " + ' · ' + " + datumOf(column.field), as: PANEL },
-      facet: { field: PANEL, type: "nominal", title: null, sort: sort,
-               header: column.header || row.header }
-    };
+    spec.transform = [{ calculate: datumOf(row.field) + " + ' · ' + " + datumOf(column.field), as: PANEL }]
+      .concat(spec.transform || []);
+    spec.columns = 1;
+    return { field: PANEL, type: "nominal", title: null, sort: sort, header: column.header || row.header };
   }
 
   function stack(spec) {  // side-by-side panels -> one column
     if (!spec || typeof spec !== "object") return spec;
     if (spec.hconcat) { spec.vconcat = spec.hconcat; delete spec.hconcat; }
     if (spec.concat) { spec.columns = 1; }
-    var grid;
     if (spec.facet) {
       if (spec.facet.column && spec.facet.row && spec.facet.column.field && spec.facet.row.field) {
         // a model x dataset grid: one panel per (model, dataset), one column (the second dataset sat
         // off to the right of a phone)
-        grid = panels(spec.facet.row, spec.facet.column);
-        spec.transform = [grid.calc].concat(spec.transform || []);
-        spec.facet = grid.facet; spec.columns = 1;
+        spec.facet = panels(spec, spec.facet.row, spec.facet.column);
       }
       else if (spec.facet.column && !spec.facet.row) { spec.facet = spec.facet.column; spec.columns = 1; }
       else if (spec.facet.field) { spec.columns = 1; }
     }
     var enc = spec.encoding;
     if (enc && enc.column && enc.row && enc.column.field && enc.row.field) {
-      grid = panels(enc.row, enc.column);
-      spec.transform = [grid.calc].concat(spec.transform || []);
-      enc.facet = grid.facet; delete enc.row; delete enc.column; spec.columns = 1;
+      enc.facet = panels(spec, enc.row, enc.column); delete enc.row; delete enc.column;
     }
     if (enc && enc.column && !enc.row) { enc.facet = enc.column; delete enc.column; spec.columns = 1; }
     if (enc && enc.facet) { spec.columns = 1; }

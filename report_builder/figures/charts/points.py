@@ -166,9 +166,6 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
     from report_builder.figures import theme
 
     d = shown(df[df["rank"] <= per_layer])
-    # the rows a (model, dataset, layer) has: top_k of the build may be below per_layer, and a layer may
-    # keep fewer pairs than top_k; the title says the number shown, never a constant
-    shown_rows = max(1, int(d.groupby(["model", "dataset", "layer"]).size().max()) if len(d) else 1)
     ctxt = d["context"].astype(str)
     rows = pd.DataFrame({
         "model": d["model"].astype(str), "dataset": d["dataset"].astype(str), "layer": d["layer"].astype(int),
@@ -177,6 +174,12 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
         "category": d["category"].astype(str), "amp": d["amp"].map(lambda v: f"{pub(v, '.3f')}"),
         "context": ctxt.where(ctxt.str.len() <= context_chars, ctxt.str.slice(0, context_chars - 1) + "…"),
     })
+    # the rows a (model, dataset, layer) has: top_k of the build may be below per_layer, and a layer may
+    # keep fewer pairs than top_k; the title says the number shown, never a constant
+    nested: dict = {}
+    for (m, ds, lay), g in rows.groupby(["model", "dataset", "layer"]):
+        nested.setdefault(str(m), {}).setdefault(str(ds), {})[str(int(lay))] = int(len(g))
+    shown_rows = max((n for per in nested.values() for by in per.values() for n in by.values()), default=1)
     # a model with fewer layers than the slider shows its last layer (never an empty table)
     rows["last"] = rows.groupby(["model", "dataset"])["layer"].transform("max")
     n_layers = int(d["layer"].max()) if len(d) else 1
@@ -202,9 +205,6 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
         align=align, baseline="bottom", fontSize=theme.FONT_SIZE, fontWeight="bold", x=x, y=-6).encode(text="t:N")
         for name, x, align in cols]
     last = json.dumps({str(m): int(g["layer"].max()) for m, g in rows.groupby("model")})
-    nested: dict = {}
-    for (m, ds, lay), g in rows.groupby(["model", "dataset", "layer"]):
-        nested.setdefault(str(m), {}).setdefault(str(ds), {})[str(int(lay))] = int(len(g))
     at = f"min(layer_{key}, {last}[model_{key}])"
     n_expr = f"((({json.dumps(nested)}[model_{key}] || {{}})[dataset_{key}] || {{}})[{at}] || 0)"
     title = alt.Title(alt.ExprRef(f"'Top ' + {n_expr} + ' FF-amplified pairs: ' + model_{key} + ' on ' + dataset_{key}"

@@ -227,9 +227,9 @@ def scope_map_strip(df: pd.DataFrame, scopes: Sequence[str], title: str, cell: i
     ).properties(title=title)
 
 
-MAP_FIT_PX = 760
-"""Width the explorer's cells may take so that the map, its labels and axis title fit the page's content
-column (938 px on a 1280 px laptop; wider, the page scales the chart and its text down)."""
+MAP_FIT_PX = theme.PAGE_WIDTH - 140
+"""Width the explorer's cells may take so that the map, its token labels (110 px) and axis title fit
+`theme.PAGE_WIDTH` (wider, the page scales the chart and its text down)."""
 
 
 def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str = "m0",

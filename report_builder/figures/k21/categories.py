@@ -12,7 +12,7 @@ from typing import Callable
 from report_builder import papers, schema
 from report_builder import tokens as token_display
 from report_builder.stats import k21 as st
-from report_builder.figures import display, snippets
+from report_builder.figures import display, snippets, theme
 from report_builder.figures.charts import heatmap
 from report_builder.figures.charts.data import LAYER_TITLE
 from report_builder.figures.k21 import readings, selection as sel
@@ -20,18 +20,16 @@ from report_builder.figures.spec import FigureContext, FigureResult, NotConfigur
 
 
 UNITS = {"value": schema.PERCENT}
-#: The widest a chart may be drawn: the page's content column on a 1280 px laptop is 938 px, and a wider
-#: drawing is scaled down to it, its 12 px text with it.
-PAGE_WIDTH = 900
+"""The units of every category figure's data (fig3, fig5–17): ``value`` is a mean mixing ratio."""
+PAGE_WIDTH = theme.PAGE_WIDTH
 CELL_WIDTH = 40
 
 
 def panel_columns(n_panels: int, n_categories: int) -> int:
-    """Panels per row: all in one row when they fit `PAGE_WIDTH`, else as few rows as fit, balanced (3 + 2)."""
+    """Panels per row: all in one row when they fit `theme.PAGE_WIDTH`, else as few rows as fit, balanced (3 + 2)."""
     fits = max(1, (PAGE_WIDTH - 60) // (n_categories * CELL_WIDTH + 12))  # 60 px: the y axis; 12 px: spacing
     rows = -(-n_panels // fits)
     return -(-n_panels // rows)
-"""The units of every category figure's data (fig3, fig5–17): ``value`` is a mean mixing ratio."""
 
 
 def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: str) -> FigureResult:

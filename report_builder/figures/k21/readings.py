@@ -34,8 +34,7 @@ def rho_reading(fs: pd.DataFrame, who: str) -> str:
     if pd.isna(a):
         return f"For {who} the ATTNRESLN-N correlation is undefined ({UNDEFINED_RHO})."
     trend = "frequent tokens mix more with their context" if a < 0 else "rare tokens mix more with their context"
-    without = "undefined without [CLS]/[SEP]" if pd.isna(b) else f"{pub(b, '.2f')} without [CLS]/[SEP]"
-    return f"For {who}, ATTNRESLN-N: ρ = {pub(a, '.2f')} ({without}) — {trend}."
+    return f"For {who}, ATTNRESLN-N: ρ = {pub(a, '.2f')} ({_rho(b)} without [CLS]/[SEP]) — {trend}."
 
 
 def self_share_reading(share: pd.Series) -> str:
