@@ -15,19 +15,9 @@ import pytest
 
 from report_builder import schema
 from report_builder.figures.charts.diagrams import layer_diagram
+from tests.figures.contrast import contrast
 
 CHARTS_JS = Path(__file__).resolve().parents[2] / "templates" / "assets" / "charts.js"
-
-
-def _luminance(hex_colour: str) -> float:
-    rgb = [int(hex_colour.lstrip("#")[k:k + 2], 16) / 255 for k in (0, 2, 4)]
-    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
-    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
-
-
-def contrast(a: str, b: str) -> float:
-    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
-    return (la + 0.05) / (lb + 0.05)
 
 
 def _dark_text_colour() -> str:

@@ -11,20 +11,10 @@ import vl_convert as vlc
 
 from report_builder.figures.charts.points import ln_dims_scatter, top_pairs_strip
 from report_builder.figures.theme import CATEGORICAL
+from tests.figures.contrast import contrast
 
 WHITE = "#ffffff"
 SLATE = "#1e2029"  # material's slate background, hsl(232, 15%, 14%): the site's dark scheme
-
-
-def _luminance(hex_colour: str) -> float:
-    rgb = [int(hex_colour.lstrip("#")[k:k + 2], 16) / 255 for k in (0, 2, 4)]
-    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
-    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
-
-
-def contrast(a: str, b: str) -> float:
-    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
-    return (la + 0.05) / (lb + 0.05)
 
 
 def test_contrast_helper():
