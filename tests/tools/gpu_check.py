@@ -11,7 +11,11 @@ progress; either way the run goes on. The JSON is rewritten after every step, so
 outside still leaves what it measured. Output: ``--out FILE``, else ``$OUT/gpu-check.json`` when
 ``$OUT`` is set, else ``./gpu-check.json``; the log is the same name with ``.log``.
 
-``--dry-run``: the same steps on the CPU with tiny sizes (the suite runs it: tests/tools/test_gpu_check.py).
+A run on a GPU leaves out the steps of `gpu_steps.ON_REQUEST` (``compile``: `torch.compile` of the two
+launch-bound steps, whose compile alone can take minutes) unless ``--steps`` names them:
+``gpu_check.sh --steps compile --budget 300`` as a second call.
+
+``--dry-run``: the same steps (all of them) on the CPU with tiny sizes (the suite runs it: tests/tools/test_gpu_check.py).
 Exit code 0 once the JSON is written (failed steps and missed targets are in it); ``--strict``: 1 when
 a step failed; 2: no CUDA device (without ``--dry-run``; said by the shell script).
 """
@@ -328,6 +332,10 @@ def table(records: dict, meta: dict) -> dict:
         "cuda_graphs": {k: {m: _get(_res(records, "graphs"), f"{k}.{m}") for m in
                             ("eager_ms", "graph_ms", "graph_vs_eager", "graph_vs_naive", "graph_max_abs_diff", "graph")}
                         for k in ("k21_ratios", "causal_ff")},
+        "torch_compile": {k: {m: _get(_res(records, "compile"), f"{k}.{m}") for m in
+                              ("graph_breaks", "break_reasons", "graphs_compiled", "backend", "compile_s", "eager_ms", "compiled_ms",
+                               "compiled_vs_eager", "compiled_max_abs_diff", "compiled")}
+                          for k in ("k21_ratios", "causal_ff")},
     }
 
 
@@ -434,12 +442,22 @@ def _mark(ok) -> str:
     return {True: "✓", False: "✗", None: "-"}[ok]
 
 
+def step_names(steps: str | None, dry: bool) -> list[str]:
+    """The steps a run takes: those ``--steps`` names, else every step but, on a GPU, those taken on request
+    (`gpu_steps.ON_REQUEST`)."""
+    from tests.tools.gpu_steps import ON_REQUEST, STEPS
+
+    if steps:
+        return [s.strip() for s in steps.split(",") if s.strip()]
+    return [s for s in STEPS if dry or s not in ON_REQUEST]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dry-run", action="store_true", help="the same steps on the CPU with tiny sizes")
     ap.add_argument("--out", help="the JSON file (default $OUT/gpu-check.json, else ./gpu-check.json)")
     ap.add_argument("--budget", type=float, default=None, help=f"seconds for every step (default {BUDGET_S})")
-    ap.add_argument("--steps", help="only these steps, comma-separated (default: all)")
+    ap.add_argument("--steps", help="only these steps, comma-separated (default: all but compile on a GPU)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a step failed")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ctx", help=argparse.SUPPRESS)
@@ -449,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.ctx, args.results)
     from tests.tools.gpu_steps import STEPS
 
-    names = list(STEPS) if not args.steps else [s.strip() for s in args.steps.split(",") if s.strip()]
+    names = step_names(args.steps, args.dry_run)
     unknown = [s for s in names if s not in STEPS]
     if unknown:
         print(f"gpu_check: unknown steps {', '.join(unknown)}; known: {', '.join(STEPS)}", file=sys.stderr)

@@ -10,6 +10,11 @@ largest difference between the replayed and the eager outputs (the graph must gi
 where capture fails, the error (for example a host synchronisation or a host-to-device copy inside the
 layer, which a graph cannot hold): what the engine would have to change before a graph can run it.
 
+The step ``compile`` (`compile_probe`, taken on a GPU only when asked: ``gpu_check.sh --steps compile``)
+does the same with `torch.compile` (inductor: element-wise ops fused into few kernels) and lists the graph
+breaks TorchDynamo finds in each step (host reads, untraceable calls: what stops one compiled graph per
+layer step); on the CPU it traces with the ``eager`` backend, so the dry run counts the breaks too.
+
 Nothing here changes the engine; the answer decides whether graphs are the way to the targets. On the CPU
 (the dry run) there are no CUDA graphs: the eager half runs, at tiny sizes, and ``graph`` says why not.
 """
@@ -85,9 +90,10 @@ def probe(torch, fn, device: str, repeats: int, naive=None) -> dict:
     return out
 
 
-def graphs(ctx: dict, size) -> dict:
-    """The step: K21 ratios (BERT-base shape) and the causal FF decomposition (SmolLM2 shape), n x batch of
-    ``size(ctx, "n")`` x ``size(ctx, "batch")``, float32, eager vs one CUDA graph (see the module docstring)."""
+def _steps(ctx: dict, size):
+    """The two probed steps, one at a time: ``(name, shape, lm, fn, naive)``; ``fn()`` is one layer's
+    decomposition of the captured batch by the GPU rule, also on the CPU (K21 ratios of the BERT-base
+    shape; the causal FF step of the SmolLM2 shape), ``naive`` the K21 baseline (None for the FF step). The model is freed after each."""
     import torch
 
     from report_builder.bench.naive import naive_k21
@@ -95,23 +101,97 @@ def graphs(ctx: dict, size) -> dict:
     from report_builder.decompose.layouts import decompose_batch
 
     dev, n, b = ctx["device"], size(ctx, "n"), size(ctx, "batch")
+    for name, shape, kw in (("k21_ratios", size(ctx, "base"), {"ratios": True}),
+                            ("causal_ff", size(ctx, "causal"), None)):
+        lm = build(shape, None, dev, "float32")
+        lw = lm.layer_weights(0)
+        cap = capture_layers(lm, random_inputs(lm, n, b), [0])[0]
+        opts = kw if kw is not None else {"maps": (lw.layout.ff_after,)}
+        fn = lambda lw=lw, cap=cap, opts=opts, lm=lm: decompose_batch(  # noqa: E731
+            lw, cap.x, cap.alpha, [n] * b, causal=lm.causal, chunk_rule="gpu", **opts)
+        naive = None
+        if name == "k21_ratios":
+            naive = lambda lw=lw, cap=cap: [naive_k21(lw, cap.x[i], cap.alpha[i], maps=False, ratios=True)  # noqa: E731
+                                            for i in range(b)]
+        yield name, shape, lm, fn, naive
+        del lm, lw, cap, fn, naive
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
+def graphs(ctx: dict, size) -> dict:
+    """The step: K21 ratios (BERT-base shape) and the causal FF decomposition (SmolLM2 shape), n x batch of
+    ``size(ctx, "n")`` x ``size(ctx, "batch")``, float32, eager vs one CUDA graph (see the module docstring)."""
+    import torch
+
+    dev = ctx["device"]
     repeats = max(3, size(ctx, "repeats"))
-    result = {"n": n, "batch": b, "float32": True}
+    result = {"n": size(ctx, "n"), "batch": size(ctx, "batch"), "float32": True}
     with torch.no_grad():
-        for name, shape, kw in (("k21_ratios", size(ctx, "base"), {"ratios": True}),
-                                ("causal_ff", size(ctx, "causal"), None)):
-            lm = build(shape, None, dev, "float32")
-            lw = lm.layer_weights(0)
-            cap = capture_layers(lm, random_inputs(lm, n, b), [0])[0]
-            opts = kw if kw is not None else {"maps": (lw.layout.ff_after,)}
-            fn = lambda lw=lw, cap=cap, opts=opts, lm=lm: decompose_batch(  # noqa: E731
-                lw, cap.x, cap.alpha, [n] * b, causal=lm.causal, **opts)
-            naive = None
-            if name == "k21_ratios":
-                naive = lambda lw=lw, cap=cap: [naive_k21(lw, cap.x[i], cap.alpha[i], maps=False, ratios=True)  # noqa: E731
-                                                for i in range(b)]
+        for name, shape, lm, fn, naive in _steps(ctx, size):
             result[name] = {"shape": shape, "causal": bool(lm.causal), **probe(torch, fn, dev, repeats, naive)}
-            del lm, lw, cap
-            if dev == "cuda":
-                torch.cuda.empty_cache()
+    return result
+
+
+# ------------------------------------------------------------------------------------------ torch.compile
+
+BREAKS_SHOWN = 6
+"""Graph-break reasons kept per step (the first ones, each cut to one line)."""
+
+
+def traced(torch, fn) -> dict:
+    """What TorchDynamo makes of ``fn`` (`torch._dynamo.explain`, no compiler run: cheap, also on the CPU):
+    the graphs it captures, the breaks between them and where (file:line in the package) and why."""
+    ex = torch._dynamo.explain(fn)()
+    reasons = []
+    for r in ex.break_reasons[:BREAKS_SHOWN]:
+        frame = r.user_stack[-1] if r.user_stack else None
+        where = f"{frame.filename.split('report_builder/')[-1]}:{frame.lineno}" if frame else "?"
+        reasons.append(f"{where}: {' '.join(str(r.reason).split())[:160]}")
+    torch._dynamo.reset()
+    return {"graphs": ex.graph_count, "graph_breaks": ex.graph_break_count, "break_reasons": reasons}
+
+
+def compiled(torch, fn, device: str, repeats: int) -> dict:
+    """``fn`` eager vs ``torch.compile(fn)`` (inductor, default mode; on the CPU the ``eager`` backend, which
+    checks the tracing only): the first call's seconds (the compile), median ms per call after it, the
+    speedup, the graphs compiled in all (recompiles included) and the largest difference from the eager
+    outputs, or why compiling failed."""
+    sync = (lambda: torch.cuda.synchronize()) if device == "cuda" else (lambda: None)  # noqa: E731
+    expected = _tensors(fn())
+    out = {"eager_ms": 1e3 * _median_s(fn, sync, repeats), **traced(torch, fn)}
+    backend = "inductor" if device == "cuda" else "eager"
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    try:
+        c = torch.compile(fn, backend=backend)
+        t0 = time.perf_counter()
+        got = _tensors(c())
+        sync()
+        out.update(backend=backend, compile_s=time.perf_counter() - t0,
+                   compiled_max_abs_diff=max(((a - b).abs().max().item() for a, b in zip(got, expected)), default=0.0),
+                   compiled_same_outputs=len(got) == len(expected))
+        out["compiled_ms"] = 1e3 * _median_s(c, sync, repeats)
+        out["compiled_vs_eager"] = out["eager_ms"] / out["compiled_ms"]
+        # graphs compiled over the first call and the timed ones: more than `graphs` means recompiles (a guard
+        # failed between calls, e.g. on a budget read from the free memory inside the step)
+        out["graphs_compiled"] = int(counters["stats"]["unique_graphs"])
+    except Exception as e:  # noqa: BLE001 - why compiling failed is the finding
+        out["compiled"] = f"compile failed: {type(e).__name__}: {' '.join(str(e).split())[:400]}"
+    finally:
+        torch._dynamo.reset()
+    return out
+
+
+def compile_probe(ctx: dict, size) -> dict:
+    """The step ``compile``: the same two steps as `graphs`, eager vs `torch.compile` (`compiled`), with the
+    graph breaks TorchDynamo finds in each (what stops one compiled graph per layer step)."""
+    import torch
+
+    repeats = max(3, size(ctx, "repeats"))
+    result = {"n": size(ctx, "n"), "batch": size(ctx, "batch"), "float32": True}
+    with torch.no_grad():
+        for name, shape, lm, fn, _ in _steps(ctx, size):
+            result[name] = {"shape": shape, "causal": bool(lm.causal), **compiled(torch, fn, ctx["device"], repeats)}
     return result

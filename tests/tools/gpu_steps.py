@@ -325,6 +325,14 @@ def graphs(ctx: dict) -> dict:
     return probe(ctx, size)
 
 
+def compile_step(ctx: dict) -> dict:
+    """K21 ratios and the causal FF decomposition, eager vs `torch.compile`, and their graph breaks
+    (`gpu_graphs.compile_probe`)."""
+    from tests.tools.gpu_graphs import compile_probe
+
+    return compile_probe(ctx, size)
+
+
 STEPS = {
     "env": (env, 5, 15), "stand_ins": (stand_ins, 10, 30), "check_encoder": (check_encoder, 10, 30),
     "check_decoder": (check_decoder, 15, 40), "profile": (profile, 10, 30), "bench_base": (bench_base, 15, 40),
@@ -333,6 +341,10 @@ STEPS = {
     "bench_causal": (bench_causal, 15, 40), "bench_causal_4096": (bench_causal_4096, 15, 45),
     "bench_bf16": (bench_bf16, 10, 30), "bench_tf32": (bench_tf32, 10, 30), "bench_max_memory": (bench_max_memory, 10, 30),
     "k24_pass_tf32": (k24_pass_tf32, 15, 60), "device_map": (device_map, 5, 20),
+    "compile": (compile_step, 10, 240),
 }
 """Step name -> (function, the seconds it is always left, the most it may take), in run order (the most
 telling first: a step gets what earlier ones left, and never less than its minimum)."""
+ON_REQUEST = frozenset({"compile"})
+"""Steps a run on a GPU takes only when ``--steps`` names them (inductor's compile alone can take minutes,
+more than the check's budget leaves); the dry run takes every step."""

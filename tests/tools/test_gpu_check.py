@@ -56,12 +56,22 @@ def test_dry_run_writes_every_number_and_target(tmp_path):
         g = t["cuda_graphs"][step]
         assert g["eager_ms"] > 0 and g["graph"] == "not run: CUDA graphs need a CUDA device", (step, g)
     assert doc["steps"]["graphs"]["result"]["k21_ratios"]["eager_vs_naive"] > 0
+    for step in ("k21_ratios", "causal_ff"):  # torch.compile: TorchDynamo's tracing (eager backend) on the CPU
+        c = t["torch_compile"][step]
+        assert c["backend"] == "eager" and c["compiled_max_abs_diff"] == 0.0 and c["compiled"] is None, (step, c)
+        assert c["graph_breaks"] >= 0 and c["graphs_compiled"] >= 1 and len(c["break_reasons"]) <= c["graph_breaks"]
     assert t["matmul_tflops"]["float32"] > 0 and set(t["efficiency"]) >= {"forward", "ratios", "maps", "full"}
     names = [x["name"] for x in doc["targets"]]
     assert len(names) == len(set(names)) >= 16 and all(x["ok"] in (True, False, None) for x in doc["targets"])
     assert sum(x["ok"] is not None for x in doc["targets"]) >= 15  # every target measured (the values are tiny)
     log = out.with_suffix(".log").read_text()
     assert "--- step k24_pass" in log and "done in" in p.stdout and not (tmp_path / "ignored").exists()
+
+
+def test_a_gpu_run_takes_compile_only_when_asked():
+    assert "compile" in STEPS and gpu_check.step_names(None, dry=True) == list(STEPS)
+    assert "compile" not in gpu_check.step_names(None, dry=False)
+    assert gpu_check.step_names("graphs, compile", dry=False) == ["graphs", "compile"]
 
 
 def test_the_schedule_keeps_every_later_steps_minimum():
