@@ -137,7 +137,7 @@ def _add_executor_args(p) -> None:
 def _executor(args, quiet: bool):
     from report_builder import executors
 
-    return api.executor(args.executor, log=log.info, progress=not (args.no_progress or quiet),
+    return api.executor(args.executor or executors.DEFAULT, log=log.info, progress=not (args.no_progress or quiet),
                         **executors.options_of(args))
 
 
@@ -287,7 +287,7 @@ def _inapplicable(args) -> str | None:
     if args.cmd == "build" and args.plan:
         from report_builder import executors
 
-        if given("no_progress", *executors.options_of(args)) or args.executor != executors.DEFAULT:
+        if given("no_progress", "executor", *executors.options_of(args)):
             return "--no-progress, --executor and the executors' options apply to a build, not to --plan"
     if args.cmd == "bench" and args.shape and args.model:
         return "--shape and --model exclude each other: bench a synthetic shape or a real model"
