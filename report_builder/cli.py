@@ -352,8 +352,8 @@ def _subparsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParse
 
 
 def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
-    """The one-line message and exit code of a failure (see README "Exit codes"); "internal error" only
-    for what a user cannot cause (a bug)."""
+    """The one-line message and exit code of a failure; "internal error" only for what a user cannot cause
+    (a bug). The codes: docs/guide/configuration.md "Sizes, configuration checks and exit codes"."""
     import errno
 
     from report_builder import extras
