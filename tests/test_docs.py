@@ -72,3 +72,66 @@ def test_every_docs_file_a_text_names_exists():
                for ref in re.findall(r"(?<![\w/.-])(docs/[\w/.-]*\.(?:md|yaml|py))", line)
                if not (ROOT / ref).is_file()]
     assert not missing, "\n".join(missing)
+
+
+# ------------------------------------------------------------------ outputs the docs quote
+
+RUN_ALL = """
+import sys
+from report_builder.cli import main
+for argv in sys.argv[1:]:
+    print("\\x00 " + argv, flush=True)
+    main(argv.split("\\x01"))
+"""
+
+
+def _quoted_runs(pages, keep) -> list[tuple[str, list[str], str]]:
+    """Each ```text block of ``pages`` that starts with `$ report-builder ...` and that ``keep(command)``
+    accepts: (command, its output lines as quoted, where)."""
+    runs = []
+    for page in pages:
+        for block in re.findall(r"^```text\n(.*?)^```", page.read_text(encoding="utf-8"), re.S | re.M):
+            for chunk in re.split(r"^(?=\$ )", block, flags=re.M):
+                lines = chunk.rstrip("\n").splitlines()
+                if lines and lines[0].startswith("$ report-builder ") and keep(lines[0]):
+                    command = lines[0][2:].split("#")[0].strip()
+                    runs.append((command, lines[1:], str(page.relative_to(ROOT))))
+    return runs
+
+
+def _matches(quoted: str, printed: list[str]) -> bool:
+    """A quoted output line is printed as it is, "…" standing for any text."""
+    pattern = ".*?".join(re.escape(part) for part in quoted.rstrip().split("…"))
+    return any(re.fullmatch(pattern, line.rstrip()) for line in printed)
+
+
+def test_the_paper_plan_the_docs_quote_is_what_plan_prints(tmp_path):
+    """The Performance guide's `plan --preset paper --gpu H200 ...` outputs, and the times the README and
+    the guides quote from them ("about 12 min on one H200 and 1.5 min on eight"), are what `plan` prints
+    now: priced from the recorded H200 run, with nothing downloaded (an empty Hugging Face cache),
+    so the same on any machine."""
+    import os
+    import subprocess
+    import sys
+
+    runs = _quoted_runs([GUIDE / "performance.md"], lambda c: " plan " in c and "--gpu " in c)
+    assert len(runs) >= 2, runs
+    argvs = [c.split()[1:] + ["--cache", str(tmp_path / "cache")] for c, _, _ in runs]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"),
+           "HF_HOME": str(tmp_path / "hf-home"), "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
+    r = subprocess.run([sys.executable, "-c", RUN_ALL, *("\x01".join(a) for a in argvs)], capture_output=True,
+                       text=True, env=env, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    printed = [out.splitlines() for out in r.stdout.split("\x00 ")[1:]]
+    wrong = [f"{where}: `{command}` prints no line like\n  {line}"
+             for (command, quoted, where), out in zip(runs, printed)
+             for line in quoted if line.strip() not in ("", "…") and not _matches(line, out)]
+    totals = [line for out in printed for line in out if re.match(r"(total|  of which|on 1 GPU): ", line)]
+    assert not wrong, "\n".join(wrong) + "\nit printed:\n" + "\n".join(totals)
+    one, eight = map(float, re.search(r"^on 1 GPU: ~([\d.]+) min; on 8 GPUs: ~([\d.]+) min", r.stdout.split(
+        "\x00 ")[1], re.M).groups())
+    said = [(p.name, float(a), float(b)) for p in (ROOT / "README.md", GUIDE / "configuration.md", GUIDE / "performance.md")
+            for a, b in re.findall(r"about ([\d.]+) min(?:utes)? on one H200,? (?:and )?([\d.]+) min(?:utes)? on eight",
+                                   re.sub(r"\s+", " ", p.read_text(encoding="utf-8")))]
+    assert len(said) >= 3, said
+    assert all(abs(a - one) <= 0.5 and abs(b - eight) <= 0.05 for _, a, b in said), (said, one, eight)
