@@ -130,8 +130,63 @@ def test_the_paper_plan_the_docs_quote_is_what_plan_prints(tmp_path):
     assert not wrong, "\n".join(wrong) + "\nit printed:\n" + "\n".join(totals)
     one, eight = map(float, re.search(r"^on 1 GPU: ~([\d.]+) min; on 8 GPUs: ~([\d.]+) min", r.stdout.split(
         "\x00 ")[1], re.M).groups())
-    said = [(p.name, float(a), float(b)) for p in (ROOT / "README.md", GUIDE / "configuration.md", GUIDE / "performance.md")
+    pages = (ROOT / "README.md", GUIDE / "configuration.md", GUIDE / "performance.md")
+    said = [(p.name, float(a), float(b)) for p in pages
             for a, b in re.findall(r"about ([\d.]+) min(?:utes)? on one H200,? (?:and )?([\d.]+) min(?:utes)? on eight",
                                    re.sub(r"\s+", " ", p.read_text(encoding="utf-8")))]
     assert len(said) >= 3, said
     assert all(abs(a - one) <= 0.5 and abs(b - eight) <= 0.05 for _, a, b in said), (said, one, eight)
+
+
+# ------------------------------------------------------------------ the notebook guide, run
+
+def test_the_notebook_guide_runs_as_written(tmp_path, monkeypatch):
+    """docs/guide/notebook.md's Python blocks and inline `res…` expressions, and the README's block, run
+    in the page's order on a tiny random BERT with MiniLM's 6 layers standing in for the embedded "minilm".
+    The site's `data.csv` the join reads is the notebook's own frame written by the site's one CSV writer
+    (`version_files.csv_text`: the published precision). The one-line repr is the one quoted, the plot's
+    title the one quoted, the join's keys and columns exist and its difference is what the comment says."""
+    import numpy as np
+
+    from tiny_models import save_tiny
+
+    save_tiny("bert", tmp_path / "tiny", layers=6)
+    page = (GUIDE / "notebook.md").read_text(encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    stand_in = repr(str(tmp_path / "tiny"))
+    blocks = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert len(blocks) >= 2
+    ns: dict = {}
+    first = blocks[0].replace('rb.load_model("minilm")', f'rb.load_model({stand_in}, name="minilm")')
+    exec(compile(first, "notebook.md[1]", "exec"), ns)  # noqa: S102 - the page's own code
+    quoted = re.search(r"^```text\n(<Decomposition: .*>)\n```", page, re.M).group(1)
+    assert _matches(re.sub(r"max error [\d.e+-]+", "max error …", quoted), [repr(ns["res"])]), (quoted, ns["res"])
+
+    readme = re.search(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S | re.M)
+    ns_readme: dict = {}
+    code = readme.group(1).replace('rb.decompose("minilm",', f"rb.decompose({stand_in},")
+    exec(compile(code, "README.md", "exec"), ns_readme)  # noqa: S102 - the README's own code
+    assert ns_readme["res"].max_error <= 1e-4
+
+    inline = [c for c in re.findall(r"`(res[^`]*)`", page) if "..." not in c and not c.endswith(".")]
+    assert len(inline) >= 5, inline
+    tables = re.search(r"`res\.to_frame\(table\)` gives [^:]*: (.*?)\. ", page, re.S).group(1)
+    for code in inline + [f'res.to_frame("{t}")' for t in re.findall(r"`(\w+)`", tables)]:
+        if "(table)" in code:
+            continue  # each table the sentence names, above
+        eval(compile(code.replace('"map.html"', repr(str(tmp_path / "map.html"))), code, "eval"), ns)  # noqa: S307
+    title = re.search(r'`res\.plot\(3, "ATB"\)` is titled "([^"]+)"', page).group(1)
+    assert title in str(ns["res"].plot(3, "ATB").to_dict())
+
+    join = blocks[1].replace('rb.load_model("minilm",', f"rb.load_model({stand_in},")
+    site = tmp_path / "site" / "figures" / "k24-maps"
+    site.mkdir(parents=True)
+    from report_builder.citations.version_files import csv_text
+
+    ns2: dict = {"rb": ns["rb"]}
+    setup = join.split("site = pd.read_csv")[0]
+    exec(compile(setup, "notebook.md[2]", "exec"), ns2)  # noqa: S102
+    (site / "data.csv").write_text(csv_text(ns2["res"].to_frame("k24_maps")), encoding="utf-8")  # as a build
+    exec(compile(join, "notebook.md[2]", "exec"), ns2)  # noqa: S102
+    diff = ns2["both"]["value (row-normalised)_notebook"] - ns2["both"]["value (row-normalised)_site"]
+    assert len(diff) == len(ns2["res"].to_frame("k24_maps")) and float(np.abs(diff).max()) < 1e-6
