@@ -190,3 +190,18 @@ def test_the_notebook_guide_runs_as_written(tmp_path, monkeypatch):
     exec(compile(join, "notebook.md[2]", "exec"), ns2)  # noqa: S102
     diff = ns2["both"]["value (row-normalised)_notebook"] - ns2["both"]["value (row-normalised)_site"]
     assert len(diff) == len(ns2["res"].to_frame("k24_maps")) and float(np.abs(diff).max()) < 1e-6
+
+
+def test_no_text_names_a_version_of_the_tool_that_does_not_exist_yet():
+    """"versions before 0.2" in a 0.1.0 package includes the version a reader runs: a version the docs
+    compare against is one that exists, at most the package's own (pyproject.toml)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    version = tuple(int(x) for x in project["version"].split("."))
+    wrong = [f"{path.relative_to(ROOT)}: {m.group(0)}"
+             for path in _prose()
+             for m in re.finditer(r"\b[Vv]ersions?\s+(?:before|since|after|from)\s+(\d+(?:\.\d+)+)",
+                                  path.read_text(encoding="utf-8"))
+             if tuple(int(x) for x in m.group(1).split(".")) > version]
+    assert not wrong, "\n".join(wrong)
