@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
              "Only what report_builder made is removed (directories carrying its marker file).", common)
     _add_config_args(p, models=False, data=False)
     p.add_argument("--all", action="store_true", dest="all",
-                   help="also remove converted models in the user cache and stale temporary folders")
+                   help="also remove, in the user cache, the converted models, the fetched model wheels, the "
+                        "cached evaluation sets and reproduce's default cache, and stale temporary folders")
     p.add_argument("--versions-older-than", dest="versions_older_than", metavar="DATE|Nd",
                    help="also remove the published figure versions created before DATE (2025-06-01) or N days "
                         "ago (30d), except each figure's current one (all: every version, and the site folder); "

@@ -205,3 +205,18 @@ def test_no_text_names_a_version_of_the_tool_that_does_not_exist_yet():
                                   path.read_text(encoding="utf-8"))
              if tuple(int(x) for x in m.group(1).split(".")) > version]
     assert not wrong, "\n".join(wrong)
+
+
+def test_clean_all_help_names_what_it_removes(tmp_path, monkeypatch, capsys):
+    """`clean --all --help` names every kind of thing `clean --all` says it removed (its help said
+    "converted models ... and stale temporary folders" while it also removes the fetched model wheels,
+    the cached evaluation sets and `reproduce`'s default cache, as install.md and safety.md say)."""
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "user"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["clean", "--all", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "o")]) == 0
+    kinds = re.findall(r"\b0 ([a-z][a-z ]+?)(?: from |,|$)", capsys.readouterr().out.strip())
+    assert len(kinds) >= 3, kinds
+    action = cli._subparsers(cli.build_parser())["clean"]._option_string_actions["--all"]
+    help_text = re.sub(r"\s+", " ", action.help)
+    missing = [k for k in kinds + ["reproduce"] if k.replace("cached ", "") not in help_text]
+    assert not missing, (missing, help_text)
