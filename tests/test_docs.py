@@ -220,3 +220,23 @@ def test_clean_all_help_names_what_it_removes(tmp_path, monkeypatch, capsys):
     help_text = re.sub(r"\s+", " ", action.help)
     missing = [k for k in kinds + ["reproduce"] if k.replace("cached ", "") not in help_text]
     assert not missing, (missing, help_text)
+
+
+def test_the_pages_links_into_the_guide_land_on_what_they_promise():
+    """A link a generated page writes in raw HTML (`href="guide/<page>.html#<anchor>"`, which mkdocs does
+    not check) names a guide page and one of its headings; the "not configured" box's data layout
+    (`SST-2/dev.tsv`, ...) is the one that section describes (the box said "see the README", which
+    describes no such layout and is not on the site)."""
+    from markdown.extensions.toc import slugify
+
+    box = (ROOT / "templates" / "figure.md.j2").read_text(encoding="utf-8")
+    links = re.findall(r'href="guide/([\w-]+)\.html#([\w-]+)"', box)
+    assert links, "the not-configured box links no guide section"
+    for page, anchor in links:
+        text = (GUIDE / f"{page}.md").read_text(encoding="utf-8")
+        sections = dict(zip([slugify(h, "-") for h in _headings(GUIDE / f"{page}.md")],
+                            re.split(r"^#{1,6} .*$", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M),
+                                     flags=re.M)[1:]))
+        assert anchor in sections, (page, anchor, list(sections))
+        for path in re.findall(r"<code>([\w-]+/[\w.]+)</code>", box):
+            assert path in sections[anchor], (path, page, anchor)
