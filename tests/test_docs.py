@@ -240,3 +240,29 @@ def test_the_pages_links_into_the_guide_land_on_what_they_promise():
         assert anchor in sections, (page, anchor, list(sections))
         for path in re.findall(r"<code>([\w-]+/[\w.]+)</code>", box):
             assert path in sections[anchor], (path, page, anchor)
+
+
+GENERATED = {"index.md", "k21.md", "k24.md", "methods.md", "models.md", "changes.md", "api.md"}
+"""Pages the build writes beside docs/ (from templates/pages/): a link to one is checked by mkdocs."""
+
+
+def test_every_relative_link_and_anchor_of_the_docs_exists():
+    """`[text](page.md#anchor)` in README.md and docs/: the file exists and the anchor is one of its headings
+    (as Python-Markdown's toc names them). mkdocs --strict checks pages, not anchors, and never the README."""
+    from markdown.extensions.toc import slugify
+
+    wrong = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            page = (path.parent / file).resolve() if file else path
+            if file and not page.is_file():
+                if page.name in GENERATED and page.parent == (ROOT / "docs").resolve():
+                    continue
+                wrong.append(f"{path.relative_to(ROOT)}: {target}: no such file")
+            elif anchor and page.suffix == ".md" and anchor not in {slugify(h, "-") for h in _headings(page)}:
+                wrong.append(f"{path.relative_to(ROOT)}: {target}: no such heading")
+    assert not wrong, "\n".join(wrong)
