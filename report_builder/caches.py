@@ -5,7 +5,7 @@ else ``$XDG_CACHE_HOME/report_builder`` or ``~/.cache/report_builder``), the sam
 directory: entries are content-addressed (analysis, version, parameters, weights fingerprint, dataset
 hash), so a build from another directory reuses every result that exists and builds of different
 projects share what they have in common. ``--cache DIR`` (``cache_dir``) still picks another one.
-Versions before 0.2 defaulted to ``.cache/report_builder`` under the working directory (`LEGACY`): it
+Earlier versions (also numbered 0.1.0) defaulted to ``.cache/report_builder`` under the working directory (`LEGACY`): it
 stays usable with ``--cache .cache/report_builder``, and a build that finds one says so in one line.
 
 Each build notes its cache in ``<user cache>/caches.json`` (`remember`), so that a ``render`` without a

@@ -137,7 +137,7 @@ def _add_executor_args(p) -> None:
 def _executor(args, quiet: bool):
     from report_builder import executors
 
-    return api.executor(args.executor, log=log.info, progress=not (args.no_progress or quiet),
+    return api.executor(args.executor or executors.DEFAULT, log=log.info, progress=not (args.no_progress or quiet),
                         **executors.options_of(args))
 
 
@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
              "Only what report_builder made is removed (directories carrying its marker file).", common)
     _add_config_args(p, models=False, data=False)
     p.add_argument("--all", action="store_true", dest="all",
-                   help="also remove converted models in the user cache and stale temporary folders")
+                   help="also remove, in the user cache, the converted models, the fetched model wheels, the "
+                        "cached evaluation sets and reproduce's default cache, and stale temporary folders")
     p.add_argument("--versions-older-than", dest="versions_older_than", metavar="DATE|Nd",
                    help="also remove the published figure versions created before DATE (2025-06-01) or N days "
                         "ago (30d), except each figure's current one (all: every version, and the site folder); "
@@ -287,7 +288,7 @@ def _inapplicable(args) -> str | None:
     if args.cmd == "build" and args.plan:
         from report_builder import executors
 
-        if given("no_progress", *executors.options_of(args)) or args.executor != executors.DEFAULT:
+        if given("no_progress", "executor", *executors.options_of(args)):
             return "--no-progress, --executor and the executors' options apply to a build, not to --plan"
     if args.cmd == "bench" and args.shape and args.model:
         return "--shape and --model exclude each other: bench a synthetic shape or a real model"
@@ -352,8 +353,8 @@ def _subparsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParse
 
 
 def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
-    """The one-line message and exit code of a failure (see README "Exit codes"); "internal error" only
-    for what a user cannot cause (a bug)."""
+    """The one-line message and exit code of a failure; "internal error" only for what a user cannot cause
+    (a bug). The codes: docs/guide/configuration.md "Sizes, configuration checks and exit codes"."""
     import errno
 
     from report_builder import extras

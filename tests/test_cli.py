@@ -208,6 +208,7 @@ def test_quiet_silences_the_libraries_and_verbose_shows_them_without_colour(mask
     (["build", "--gpus", "2"], "--gpus applies to `build --plan` only"),
     (["build", "--plan", "--no-progress"], "apply to a build, not to --plan"),
     (["build", "--plan", "--executor", "ray"], "apply to a build, not to --plan"),
+    (["build", "--plan", "--executor", "local"], "apply to a build, not to --plan"),  # the default, given
     (["-v", "env", "-q"], "-v and -q contradict each other"),
     (["bench", "--shape", "tiny", "--model", "minilm"], "--shape and --model exclude each other"),
     (["bench", "--k24-pass", "2", "--repeats", "2"], "--repeats applies to the side-by-side benchmark"),

@@ -418,7 +418,7 @@ def test_stale_temp_dirs_of_dead_processes_are_swept_at_start(tmp_path):
 
 
 def test_another_hosts_temp_dirs_are_swept_by_age_only(tmp_path):
-    """On a cluster sharing a cache (README "Run on a cluster"), a pid in another host's temp name
+    """On a cluster sharing a cache (docs/guide/cluster.md), a pid in another host's temp name
     means nothing here: such a folder is left alone until it is old, while this host's dead ones go."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

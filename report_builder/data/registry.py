@@ -112,9 +112,9 @@ def load_entry(entry: Any, data_dir: str | None = None) -> EvalSet:
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
         kind = "csv.Error" if isinstance(e, csv.Error) else type(e).__name__  # e.g. a field over 131,072 characters
         raise DataError(f"dataset {shown(entry.id)}: cannot read {shown(path or in_dir or entry.id)} "
-                        f"({kind}: {clip(for_terminal(why), 200)}); give the file this dataset "
-                        "reads (README \"The papers' own setting\"), or a .txt/.jsonl/.csv file under an id of "
-                        "your own (README \"Your own data\")") from None
+                        f"({kind}: {clip(for_terminal(why), 200)}); give the file this dataset reads "
+                        "(docs/guide/configuration.md \"The papers' own setting\"), or a .txt/.jsonl/.csv file "
+                        "under an id of your own (docs/guide/configuration.md \"Your own data\")") from None
 
 
 def _data_dir_set(set_id: str, folder: str, n: int | None) -> EvalSet:

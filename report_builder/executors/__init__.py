@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The "execution" group: ``--executor`` and every executor's own options (default None: not given)."""
     reg = executors()
     g = parser.add_argument_group("execution")
-    g.add_argument("--executor", choices=list(reg), default=DEFAULT,
+    g.add_argument("--executor", choices=list(reg), default=None,  # None: not given (`build --plan` refuses it)
                    help="; ".join(f"{name}: {cls.summary}" for name, cls in reg.items()))
     for cls in reg.values():
         for o in cls.options:

@@ -256,12 +256,12 @@ class RayExecutor:
 
     name: ClassVar[str] = "ray"
     summary: ClassVar[str] = ("every task as a Ray task on a cluster (needs the [distributed] extra; "
-                              "README \"Run on a cluster\")")
+                              "docs/guide/cluster.md)")
     options: ClassVar[tuple[Option, ...]] = (
         Option("--address", "address", metavar="ADDR",
                help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here; "
                     "HOST:PORT of a cluster with token authentication also needs RAY_AUTH_MODE=token and "
-                    "its token, README \"Run on a cluster\"); default: start a local Ray on 127.0.0.1 (never the "
+                    "its token: docs/guide/cluster.md); default: start a local Ray on 127.0.0.1 (never the "
                     "cluster RAY_ADDRESS names)"),
         Option("--ray-num-cpus", "num_cpus", type=int, metavar="N",
                help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)"),

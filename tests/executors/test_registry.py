@@ -28,7 +28,9 @@ def test_the_registry_names_every_executor_module():
 def test_the_cli_takes_executor_choices_and_options_from_the_registry(command):
     p = _subparser(command)
     executor = p._option_string_actions["--executor"]
-    assert executor.choices == list(executors.executors()) and executor.default == "local"
+    # not given: None (so `build --plan --executor local` is refused too); the CLI then runs the default one
+    assert executor.choices == list(executors.executors()) and executor.default is None
+    assert executors.DEFAULT == "local" and "local: this process (default)" in executor.help
     for cls in executors.executors().values():
         for o in cls.options:
             assert p._option_string_actions[o.flag].dest == o.dest
