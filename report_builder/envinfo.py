@@ -31,12 +31,16 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def dir_size(path: Path) -> tuple[int, int]:
-    """``(bytes, files)`` under ``path`` (0, 0 when it does not exist); symlinks are not followed."""
+def dir_size(path: Path, skip: Path | None = None) -> tuple[int, int]:
+    """``(bytes, files)`` under ``path`` (0, 0 when it does not exist), the folder ``skip`` left out (a cache
+    inside another, counted on its own line); symlinks are not followed."""
     total = files = 0
     stack = [path]
+    skipped = os.path.abspath(skip) if skip is not None else None
     while stack:
         p = stack.pop()
+        if skipped is not None and os.path.abspath(p) == skipped:
+            continue
         try:
             with os.scandir(p) as it:
                 for e in it:
@@ -89,6 +93,12 @@ def _hub_cache() -> Path:
     return Path(home) / "hub"
 
 
+def _inside(info: dict, user: dict) -> bool:
+    """Whether the results cache `env` reports lies inside the user cache (its size is then not counted twice)."""
+    r = info["caches"].get("results")
+    return bool(r) and Path(os.path.abspath(r["path"])).is_relative_to(os.path.abspath(user["path"]))
+
+
 def _model_cache() -> Path:
     from report_builder.guard import user_cache_dir
 
@@ -108,11 +118,12 @@ def collect(cache_dir: str | os.PathLike | None = None, out_dir: str | os.PathLi
         ``caches`` (name -> path, size in bytes and human units, files).
     """
     caches = {}
-    for name, path in (("results", Path(cache_dir) if cache_dir else None), ("converted models", _model_cache()),
+    results = Path(cache_dir) if cache_dir else None
+    for name, path in (("results", results), ("user cache", _model_cache()),
                        ("huggingface hub", _hub_cache()), ("site", Path(out_dir) if out_dir else None)):
         if path is None:
             continue
-        size, files = dir_size(path)
+        size, files = dir_size(path, skip=results if name == "user cache" else None)
         caches[name] = {"path": str(path), "exists": path.exists(), "bytes": size, "size": human_size(size),
                         "files": files}
     return {
@@ -159,4 +170,7 @@ def format_env(info: dict[str, Any]) -> str:
     for name, c in info["caches"].items():
         state = f"{c['size']:>10} in {c['files']} files" if c["exists"] else "    (none)"
         lines.append(f"  {name:<17} {state}  {c['path']}")
+        if name == "user cache":
+            lines.append(f"  {'':<17} (converted models, evaluation sets, frequency tables, fingerprints, the Vega "
+                         "bundle" + ("; the results cache inside it counted above)" if _inside(info, c) else ")"))
     return "\n".join(lines)

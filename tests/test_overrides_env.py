@@ -71,3 +71,24 @@ def test_env_names_the_same_model_cache_as_the_loader(monkeypatch, tmp_path):
 
 def test_human_size():
     assert [envinfo.human_size(n) for n in (0, 1023, 1536, 3 << 30)] == ["0 B", "1023 B", "1.5 KiB", "3.0 GiB"]
+
+
+def test_env_counts_the_user_cache_once_and_names_what_it_holds(tmp_path, monkeypatch):
+    """The default results cache lies inside the user cache: `env` showed the whole user cache as
+    "converted models" (results included, counted twice); the user cache's line now counts what is not the
+    results cache and says what it holds."""
+    user = tmp_path / "rb"
+    (user / "results" / "k21_mixing" / "abc").mkdir(parents=True)
+    (user / "results" / "k21_mixing" / "abc" / "t.parquet").write_bytes(b"x" * 3000)
+    (user / "models" / "m").mkdir(parents=True)
+    (user / "models" / "m" / "w.safetensors").write_bytes(b"w" * 500)
+    (user / "freq").mkdir()
+    (user / "freq" / "f.json").write_bytes(b"f" * 20)
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(user))
+    info = envinfo.collect(cache_dir=user / "results", out_dir=tmp_path / "site")
+    assert info["caches"]["results"]["bytes"] == 3000
+    assert "converted models" not in info["caches"]
+    u = info["caches"]["user cache"]
+    assert (u["bytes"], u["files"], u["path"]) == (520, 2, str(user))
+    text = envinfo.format_env(info)
+    assert "converted models, evaluation sets" in text and "the results cache inside it counted above" in text
