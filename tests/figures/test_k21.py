@@ -184,3 +184,16 @@ def test_not_configured_entries_name_the_paper_models(plain_ctx):
     assert [m["source"] for m in yaml.safe_load(tab5.config_entry)["models"]] == [m.source for m in papers.K21_VARIANTS]
     seeds = pytest.raises(NotConfigured, figure("k21-fig15").build, plain_ctx).value
     assert len(yaml.safe_load(seeds.config_entry)["models"]) == papers.N_SEEDS
+
+
+def test_fig2_shows_the_table_its_caption_promises(built):
+    """k21-fig2's caption says 'the table lists each stage's term and bias term', but the page showed the
+    diagram alone (the table went only to data.csv): a diagram's data is not shown unless it is its table."""
+    from report_builder.site.build import shown_table
+
+    result = built["plain", "k21-fig2"]
+    assert "the table lists" in figure("k21-fig2").caption
+    table = shown_table(result)
+    assert table is not None, "k21-fig2 shows no table"
+    assert list(table.iloc[:, 0]) == ["ATTN", "RES", "LN"]
+    assert any("bias" in str(c).lower() for c in table.columns), table.columns
