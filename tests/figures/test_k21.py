@@ -197,3 +197,30 @@ def test_fig2_shows_the_table_its_caption_promises(built):
     assert table is not None, "k21-fig2 shows no table"
     assert list(table.iloc[:, 0]) == ["ATTN", "RES", "LN"]
     assert any("bias" in str(c).lower() for c in table.columns), table.columns
+
+
+def _variant_figure(tables, variant: str):
+    roles = Roles(primary_encoder="tiny-bert", primary_causal="tiny-llama", encoders=("tiny-bert", "tiny-llama"),
+                  variants=(variant,), seed_group=(), datasets=("wiki", "sst2"))
+    return figure("k21-fig5").build(FigureContext(tables=tables, roles=roles))
+
+
+def test_category_columns_are_named_by_the_models_own_tokens_and_in_the_caption():
+    """The K21 Fig. 3 family's caption listed 'columns: Normal, [MASK], [CLS], [SEP], Overall' whatever the
+    model: the default build's k21-fig5 (SmolLM2, causal) shows Normal, BOS, Overall under it, and a RoBERTa
+    variant's <s>, </s>, <mask> were labelled [CLS], [SEP], [MASK] (SPEC §2 names RoBERTa's categories by its
+    own tokens). Every column a category chart shows is named in its caption, and a special category takes
+    the model's own token."""
+    caption = figure("k21-fig5").caption
+    causal = _variant_figure(k21_fixture_tables(0), "tiny-llama")
+    assert causal.params["categories"] == ["Normal", "BOS", "Overall"], causal.params
+    tables = dict(k21_fixture_tables(0))
+    roberta = {"[CLS]": "<s>", "[SEP]": "</s>", "[MASK]": "<mask>"}
+    tok = tables["k21_tokens"]
+    enc = tok["model"] == "tiny-bert"
+    tables["k21_tokens"] = tok.assign(token=tok["token"].where(~enc, tok["token"].replace(roberta)))
+    rob = _variant_figure(tables, "tiny-bert")
+    assert rob.params["categories"] == ["Normal", "<mask>", "<s>", "</s>", "Overall"], rob.params
+    assert set(rob.data["category"]) >= {"[CLS]", "[SEP]", "[MASK]"}  # data.csv keeps the K21 category names
+    for shown in causal.params["categories"] + rob.params["categories"]:
+        assert shown in caption, (shown, caption)
