@@ -87,7 +87,7 @@ SPECS: list[FigureSpec] = [
                  "causal models) are kept. The table shows the top pairs of one model, dataset and layer at a time "
                  "(choose them above it; its title says how many it shows) with the query ← source tokens "
                  "(▁ marks a word-initial space), the text "
-                 "around them (⟦…⟧ marks both tokens) and the pair's linguistic category; the chart below shows "
+                 "around them (⟦…⟧ marks both tokens; … where text is left out, also between two distant tokens) and the pair's linguistic category; the chart below shows "
                  "every kept pair, and the CSV lists them all. " + IG_NOTE),
         analysis=("k24_ffamp_pairs", "models"), build=ffamp.build_ffamp_top,
         units=schema.UNITS["k24_ffamp_pairs"],
