@@ -107,6 +107,15 @@ def test_fig1_layout_and_labels(built):
     assert r.params["tokens"] == 60 and r.params["layers"] == 6
 
 
+def test_fig1_legends_say_the_maps_are_raw_norms(built):
+    """SPEC §8: a map says whether it is raw norms or row-normalised. k21-fig1's colour legends read only
+    'ATTN-N' and 'ATTNRESLN-N', so its chart.png (cited on its own) did not say its cells are raw norms ‖z_{i←j}‖
+    (the K24 maps' legends say 'row-normalised value')."""
+    d = built["plain", "k21-fig1"].chart.to_dict()
+    legends = [c["encoding"]["color"]["title"] for c in d["hconcat"]]
+    assert legends == ["ATTN-N (raw norm)", "ATTNRESLN-N (raw norm)"], legends
+
+
 def test_fig3_fixed_scale_and_panels(built):
     r = built["plain", "k21-fig3"]
     d = r.chart.to_dict()

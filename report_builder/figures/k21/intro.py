@@ -32,7 +32,8 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
     if set(FIG1_METHODS) - set(data["method"]):
         raise NotConfigured(f"k21_maps for {model!r} lacks {FIG1_METHODS}", snippets.primary_yaml())
     data = data.reset_index(drop=True)
-    chart = token_maps.token_map_heatmap(data, panel="method", panel_order=FIG1_METHODS, size=300, label=f"{model}: ")
+    chart = token_maps.token_map_heatmap(data, panel="method", panel_order=FIG1_METHODS, size=300, label=f"{model}: ",
+                                         unit="raw norm")
     reading = readings.self_share_reading(figstats.self_share(data))
     n_tok = int(data["i"].max()) + 1
     return FigureResult(
