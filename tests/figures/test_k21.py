@@ -233,3 +233,19 @@ def test_category_columns_are_named_by_the_models_own_tokens_and_in_the_caption(
     assert set(rob.data["category"]) >= {"[CLS]", "[SEP]", "[MASK]"}  # data.csv keeps the K21 category names
     for shown in causal.params["categories"] + rob.params["categories"]:
         assert shown in caption, (shown, caption)
+
+
+def test_tab8_data_holds_the_per_layer_rates_its_chart_draws(built):
+    """k21-tab8's chart draws the expansion rate of every layer, but its data.csv held only each model's
+    mean, SD, min and max: the numbers drawn could not be read from the figure's data. Its data is now one
+    row per (model, layer) drawn, with the model's summary beside it (the paper comparison reads those)."""
+    r = built["full", "k21-tab8"]
+    d = r.data
+    assert {"layer", "expansion_rate", "mean", "min", "max"} <= set(d.columns), list(d.columns)
+    drawn = r.chart.to_dict()
+    tables = k21_fixture_tables(0, n_variants=3, n_seeds=3)["k21_expansion"]
+    one = tables[tables["model"] == "tiny-bert"].sort_values("layer")
+    got = d[d["model"] == "tiny-bert"].sort_values("layer")
+    assert list(got["expansion_rate"]) == list(one["expansion_rate"]) and list(got["layer"]) == list(one["layer"])
+    assert drawn  # the chart still builds
+    assert d.groupby("model")["mean"].nunique().max() == 1  # one summary per model
