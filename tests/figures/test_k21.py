@@ -249,3 +249,19 @@ def test_tab8_data_holds_the_per_layer_rates_its_chart_draws(built):
     assert list(got["expansion_rate"]) == list(one["expansion_rate"]) and list(got["layer"]) == list(one["layer"])
     assert drawn  # the chart still builds
     assert d.groupby("model")["mean"].nunique().max() == 1  # one summary per model
+
+
+def test_fig4_reading_names_the_tokens_without_a_word_frequency():
+    """Tokens wordfreq does not list (numbers, dashes: '2013', '—' in the default build) share the worst rank
+    (data.frequency), so k21-fig4 drew 99 of its points as a column at rank 26,690 that nothing on the page
+    explained. The reading now says how many occurrences share that rank and which tokens they are."""
+    tables = dict(k21_fixture_tables(0))
+    f = tables["k21_freq"]
+    worst = int(f["freq_rank"].max()) + 100
+    unseen = f["token"].isin(["the", "man"]) & (f["model"] == "tiny-bert")  # two tokens, many occurrences
+    tables["k21_freq"] = f.assign(freq_rank=f["freq_rank"].where(~unseen, worst))
+    r = figure("k21-fig4").build(FigureContext(tables=tables, roles=fixture_roles()))
+    n = int((unseen & (f["dataset"] == "wiki")).sum())
+    assert f"{n} occurrences of 2 tokens" in r.reading and f"{worst:,}" in r.reading, r.reading
+    plain = figure("k21-fig4").build(FigureContext(tables=k21_fixture_tables(0), roles=fixture_roles()))
+    assert "share the worst rank" not in plain.reading, plain.reading
