@@ -265,3 +265,14 @@ def test_fig4_reading_names_the_tokens_without_a_word_frequency():
     assert f"{n} occurrences of 2 tokens" in r.reading and f"{worst:,}" in r.reading, r.reading
     plain = figure("k21-fig4").build(FigureContext(tables=k21_fixture_tables(0), roles=fixture_roles()))
     assert "share the worst rank" not in plain.reading, plain.reading
+
+
+def test_wrapped_category_panels_each_label_their_columns(built):
+    """K21 Fig. 3's five panels wrap 3 + 2 on a laptop page (84e93bf); the token-category axis was drawn only
+    under the last row of each column, so the top row's panels had no column labels and the third column's
+    axis stood under an empty slot. Every panel now labels its own columns."""
+    vlc = pytest.importorskip("vl_convert")
+    r = built["plain", "k21-fig3"]
+    svg = vlc.vegalite_to_svg(r.chart.to_dict())
+    n_panels = len(schema.K21_METHODS)
+    assert svg.count(">token category<") == n_panels, svg.count(">token category<")
