@@ -123,8 +123,8 @@ SPECS: list[FigureSpec] = [
                  "dimension over tokens, LN weight = γ of the norm that follows (post-LN LN₂; pre-LN the next "
                  "layer's LN₁), LN-output change = mean |change of the LN output that FF causes| in that "
                  "dimension; colour = kept ratio (LN-output change / FF change). The slider picks the layer. "
-                 "Bottom: per layer, Σ LN-output change / Σ FF change over dimensions and the Spearman ρ "
-                 "between FF change and |γ| across dimensions."),
+                 "Bottom: per layer, the Spearman ρ between FF change and |γ| across dimensions (left) and "
+                 "Σ LN-output change / Σ FF change over dimensions (right)."),
         analysis=("k24_ln_dims", "models"), build=res_ln.build_ln_dims,
     ),
     FigureSpec(
