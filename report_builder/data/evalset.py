@@ -94,7 +94,8 @@ class EvalSet:
             n: Number of items to keep; must be positive.
 
         Returns:
-            An :class:`EvalSet` with the same id, name and datasheet (``size`` updated).
+            An :class:`EvalSet` with the same id, name and datasheet (``size`` updated; ``built`` says
+            which items are kept).
         """
         if n is None or n >= len(self.items):
             return self
@@ -104,6 +105,8 @@ class EvalSet:
             raise DataError(f"n must be a positive number of items, got {shown(n)}")
         sheet = dict(self.datasheet)
         sheet["size"] = n
+        if sheet.get("built"):  # the whole set's sentence, then what of it is kept
+            sheet["built"] = f"{str(sheet['built']).rstrip()} Only the first {n} of these {len(self.items)} items are used."
         return EvalSet(self.id, self.name, self.items[:n], sheet)
 
 

@@ -4,7 +4,9 @@ For every (model, dataset) slice a figure drew, the paper's numbers for the same
 dataset are looked up (`reported.paper_numbers`); where the paper has none for that model — e.g. the
 embedded MiniLM of the default build — the figure's first slice is set beside the paper's own model
 for that figure (bert-base-uncased on Wikipedia, or the 25 MultiBERTs), labelled as such, so a reader
-of any build can compare. Statistics are matched by column name: the figure data and the reported
+of any build can compare. The primary dataset stands for the paper's Wikipedia setting whatever its name;
+any other dataset is set only beside the paper's numbers for the same dataset (SST-2, MNLI, CoNLL-2003),
+never beside Wikipedia's. Statistics are matched by column name: the figure data and the reported
 frames share ``mean``, ``max``, ``min``, ``sd``, ``rho_all``, ``rho_no_special``, … .
 
 Pitfall: a difference between two different models is context, not a check; `Comparison.same_model`
@@ -147,7 +149,10 @@ def comparison(fid: str, data: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
     if not rows:  # nothing of the paper's own: the first model beside the paper's model for this figure
         same = False
         first = slices[0][0]
+        primary = next(iter(getattr(roles, "datasets", ())), None)
         for model, dataset, g in (x for x in slices if x[0] == first):
+            if dataset is not None and dataset != primary and reported.paper_dataset(dataset) is None:
+                continue  # a second set the paper lacks: nothing of the paper's is about it (not Wikipedia's)
             label = (f"seed group ({len(getattr(roles, 'seed_group', ()))} models)" if fid in SEED_GROUP_FIGURES
                      else model or "")
             ref = reported.reference_for(fid, src.get(model or "", ""), dataset, rep)

@@ -13,7 +13,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from report_builder import papers, precision
-from report_builder.site import assets, manifest, pages
+from report_builder.site import assets, htmltable, manifest, pages, setting
 from report_builder.citations import cite as prov_mod
 from report_builder.site.paths import guide_pages
 
@@ -57,9 +57,11 @@ def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.Da
             tmpl_name = s.template if (Path(env.loader.searchpath[0]) / s.template).is_file() else "figure.md.j2"
             groups[-1]["items"].append(env.get_template(tmpl_name).render(
                 fig=s, s=sections[s.id], h="###" if s.section else "##", roles=roles))
+        setting_rows = setting.setting_rows(paper, tables, roles, prov)
+        setting_html = Markup(htmltable.to_html(pd.DataFrame(setting_rows, columns=list(setting.HEAD)))) if setting_rows else ""
         write(page, env.get_template("pages/paper.md.j2").render(
             paper=paper, paper_name=prov_mod.PAPER_NAMES[paper], paper_title=papers.PAPERS[paper].title,
-            intro=papers.PAPERS[paper].intro_doc, groups=groups))
+            intro=papers.PAPERS[paper].intro_doc, groups=groups, setting=setting_html))
 
     figure_index = {p: [{"id": s.id, "title": s.title, "page": PAGES[p],
                          "built": sections[s.id].not_configured is None} for s in by_paper[p]]

@@ -91,3 +91,14 @@ def test_sentence_splitter_keeps_abbreviations():
         "Mr. Smith paid 3.5 dollars, e.g. in cash.",
         '"Why?" he asked.',
     ]
+
+
+def test_a_prefix_says_so_in_its_datasheet():
+    """The default build's wiki set (n: 256) was described on the Models & data page and in k21-tab1's data.csv
+    as '... 992 of 4446 candidate pairs drawn with random.Random(0), kept in file order' beside 'Samples 256':
+    the datasheet of a prefix (`EvalSet.head`) kept the whole set's sentence. It now says which items are kept."""
+    full = load_eval_set("wiki")
+    few = load_eval_set("wiki", n=7)
+    assert few.datasheet["built"].startswith(full.datasheet["built"])
+    assert f"first 7 of these {len(full.items)}" in few.datasheet["built"], few.datasheet["built"]
+    assert load_eval_set("wiki", n=len(full.items)).datasheet["built"] == full.datasheet["built"]

@@ -107,6 +107,15 @@ def test_fig1_layout_and_labels(built):
     assert r.params["tokens"] == 60 and r.params["layers"] == 6
 
 
+def test_fig1_legends_say_the_maps_are_raw_norms(built):
+    """SPEC §8: a map says whether it is raw norms or row-normalised. k21-fig1's colour legends read only
+    'ATTN-N' and 'ATTNRESLN-N', so its chart.png (cited on its own) did not say its cells are raw norms ‖z_{i←j}‖
+    (the K24 maps' legends say 'row-normalised value')."""
+    d = built["plain", "k21-fig1"].chart.to_dict()
+    legends = [c["encoding"]["color"]["title"] for c in d["hconcat"]]
+    assert legends == ["ATTN-N (raw norm)", "ATTNRESLN-N (raw norm)"], legends
+
+
 def test_fig3_fixed_scale_and_panels(built):
     r = built["plain", "k21-fig3"]
     d = r.chart.to_dict()
@@ -184,3 +193,86 @@ def test_not_configured_entries_name_the_paper_models(plain_ctx):
     assert [m["source"] for m in yaml.safe_load(tab5.config_entry)["models"]] == [m.source for m in papers.K21_VARIANTS]
     seeds = pytest.raises(NotConfigured, figure("k21-fig15").build, plain_ctx).value
     assert len(yaml.safe_load(seeds.config_entry)["models"]) == papers.N_SEEDS
+
+
+def test_fig2_shows_the_table_its_caption_promises(built):
+    """k21-fig2's caption says 'the table lists each stage's term and bias term', but the page showed the
+    diagram alone (the table went only to data.csv): a diagram's data is not shown unless it is its table."""
+    from report_builder.site.build import shown_table
+
+    result = built["plain", "k21-fig2"]
+    assert "the table lists" in figure("k21-fig2").caption
+    table = shown_table(result)
+    assert table is not None, "k21-fig2 shows no table"
+    assert list(table.iloc[:, 0]) == ["ATTN", "RES", "LN"]
+    assert any("bias" in str(c).lower() for c in table.columns), table.columns
+
+
+def _variant_figure(tables, variant: str):
+    roles = Roles(primary_encoder="tiny-bert", primary_causal="tiny-llama", encoders=("tiny-bert", "tiny-llama"),
+                  variants=(variant,), seed_group=(), datasets=("wiki", "sst2"))
+    return figure("k21-fig5").build(FigureContext(tables=tables, roles=roles))
+
+
+def test_category_columns_are_named_by_the_models_own_tokens_and_in_the_caption():
+    """The K21 Fig. 3 family's caption listed 'columns: Normal, [MASK], [CLS], [SEP], Overall' whatever the
+    model: the default build's k21-fig5 (SmolLM2, causal) shows Normal, BOS, Overall under it, and a RoBERTa
+    variant's <s>, </s>, <mask> were labelled [CLS], [SEP], [MASK] (SPEC §2 names RoBERTa's categories by its
+    own tokens). Every column a category chart shows is named in its caption, and a special category takes
+    the model's own token."""
+    caption = figure("k21-fig5").caption
+    causal = _variant_figure(k21_fixture_tables(0), "tiny-llama")
+    assert causal.params["categories"] == ["Normal", "BOS", "Overall"], causal.params
+    tables = dict(k21_fixture_tables(0))
+    roberta = {"[CLS]": "<s>", "[SEP]": "</s>", "[MASK]": "<mask>"}
+    tok = tables["k21_tokens"]
+    enc = tok["model"] == "tiny-bert"
+    tables["k21_tokens"] = tok.assign(token=tok["token"].where(~enc, tok["token"].replace(roberta)))
+    rob = _variant_figure(tables, "tiny-bert")
+    assert rob.params["categories"] == ["Normal", "<mask>", "<s>", "</s>", "Overall"], rob.params
+    assert set(rob.data["category"]) >= {"[CLS]", "[SEP]", "[MASK]"}  # data.csv keeps the K21 category names
+    for shown in causal.params["categories"] + rob.params["categories"]:
+        assert shown in caption, (shown, caption)
+
+
+def test_tab8_data_holds_the_per_layer_rates_its_chart_draws(built):
+    """k21-tab8's chart draws the expansion rate of every layer, but its data.csv held only each model's
+    mean, SD, min and max: the numbers drawn could not be read from the figure's data. Its data is now one
+    row per (model, layer) drawn, with the model's summary beside it (the paper comparison reads those)."""
+    r = built["full", "k21-tab8"]
+    d = r.data
+    assert {"layer", "expansion_rate", "mean", "min", "max"} <= set(d.columns), list(d.columns)
+    drawn = r.chart.to_dict()
+    tables = k21_fixture_tables(0, n_variants=3, n_seeds=3)["k21_expansion"]
+    one = tables[tables["model"] == "tiny-bert"].sort_values("layer")
+    got = d[d["model"] == "tiny-bert"].sort_values("layer")
+    assert list(got["expansion_rate"]) == list(one["expansion_rate"]) and list(got["layer"]) == list(one["layer"])
+    assert drawn  # the chart still builds
+    assert d.groupby("model")["mean"].nunique().max() == 1  # one summary per model
+
+
+def test_fig4_reading_names_the_tokens_without_a_word_frequency():
+    """Tokens wordfreq does not list (numbers, dashes: '2013', '—' in the default build) share the worst rank
+    (data.frequency), so k21-fig4 drew 99 of its points as a column at rank 26,690 that nothing on the page
+    explained. The reading now says how many occurrences share that rank and which tokens they are."""
+    tables = dict(k21_fixture_tables(0))
+    f = tables["k21_freq"]
+    worst = int(f["freq_rank"].max()) + 100
+    unseen = f["token"].isin(["the", "man"]) & (f["model"] == "tiny-bert")  # two tokens, many occurrences
+    tables["k21_freq"] = f.assign(freq_rank=f["freq_rank"].where(~unseen, worst))
+    r = figure("k21-fig4").build(FigureContext(tables=tables, roles=fixture_roles()))
+    n = int((unseen & (f["dataset"] == "wiki")).sum())
+    assert f"{n} occurrences of 2 tokens" in r.reading and f"{worst:,}" in r.reading, r.reading
+    plain = figure("k21-fig4").build(FigureContext(tables=k21_fixture_tables(0), roles=fixture_roles()))
+    assert "share the worst rank" not in plain.reading, plain.reading
+
+
+def test_wrapped_category_panels_each_label_their_columns(built):
+    """K21 Fig. 3's five panels wrap 3 + 2 on a laptop page (84e93bf); the token-category axis was drawn only
+    under the last row of each column, so the top row's panels had no column labels and the third column's
+    axis stood under an empty slot. Every panel now labels its own columns."""
+    vlc = pytest.importorskip("vl_convert")
+    r = built["plain", "k21-fig3"]
+    svg = vlc.vegalite_to_svg(r.chart.to_dict())
+    n_panels = len(schema.K21_METHODS)
+    assert svg.count(">token category<") == n_panels, svg.count(">token category<")

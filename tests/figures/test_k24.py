@@ -163,3 +163,29 @@ def test_ffamp_top_token_text_is_set_in_a_font_with_its_marks(tables):
     fonts = {lay["mark"]["x"]: lay["mark"].get("font") for lay in ch.to_dict()["layer"] if lay["mark"].get("baseline") == "middle"}
     assert fonts[40] == fonts[420] == theme.TOKEN_FONT  # pair, context
     assert theme.TOKEN_FONT.startswith("'DejaVu Sans'")
+
+
+def test_ffamp_top_context_keeps_both_marked_tokens(tables):
+    """The table cut each pair's context to its first 64 characters, so where the two tokens lie farther apart
+    (the default build's 'workers ← rocker', ranks 1-3 of MiniLM-L6 layer 6) only the query token was marked
+    and the source token was cut away, though the caption promises '⟦…⟧ marks both tokens'. The context now
+    keeps both marks, eliding the text between them (…) where they do not fit in one window."""
+    from report_builder.figures.charts import points
+
+    p = tables["k24_ffamp_pairs"]
+    far = ("…hey believe that ⟦workers⟧' organisations (the organisations that struggle against the wage "
+           "system, which, in anarcho-syndicalist theory, will eventually form the basis of a new society) "
+           "should be run by the ⟦rocker⟧ himself, and more text after it…")
+    p = p.assign(context=[far] + list(p["context"].iloc[1:]))
+    ch = points.top_pairs_table(p, models=sorted(p["model"].unique()), datasets=sorted(p["dataset"].unique()),
+                                per_layer=10)
+    spec = ch.to_dict()
+    values = spec["datasets"][spec["layer"][0]["data"]["name"]]
+    rows = json.loads(values) if isinstance(values, str) else values
+    shown = [r["context"] for r in rows if "workers" in r["context"] or "rocker" in r["context"]]
+    assert shown, rows[:2]
+    for text in shown:
+        assert "⟦workers⟧" in text and "⟦rocker⟧" in text, text
+        assert len(text) <= 64, (len(text), text)
+    for text in (r["context"] for r in rows):
+        assert len(text) <= 64 and text.count("⟦") == text.count("⟧"), text

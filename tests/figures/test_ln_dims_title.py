@@ -34,3 +34,22 @@ def test_a_model_name_is_text_in_the_title_expression():
     name = 'o\'b"x\\ + layer_ln + \u00e9'
     texts = _texts(ln_dims_scatter(_frame({name: 2}), n_layers=2, models=[name]))
     assert f"{name}, layer 2 of 2" in texts, texts
+
+
+def test_the_caption_names_the_summary_panels_in_the_order_drawn():
+    """k24-ln-dims's caption named its bottom panels 'Σ LN-output change / Σ FF change ... and the Spearman ρ',
+    but the chart draws ρ on the left and the Σ ratio on the right (a reader matched each description to the
+    wrong panel). The caption now names them left to right as drawn."""
+    from report_builder.figures.registry import figure
+    from report_builder.figures.spec import FigureContext
+    from tests.fixtures.k24_tables import k24_fixture_roles, k24_fixture_tables
+
+    r = figure("k24-ln-dims").build(FigureContext(tables=k24_fixture_tables(), roles=k24_fixture_roles()))
+    svg = html.unescape(vlc.vegalite_to_svg(r.chart.to_dict()))
+    rho, kept = "Spearman ρ(FF change, |γ|)", "Σ LN-output change / Σ FF change"
+    assert rho in svg and kept in svg
+    # the column headers are drawn left to right in document order
+    drawn = ["ρ", "Σ"] if svg.index(rho) < svg.index(kept) else ["Σ", "ρ"]
+    caption = figure("k24-ln-dims").caption
+    named = ["ρ", "Σ"] if caption.index("Spearman ρ") < caption.index("Σ LN-output") else ["Σ", "ρ"]
+    assert drawn == named, (drawn, caption)

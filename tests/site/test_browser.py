@@ -233,3 +233,26 @@ def test_home_figure_ids_never_break_across_lines(browser, served):
     assert not problems, problems
     assert len(lines) >= 3, f"no figure ids found on Home ({lines}): the check would pass vacuously"
     assert [t for t, n in lines if n != 1] == [], lines
+
+
+def test_tables_fit_a_laptop_page(browser, served):
+    """K21 Table 1 drew 1072 px in the 938 px content column of a 1280 px laptop (the default build; the
+    Source and Licence columns hidden past the right edge) because every header was set on one line: one
+    'Mean tokens (<model>)' column per model. Headers now wrap at their spaces where the table would not
+    fit otherwise; no figure table is wider than the page."""
+    base, _, _, _ = served
+    wide = {}
+    for name in ("k21.html", "k24.html"):
+        page, ctx, problems = _open(browser, f"{base}/{name}", base, viewport={"width": 1280, "height": 900})
+        # the fixture's models are named tiny-*: give Table 1's per-model headers the default build's lengths
+        page.evaluate("""() => [...document.querySelectorAll('article table.rb-table th')]
+            .filter(th => th.textContent.startsWith('Mean tokens ('))
+            .forEach(th => { th.textContent = th.textContent.replace('(tiny-', '(SmolLM2-135M-'); })""")
+        wide[name] = page.evaluate("""() => [...document.querySelectorAll('article table.rb-table')]
+            .map(t => [t.rows[0].innerText.replace(/\\s+/g, ' ').slice(0, 60), t.scrollWidth,
+                       t.parentElement.clientWidth])""")
+        ctx.close()
+        assert not problems, problems
+    assert wide["k21.html"], "no K21 table found (the check would pass vacuously)"
+    over = [(n, row) for n, rows in wide.items() for row in rows if row[1] > row[2] + 1]
+    assert over == [], over

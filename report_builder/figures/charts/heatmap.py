@@ -87,11 +87,15 @@ def annotated_heatmap(
     )
     if facet is None:
         return layered
-    return layered.facet(
+    out = layered.facet(
         facet=alt.Facet(f"{field(facet)}:N", sort=list(facet_order) if facet_order else "ascending", title=None),
         columns=columns,
         spacing=12,
     )
+    n_panels = len(facet_order) if facet_order else df[facet].nunique()
+    if n_panels > columns:  # wrapped: each panel labels its own columns (the shared axis sat under the last row
+        out = out.resolve_axis(x="independent")  # only, below an empty slot where the panels do not fill it)
+    return out
 
 
 def category_lift_heatmap(df: pd.DataFrame, categories: Sequence[str], clip: float = 3.0, title: str = "",

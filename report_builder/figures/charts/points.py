@@ -155,6 +155,33 @@ def _shown_layer_title(model: str, param: str, last: int) -> alt.ExprRef:
                        f" + ' of {int(last)}'")
 
 
+def _window(text: str, lo: int, hi: int, n: int) -> str:
+    """``text`` cut to at most ``n`` characters around ``text[lo:hi]`` (kept whole), ``…`` where cut."""
+    if len(text) <= n:
+        return text
+    keep = max(n - 2, hi - lo)  # room for an ellipsis at each end
+    start = max(0, min(lo - (keep - (hi - lo)) // 2, len(text) - keep))
+    end = min(len(text), start + keep)
+    return ("…" if start > 0 else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def fit_context(text: str, n: int) -> str:
+    """A pair's context (`stats.context_snippet`) in at most ``n`` characters, keeping both ``⟦…⟧`` marks: cut
+    at the ends around them, and also between them (``…``) where the two tokens lie farther apart than fit."""
+    if len(text) <= n:
+        return text
+    opens, closes = text.find("⟦"), text.rfind("⟧")
+    if opens < 0 or closes < 0:
+        return text[: n - 1] + "…"
+    first_end, last_start = text.find("⟧", opens) + 1, text.rfind("⟦")
+    if closes + 1 - opens + 2 <= n or last_start < first_end:  # both marks fit in one window
+        return _window(text, opens, closes + 1, n)
+    left = _window(text[:last_start], opens, first_end, n // 2)
+    left = left if left.endswith("…") else left + "…"
+    right = _window(text[first_end:], last_start - first_end, closes + 1 - first_end, n - len(left) + 1)
+    return left + (right[1:] if right.startswith("…") else right)
+
+
 def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequence[str], per_layer: int,
                     key: str = "top", context_chars: int = 64) -> alt.Chart:
     """The top ``per_layer`` pairs of one (model, dataset, layer) at a time, as a text table with widgets.
@@ -172,7 +199,7 @@ def top_pairs_table(df: pd.DataFrame, *, models: Sequence[str], datasets: Sequen
         "rank": d["rank"].astype(int).astype(str),
         "pair": d["token_i"].astype(str) + " ← " + d["token_j"].astype(str),
         "category": d["category"].astype(str), "amp": d["amp"].map(lambda v: f"{pub(v, '.3f')}"),
-        "context": ctxt.where(ctxt.str.len() <= context_chars, ctxt.str.slice(0, context_chars - 1) + "…"),
+        "context": ctxt.map(lambda t: fit_context(t, context_chars)),
     })
     # the rows a (model, dataset, layer) has: top_k of the build may be below per_layer, and a layer may
     # keep fewer pairs than top_k; the title says the number shown, never a constant

@@ -45,6 +45,7 @@ def token_map_heatmap(
     value_format: str = ".3f",
     digits: int = 4,
     label: str = "",
+    unit: str = "",
 ) -> alt.Chart:
     """Token-to-token maps, one panel per ``panel`` value side by side, with a layer slider.
 
@@ -63,6 +64,7 @@ def token_map_heatmap(
         digits: values are rounded to this many decimals to keep the spec small.
         label: prefix of every panel title (e.g. the model), so an exported panel says what it shows;
             the panel title also names the layer shown (the slider's value).
+        unit: what a cell is (e.g. ``raw norm``), added to each colour legend's title: ``ATTN-N (raw norm)``.
 
     Returns:
         An ``hconcat`` (slider) or ``vconcat`` of ``hconcat`` rows (no slider) chart.
@@ -110,7 +112,8 @@ def token_map_heatmap(
                         axis=alt.Axis(labelFontSize=fsize, labelAngle=-90, orient="top", labelLimit=110)),
                 y=alt.Y("row:N", sort=order, title="output token i",
                         axis=alt.Axis(labelFontSize=fsize, labelLimit=110)),
-                color=alt.Color(f"{field(pcol)}:Q", title=pcol, scale=alt.Scale(scheme=scheme),
+                color=alt.Color(f"{field(pcol)}:Q", title=f"{pcol} ({unit})" if unit else pcol,
+                                scale=alt.Scale(scheme=scheme),
                                 legend=alt.Legend(orient="bottom", gradientLength=min(size, 200))),
                 tooltip=[
                     alt.Tooltip("layer:O", title="layer"),

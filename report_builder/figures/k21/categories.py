@@ -32,6 +32,23 @@ def panel_columns(n_panels: int, n_categories: int) -> int:
     return -(-n_panels // rows)
 
 
+def category_labels(tokens, causal: bool) -> Callable[[str], str]:
+    """How a K21 category is shown for one model: a special category by the model's own token where all its
+    occurrences are one token (RoBERTa's ``<s>``, ``</s>``, ``<mask>``; BERT's ``[CLS]`` …), a causal model's
+    ``[CLS]`` as ``BOS`` (`tokens.category_label`); the data keeps the K21 names."""
+    names: dict[str, str] = {}
+    special = tokens[tokens["category"].isin([*schema.SPECIAL_TOKEN_CATEGORIES, "[MASK]"])]
+    for cat, toks in special.groupby("category")["token"]:
+        one = toks.unique()
+        if len(one) == 1 and isinstance(one[0], str) and one[0].strip():
+            names[str(cat)] = one[0]
+
+    def label(category: str) -> str:
+        shown = token_display.category_label(category, causal)
+        return shown if shown != category else names.get(category, category)
+    return label
+
+
 def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: str) -> FigureResult:
     """Fig. 3-style result for one model and dataset (used by fig3, fig5–17)."""
     tokens = sel.rows(ctx, "k21_tokens", model, dataset, role)
@@ -42,9 +59,9 @@ def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: 
     causal = display.is_causal(ctx.tables, model)
     cats = [c for c in st.CATEGORIES if c in set(plot["category"])]
     cats += sorted(set(plot["category"]) - set(cats))
-    # a causal model's "[CLS]" category is its BOS token: shown under that name
-    plot["category"] = plot["category"].map(lambda c: token_display.category_label(c, causal))
-    cats = [token_display.category_label(c, causal) for c in cats]
+    label = category_labels(tokens, causal)
+    plot["category"] = plot["category"].map(label)
+    cats = [label(c) for c in cats]
     chart = heatmap.annotated_heatmap(
         plot, x="category", y="Layer", value="value", facet="method", facet_order=st.METHODS,
         x_order=cats, y_order=sorted(plot["Layer"].unique()), domain=(0, 100), fmt=".1f",
@@ -53,8 +70,7 @@ def category_heatmap_result(ctx: FigureContext, model: str, dataset: str, role: 
         x_title="token category", y_title=LAYER_TITLE, value_title="mixing ratio (%)", tooltip_extra=("n_seqs",),
         legend_orient="bottom",
     )
-    reading = readings.category_reading(
-        means.assign(category=means["category"].map(lambda c: token_display.category_label(c, causal))))
+    reading = readings.category_reading(means, label)
     if causal and token_display.BOS in cats:
         reading += (f" {model} is causal: its first token (BOS) can attend only to itself, so its mixing ratio "
                     "is 0 by construction in every layer and method.")

@@ -24,10 +24,12 @@ from report_builder.figures.spec import FigureSpec
 PAPER = "K21"
 
 _POOLED = ("pooled over every (sequence, layer, non-pad token) on masked inputs (12% of non-special tokens "
-           "masked), special and mask tokens included; ratios ×100.")
+           "masked; a causal model's inputs are never masked), special and mask tokens included; ratios ×100.")
 _FIG3_CAPTION = (
     "Context-mixing ratio (%) per layer (rows, 1 = first) and token category (columns: Normal, [MASK], [CLS], "
-    "[SEP], Overall), one panel per method (ATTN-W, ATTN-N, ATTNRES-W, ATTNRES-N, ATTNRESLN-N). Each cell is the "
+    "[SEP], Overall; a special category is named by the model's own token, e.g. RoBERTa's <mask>, <s>, </s>; a "
+    "causal model is never masked and has no separator, so its columns are Normal, BOS (its first token) and "
+    "Overall), one panel per method (ATTN-W, ATTN-N, ATTNRES-W, ATTNRES-N, ATTNRESLN-N). Each cell is the "
     "mean over the tokens of that category within a sequence, then the mean over the sequences containing "
     "the category (Overall: all tokens). Fixed colour scale 0–100. {who}"
 )

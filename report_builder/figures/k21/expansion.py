@@ -17,7 +17,10 @@ from report_builder.precision import published as pub
 
 
 def build_tab8(ctx: FigureContext) -> FigureResult:
-    """K21 Table 8: expansion rate per model (mean, SD, min, max over layers) and per layer."""
+    """K21 Table 8: expansion rate per model (mean, SD, min, max over layers) and per layer.
+
+    The data is one row per (model, layer) the chart draws (a seed group: its per-layer mean), with the
+    model's summary (``mean``, ``sd``, ``min``, ``max``, ``n_layers``) on each of its rows."""
     exp = sel.result_table(ctx, "k21_expansion", snippets.primary_yaml())
     g = set(ctx.roles.seed_group) if len(ctx.roles.seed_group) >= 2 else set()
     order = {k: n for n, k in enumerate(ctx.roles.encoders)}
@@ -51,6 +54,8 @@ def build_tab8(ctx: FigureContext) -> FigureResult:
         y_title="expansion rate" + (" (log)" if log else "") + "; dashed: 1", tooltip=("report",), rule_at=1.0,
         log_y=log,
     )
-    data = summ.drop(columns="group")
+    # what the chart draws (this build's per-layer rates), each row with its model's summary (the table's numbers)
+    data = lines[lines["report"] == "this build"][["model", "layer", "expansion_rate"]].merge(
+        summ.drop(columns="group"), on="model", how="left").reset_index(drop=True)
     return FigureResult(data=data, chart=chart, table=table, reading=readings.expansion_reading(summ.iloc[0]),
                         paper=paper, models=tuple(exp["model"].unique()), params={"seed_group_summarised": sorted(g)})

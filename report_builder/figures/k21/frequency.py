@@ -37,6 +37,22 @@ FIG4_UNITS = {"ATTNRESLN-N": schema.PERCENT}
 """The units of Fig. 4's data: each occurrence's mixing ratio, mean over layers."""
 
 
+def _unseen_note(freq) -> str:
+    """Tokens wordfreq does not list share the worst rank (`data.frequency`): a column of points at the right
+    of Fig. 4 that the reading names (how many occurrences, which tokens), or "" when no two tokens share it."""
+    words = freq[~freq["category"].isin(schema.SPECIAL_TOKEN_CATEGORIES)]
+    if words.empty:
+        return ""
+    worst = words["freq_rank"].max()
+    at = words[words["freq_rank"] == worst]
+    tokens = at["token"].astype(str).value_counts()
+    if len(tokens) < 2:
+        return ""
+    examples = ", ".join(f"'{t}'" for t in tokens.index[:3])
+    return (f" {len(at)} occurrences of {len(tokens)} tokens that the word-frequency list does not hold (e.g. "
+            f"{examples}) share the worst rank, {int(worst):,}: the column of points at the right.")
+
+
 def build_fig4(ctx: FigureContext) -> FigureResult:
     """K21 Fig. 4: frequency rank vs ATTNRESLN-N per token occurrence, primary encoder and dataset."""
     model, ds = sel.primary(ctx)
@@ -57,6 +73,7 @@ def build_fig4(ctx: FigureContext) -> FigureResult:
     rho = st.frequency_spearman(freq)
     note = (f" The chart leaves out the {n_special} [CLS]/[SEP] occurrences: special tokens have no word "
             "frequency (their rank 1 is assigned); ρ is given with and without them." if n_special else "")
+    note += _unseen_note(freq)
     return FigureResult(
         data=shown_pts, chart=chart, reading=readings.rho_reading(rho, model) + note,
         paper=sel.paper(ctx, "k21-fig4", [(model, ds)]), models=(model,), datasets=(ds,),

@@ -32,7 +32,8 @@ def build_fig1(ctx: FigureContext) -> FigureResult:
     if set(FIG1_METHODS) - set(data["method"]):
         raise NotConfigured(f"k21_maps for {model!r} lacks {FIG1_METHODS}", snippets.primary_yaml())
     data = data.reset_index(drop=True)
-    chart = token_maps.token_map_heatmap(data, panel="method", panel_order=FIG1_METHODS, size=300, label=f"{model}: ")
+    chart = token_maps.token_map_heatmap(data, panel="method", panel_order=FIG1_METHODS, size=300, label=f"{model}: ",
+                                         unit="raw norm")
     reading = readings.self_share_reading(figstats.self_share(data))
     n_tok = int(data["i"].max()) + 1
     return FigureResult(
@@ -64,7 +65,7 @@ def attention_block_svg() -> str:
 
 
 def build_fig2(ctx: FigureContext) -> FigureResult:
-    """K21 Fig. 2: the attention-block diagram (`FigureResult.svg`) and its formulas as a table."""
+    """K21 Fig. 2: the attention-block diagram (`FigureResult.svg`) and its formulas as a table, shown below it."""
     data = pd.DataFrame(
         {
             "stage": ["ATTN", "RES", "LN"],
@@ -78,8 +79,10 @@ def build_fig2(ctx: FigureContext) -> FigureResult:
             "methods": ["ATTN-W (ᾱ_ij), ATTN-N", "ATTNRES-W (½ᾱ + ½I), ATTNRES-N", "ATTNRESLN-N"],
         }
     )
+    shown = data.rename(columns={"stage": "Stage", "operation": "Operation", "term_i_from_j": "Term z_{i←j}",
+                                 "bias_term": "Bias term z_{i←bias}", "methods": "Methods measured here"})
     return FigureResult(
-        data=data, chart=None, table=None,
+        data=data, chart=None, table=shown,
         reading="The three methods differ only in where the decomposed vector is measured: after ATTN, after RES, or after LN.",
         svg=attention_block_svg(),
     )

@@ -6,6 +6,8 @@ more") only from the sign of the number it prints — never a sentence assumed f
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import pandas as pd
 
 from report_builder.precision import published as pub
@@ -44,9 +46,9 @@ def self_share_reading(share: pd.Series) -> str:
             f"included, each token mostly keeps its own information.")
 
 
-def category_reading(means: pd.DataFrame) -> str:
+def category_reading(means: pd.DataFrame, label: Callable[[str], str] = str) -> str:
     """K21 Fig. 3 family: ATTNRESLN-N overall mixing in the first vs last layer, [CLS]/[SEP] vs Normal
-    (from `stats.k21.layer_category_means`)."""
+    (from `stats.k21.layer_category_means`), each category named as the chart shows it (``label``)."""
     ov = means[(means["category"] == "Overall") & (means["method"] == "ATTNRESLN-N")].sort_values("layer")
     reading = ""
     if len(ov):
@@ -54,9 +56,9 @@ def category_reading(means: pd.DataFrame) -> str:
         reading = (f"ATTNRESLN-N overall mixing goes from {pub(first, '.1f')}% in layer 1 to {pub(last, '.1f')}% in layer "
                    f"{int(ov['layer'].iloc[-1]) + 1}")
         rn = means[(means["method"] == "ATTNRESLN-N")].groupby("category")["value"].mean()
-        sp = [c for c in ("BOS", "[CLS]", "[SEP]") if c in rn]
+        sp = [c for c in ("[CLS]", "[SEP]") if c in rn]
         if "Normal" in rn and sp:
-            reading += ("; averaged over layers, " + ", ".join(f"{c} {pub(rn[c], '.1f')}%" for c in sp)
+            reading += ("; averaged over layers, " + ", ".join(f"{label(c)} {pub(rn[c], '.1f')}%" for c in sp)
                         + f" vs Normal tokens {pub(rn['Normal'], '.1f')}%")
         reading += "."
     return reading

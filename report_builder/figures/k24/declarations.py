@@ -87,7 +87,7 @@ SPECS: list[FigureSpec] = [
                  "causal models) are kept. The table shows the top pairs of one model, dataset and layer at a time "
                  "(choose them above it; its title says how many it shows) with the query ← source tokens "
                  "(▁ marks a word-initial space), the text "
-                 "around them (⟦…⟧ marks both tokens) and the pair's linguistic category; the chart below shows "
+                 "around them (⟦…⟧ marks both tokens; … where text is left out, also between two distant tokens) and the pair's linguistic category; the chart below shows "
                  "every kept pair, and the CSV lists them all. " + IG_NOTE),
         analysis=("k24_ffamp_pairs", "models"), build=ffamp.build_ffamp_top,
         units=schema.UNITS["k24_ffamp_pairs"],
@@ -123,8 +123,8 @@ SPECS: list[FigureSpec] = [
                  "dimension over tokens, LN weight = γ of the norm that follows (post-LN LN₂; pre-LN the next "
                  "layer's LN₁), LN-output change = mean |change of the LN output that FF causes| in that "
                  "dimension; colour = kept ratio (LN-output change / FF change). The slider picks the layer. "
-                 "Bottom: per layer, Σ LN-output change / Σ FF change over dimensions and the Spearman ρ "
-                 "between FF change and |γ| across dimensions."),
+                 "Bottom: per layer, the Spearman ρ between FF change and |γ| across dimensions (left) and "
+                 "Σ LN-output change / Σ FF change over dimensions (right)."),
         analysis=("k24_ln_dims", "models"), build=res_ln.build_ln_dims,
     ),
     FigureSpec(
