@@ -555,3 +555,32 @@ def test_dtype_is_the_precision_mode_everywhere(tiny_bert, tmp_path, monkeypatch
     rb.decompose(tiny_bert, "a text", layers=[1], scopes=None, methods=None, progress=False)
     rb.decompose(tiny_bert, "a text", layers=[1], scopes=None, methods=None, progress=False, dtype="float32")
     assert seen == ["float32", "float32"]
+
+
+def _without_scripts(page: str) -> str:
+    """What a viewer that runs no script shows of an HTML output (GitHub, an untrusted notebook: the
+    sanitiser drops every ``<script>`` with its content), as text without tags."""
+    import re
+
+    page = re.sub(r"<script\b[^>]*>.*?</script>", "", page, flags=re.S | re.I)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)).strip()
+
+
+def test_a_saved_view_says_what_it_is_where_no_script_runs(tiny_bert):
+    """A saved notebook opened where no script runs (GitHub, nbviewer without JS, an untrusted notebook in
+    Jupyter) showed an empty ``<div>`` for every map and chart (before: nothing at all). Now the view's
+    element holds one line, replaced when the map is drawn: what the map is and how to see it."""
+    import html
+
+    res = rb.decompose(tiny_bert, ["The man went to the store.", HOSTILE], progress=False)
+    for page, what in ((res._repr_html_(), "tiny-bert: ATBFFRESLN, layer 1 (row-normalised)"),
+                       (res[1].show(layer=2, scope="ATTN-N")._repr_html_(), "tiny-bert: ATTN-N, layer 2"),
+                       (res.plot(1, "ATB")._repr_mimebundle_()["text/html"], "tiny-bert, ATB (row-normalised), layer 1")):
+        text = html.unescape(_without_scripts(page))
+        assert text.startswith(what) and "trust the notebook" in text and "run the cell" in text, text
+        assert len(text) < 400 and "<" not in _without_scripts(page).replace("&lt;", ""), text
+    assert "el.textContent = \"\"" in res._repr_html_()  # drawing replaces the line
+    view = rb.decompose(tiny_bert, "x", progress=False).show()
+    view.title = HOSTILE  # a model name or title with markup stays text
+    page = view._repr_html_()
+    assert "<img" not in page and "<script>window" not in page and html.unescape(_without_scripts(page)).startswith(HOSTILE)

@@ -6,7 +6,8 @@ example selector, the site's theme and colours) over every decomposed map, with 
 their display form (`report_builder.tokens`). The HTML is self-contained and offline: the vendored
 Vega/Vega-Lite/Vega-Embed bundle (`site.assets.vega_bundle`, the site's copy) is inlined gzip-
 compressed (about 0.4 MB instead of 0.9 MB) and unpacked by the browser's ``DecompressionStream``,
-once per page; nothing is fetched, so a saved ``.ipynb`` or ``.html`` shows the chart anywhere.
+once per page; nothing is fetched, so a saved ``.ipynb`` or ``.html`` shows the chart anywhere a script runs.
+Where none does (GitHub, an untrusted notebook), the view's element says what it holds and how to see it.
 
 `Decomposition.plot`'s Altair chart draws itself the same way (`offline`): Altair's own Jupyter renderer
 fetches Vega from a CDN, which an offline notebook cannot reach; its ``.save("x.html")`` inlines Vega too.
@@ -199,7 +200,7 @@ _LOADER = """(function () {
   var el = document.getElementById("%(id)s");
   var spec = JSON.parse(document.getElementById("%(id)s-spec").textContent);
   function fail(e) { el.textContent = "report_builder: the map could not be drawn (" + e + ")"; console.error(e); }
-  function draw() { return window.vegaEmbed(el, spec, {actions: false, renderer: "svg"}).catch(fail); }
+  function draw() { el.textContent = ""; return window.vegaEmbed(el, spec, {actions: false, renderer: "svg"}).catch(fail); }
   if (!window.rbVega) {
     window.rbVega = window.vegaEmbed ? Promise.resolve() : (function () {
       var raw = atob(document.getElementById("%(id)s-vega").textContent.trim());
@@ -211,6 +212,13 @@ _LOADER = """(function () {
   }
   window.rbVega.then(draw, fail);
 })();"""
+
+
+_NO_SCRIPT = (": an interactive map that its script draws here, which has not run (a saved notebook shown by a "
+              "viewer that runs no script, or not trusted): run the cell, or trust the notebook, to see it; "
+              "<code>.save(\"map.html\")</code> writes it as a page for any browser.")
+"""The line a view's element holds until its script draws the map (GitHub and an untrusted notebook drop every
+``<script>``, which left an empty element): what is shown, and how to see it."""
 
 
 class MapView:
@@ -232,7 +240,7 @@ class MapView:
         digest = hashlib.sha256(json.dumps(self.spec, sort_keys=True).encode()).hexdigest()[:12]
         vid = f"rb-view-{digest}-{next(_COUNTER)}"
         return (f'<div class="rb-view" id="{vid}" title="{html.escape(self.title)}" '
-                f'style="font: 13px system-ui, sans-serif"></div>\n'
+                f'style="font: 13px system-ui, sans-serif">{html.escape(self.title)}{_NO_SCRIPT}</div>\n'
                 f'<script type="application/json" id="{vid}-spec">{_json_for_html(self.spec)}</script>\n'
                 f'<script type="text/plain" id="{vid}-vega">{_packed_bundle()}</script>\n'
                 f"<script>{_LOADER % {'id': vid}}</script>\n")
