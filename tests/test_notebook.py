@@ -584,3 +584,29 @@ def test_a_saved_view_says_what_it_is_where_no_script_runs(tiny_bert):
     view.title = HOSTILE  # a model name or title with markup stays text
     page = view._repr_html_()
     assert "<img" not in page and "<script>window" not in page and html.unescape(_without_scripts(page)).startswith(HOSTILE)
+
+
+def test_build_in_a_kernel_prints_only_its_own_log(tmp_path):
+    """`rb.build` in a Jupyter kernel without ipywidgets (faked as in the test above): its first import of
+    transformers warned "IProgress not found. Please update jupyter and ipywidgets" into the cell, and
+    ``progress=False`` still drew transformers' "Loading weights" bar for each model; now neither. Its result
+    is two short lines as the last expression of a cell (before: the tables' frames, ~18,000 characters)."""
+    from test_pipeline import small_config, tiny_bert_dir
+
+    cfg = {**small_config(tmp_path, [{"name": "tiny", "source": str(tiny_bert_dir(tmp_path / "tiny", 0)),
+                                      "role": "primary_encoder"}]), "figures": ["k21-tab4"]}
+    code = (
+        "import sys, types, json\n"
+        "sys.modules['ipykernel.zmqshell'] = types.ModuleType('ipykernel.zmqshell')\n"
+        "ip = types.ModuleType('IPython'); ip.get_ipython = lambda: object(); sys.modules['IPython'] = ip\n"
+        "sys.modules['ipywidgets'] = None\n"
+        "import report_builder as rb\n"
+        f"r = rb.build(json.loads({json.dumps(json.dumps(cfg))}), progress=False, log=None)\n"
+        "print(repr(r))\n")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "IProgress" not in got.stderr and "Loading weights" not in got.stderr, got.stderr[-2000:]
+    shown = got.stdout.strip()
+    assert shown.startswith("(<AnalyzeReport: ") and "<RenderReport: " in shown and len(shown) < 600, shown[:2000]
+    assert "computed" in shown and "1 figures" in shown and str(tmp_path / "site") in shown, shown

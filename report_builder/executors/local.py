@@ -64,13 +64,15 @@ class LocalExecutor:
         """The subject's loaded model (loaded once per model, on first use)."""
         if self._lm is None:
             from report_builder.models import loading
+            from report_builder.models.quiet import library_bars
 
             mc, cfg = subject.model, subject.cfg
             if self.before_load is not None:
                 setup, self.before_load = self.before_load, None
                 setup()
             t0 = time.perf_counter()
-            self._lm = loading.load_for(mc, cfg)
+            with library_bars(self.show_progress):  # "Loading weights" follows the build's progress
+                self._lm = loading.load_for(mc, cfg)
             placed = "" if self._lm.placement is None else f" ({self._lm.placement.describe()})"
             self.log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s{placed}")
         return self._lm
