@@ -91,6 +91,7 @@ def decompose(
         ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts, or
             an item neither a text nor a pair; ``max_length`` outside ``1..`` the model's positions; an
             unknown ``ig``, or ``ig_steps`` below 1; an unknown precision mode, or a reduced one on a CPU.
+        MemoryError: The maps to keep would not fit in the memory available (said before any work).
     """
     # `report_builder.notebook.decompose` itself (same signature and docstring, both checked by a test);
     # the notebook package, and torch, load on the first call, as `__getattr__` does for the other names

@@ -610,3 +610,26 @@ def test_build_in_a_kernel_prints_only_its_own_log(tmp_path):
     shown = got.stdout.strip()
     assert shown.startswith("(<AnalyzeReport: ") and "<RenderReport: " in shown and len(shown) < 600, shown[:2000]
     assert "computed" in shown and "1 figures" in shown and str(tmp_path / "site") in shown, shown
+
+
+def test_maps_too_large_for_memory_are_refused_before_any_work(tiny_bert, monkeypatch):
+    """A long text keeps ``n²`` numbers per map, layer and scope: SmolLM2 at its 8,192 positions, all 30 layers and
+    nine maps, 67.5 GiB. Before, it computed for hours, then the kernel died of memory without a word. Now one
+    MemoryError names the size, what is available and what to pass, before the model runs."""
+    import report_builder.engine as engine
+    from report_builder import notebook
+
+    calls = []
+    monkeypatch.setattr(engine, "decompose_sequences", lambda *a, **k: calls.append(1) or iter(()))
+    monkeypatch.setattr(notebook, "_available_memory", lambda: 10 * 2**20)  # 10 MiB free
+    text = "word " * 300  # 128 tokens (tiny-bert's positions): 9 maps x 2 layers x 128² x 4 bytes = 1.1 MiB
+    rb.decompose(tiny_bert, text, progress=False)  # fits
+    assert calls == [1]
+    monkeypatch.setattr(notebook, "_available_memory", lambda: 2**20)  # 1 MiB free
+    with pytest.raises(MemoryError, match=r"^the maps kept would take 1\.1 MiB \(9 maps x 2 layers, texts up to 128 tokens\), "
+                                          r"more than the 1\.0 MiB of memory available: pass layers=\[\.\.\.\], "
+                                          r"scopes=\[\.\.\.\], methods=None or max_length= to keep less$"):
+        rb.decompose(tiny_bert, [text, "Short."], progress=False)
+    assert calls == [1]  # refused before the engine ran
+    rb.decompose(tiny_bert, text, scopes=["ATB"], methods=None, progress=False)  # 1 map x 2 layers: fits
+    assert calls == [1, 1]

@@ -196,6 +196,28 @@ def _warn_cut(enc, tokenizer, limit: int) -> None:
                       f"(max_length, default the model's positions)", stacklevel=3)
 
 
+def _available_memory() -> int | None:
+    """Bytes of memory available to this process now (psutil), or None where it cannot tell."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with the compute extra
+        return None
+    return int(psutil.virtual_memory().available)
+
+
+def _check_memory(lengths: list[int], maps: int, layers: int) -> None:
+    """One MemoryError, before any work, when the maps a result keeps (``n²`` float32 numbers per text, map
+    and layer; on the CPU whatever the device) cannot fit in the memory available: the kernel would die
+    of it, unannounced, after the whole computation."""
+    from report_builder.costs.text import fmt_bytes
+
+    need, free = 4 * maps * layers * sum(n * n for n in lengths), _available_memory()
+    if free is not None and need > free:
+        raise MemoryError(f"the maps kept would take {fmt_bytes(need)} ({maps} maps x {layers} layers, texts up to "
+                          f"{max(lengths)} tokens), more than the {fmt_bytes(free)} of memory available: pass "
+                          "layers=[...], scopes=[...], methods=None or max_length= to keep less")
+
+
 def decompose(
     model: Any,
     texts: str | tuple[str, str] | Iterable[str | tuple[str, str]],
@@ -251,6 +273,7 @@ def decompose(
         ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts, or
             an item neither a text nor a pair; ``max_length`` outside ``1..`` the model's positions; an
             unknown ``ig``, or ``ig_steps`` below 1; an unknown precision mode, or a reduced one on a CPU.
+        MemoryError: The maps to keep would not fit in the memory available (said before any work).
     """
     import torch
 
@@ -280,6 +303,7 @@ def decompose(
     enc = encode(EvalSet("notebook", "notebook texts", tuple(items)), lm.tokenizer, causal=lm.causal,
                  max_length=limit)
     _warn_cut(enc, lm.tokenizer, limit)
+    _check_memory([len(e) for e in enc], len(sc + me), len(wanted))
     seqs = [SequenceResult(text=e.text, tokens=list(e.tokens), categories=list(e.category)) for e in enc]
     engine_layers = [l - schema.FIRST_LAYER for l in wanted]  # 0-based inside the engine only
     bar = tqdm(total=len(enc) * len(wanted), desc=f"decomposing ({lm.name})", unit="layer", disable=not progress,
