@@ -633,3 +633,19 @@ def test_maps_too_large_for_memory_are_refused_before_any_work(tiny_bert, monkey
     assert calls == [1]  # refused before the engine ran
     rb.decompose(tiny_bert, text, scopes=["ATB"], methods=None, progress=False)  # 1 map x 2 layers: fits
     assert calls == [1, 1]
+
+
+def test_the_cut_warning_names_the_users_line(tiny_bert):
+    """The "cut to N tokens" warning is shown at the caller's line (a notebook cell), through `rb.decompose`
+    as through the notebook module's own; before, through `rb.decompose` it named report_builder/__init__.py
+    and quoted its ``return _decompose(...)`` line."""
+    import warnings
+
+    from report_builder import notebook
+
+    for call in (rb.decompose, notebook.decompose):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            call(tiny_bert, "word " * 40, max_length=12, scopes=None, methods=None, progress=False)
+        assert [(w.filename, str(w.message)) for w in got] == [(__file__, "text 0 cut to 12 tokens (max_length, "
+                                                                          "default the model's positions)")]

@@ -193,7 +193,19 @@ def _warn_cut(enc, tokenizer, limit: int) -> None:
            if len(e) >= limit and len(tokenizer(e.text, verbose=False)["input_ids"]) > limit]
     if cut:
         warnings.warn(f"text{'s' * (len(cut) > 1)} {', '.join(map(str, cut))} cut to {limit} tokens "
-                      f"(max_length, default the model's positions)", stacklevel=3)
+                      f"(max_length, default the model's positions)", stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """`warnings.warn`'s ``stacklevel`` (called from the warning function) that names the first frame outside
+    this package: the user's line, however many of the package's frames (`rb.decompose`) lie between."""
+    import sys
+
+    package = os.path.join(os.path.realpath(Path(__file__).parents[1]), "")
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _available_memory() -> int | None:
