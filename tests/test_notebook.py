@@ -649,3 +649,22 @@ def test_the_cut_warning_names_the_users_line(tiny_bert):
             call(tiny_bert, "word " * 40, max_length=12, scopes=None, methods=None, progress=False)
         assert [(w.filename, str(w.message)) for w in got] == [(__file__, "text 0 cut to 12 tokens (max_length, "
                                                                           "default the model's positions)")]
+
+
+def test_a_module_replaced_between_calls_is_read_again(tmp_path):
+    """An ablation in a notebook: decompose, replace a module of the loaded model (``layer.mlp.down_proj =
+    pruned``), decompose again. The second call used the first call's cached weights: "relative reconstruction
+    error 1.07 exceeds 0.0001", which hid the cause. Now a layer's weights are read again when a parameter of the
+    modules they come from is another tensor; the maps are those of a fresh load of the changed model."""
+    from tiny_models import save_tiny
+
+    lm = rb.load_model(str(save_tiny("llama", tmp_path / "llama")), name="tiny-llama")
+    rb.decompose(lm, "The man went to the store.", progress=False)
+    layer = lm.model.layers[0]
+    torch.manual_seed(1)
+    layer.mlp.down_proj = torch.nn.Linear(layer.mlp.down_proj.in_features, layer.mlp.down_proj.out_features, bias=False)
+    lm.model.norm.weight = torch.nn.Parameter(lm.model.norm.weight.detach() * 2)  # read by the last layer (pre-LN)
+    again = rb.decompose(lm, "The man went to the store.", progress=False)
+    fresh = rb.decompose(from_model(lm.model, lm.tokenizer, name="fresh"), "The man went to the store.", progress=False)
+    for layer_no in (1, 2):
+        assert torch.equal(again.map(layer_no, "ATBLNFFRES"), fresh.map(layer_no, "ATBLNFFRES"))
