@@ -668,3 +668,9 @@ def test_a_module_replaced_between_calls_is_read_again(tmp_path):
     fresh = rb.decompose(from_model(lm.model, lm.tokenizer, name="fresh"), "The man went to the store.", progress=False)
     for layer_no in (1, 2):
         assert torch.equal(again.map(layer_no, "ATBLNFFRES"), fresh.map(layer_no, "ATBLNFFRES"))
+
+
+def test_a_loaded_model_shows_one_line(tiny_bert):
+    """``model = rb.load_model(...); model`` as a cell's result printed the dataclass with the whole module tree
+    and the tokenizer (4,202 characters for MiniLM); now one line."""
+    assert repr(tiny_bert) == "<LoadedModel: tiny-bert (BertModel, post-LN, 2 layers) on cpu, float32>"

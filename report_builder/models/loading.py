@@ -64,6 +64,10 @@ class LoadedModel:
     chunk_rule: str = "auto"
     _weights: dict[int, tuple[tuple, LayerWeights]] = field(default_factory=dict, repr=False)
 
+    def __repr__(self) -> str:  # one line (a notebook cell's result), not the module tree and the tokenizer
+        return (f"<LoadedModel: {self.name} ({type(self.model).__name__}, {self.adapter.layout.label}, "
+                f"{self.n_layers} layers) on {self.device}, {self.precision}>")
+
     @property
     def config(self):
         return self.model.config
