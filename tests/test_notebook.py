@@ -674,3 +674,24 @@ def test_a_loaded_model_shows_one_line(tiny_bert):
     """``model = rb.load_model(...); model`` as a cell's result printed the dataclass with the whole module tree
     and the tokenizer (4,202 characters for MiniLM); now one line."""
     assert repr(tiny_bert) == "<LoadedModel: tiny-bert (BertModel, post-LN, 2 layers) on cpu, float32>"
+
+
+def test_the_packages_errors_are_one_line_in_a_notebook(monkeypatch):
+    """IPython showed a `ReportBuilderError` (``rb.decompose("no-such-model", ...)``) as 55 lines of the package's
+    frames above the one line the command line prints. IPython asks an exception for ``_render_traceback_``: now
+    the type and message, and the cause's first line; ``REPORT_BUILDER_DEBUG=1`` gives IPython's traceback back."""
+    from report_builder.errors import ConfigError, HubUnreachable
+
+    try:
+        try:
+            raise OSError("disk full\nsecond line")
+        except OSError as cause:
+            raise HubUnreachable("'x' is not an embedded model name: use `minilm`") from cause
+    except HubUnreachable as e:
+        assert e._render_traceback_() == ["HubUnreachable: 'x' is not an embedded model name: use `minilm`",
+                                          "  caused by OSError: disk full"]
+        monkeypatch.setenv("REPORT_BUILDER_DEBUG", "1")
+        assert not hasattr(e, "_render_traceback_")  # IPython then draws its own traceback
+    monkeypatch.delenv("REPORT_BUILDER_DEBUG")
+    assert ConfigError("models[0].source: missing")._render_traceback_() == ["ConfigError: models[0].source: missing"]
+    assert ConfigError("model \x1b[2Jx")._render_traceback_() == ["ConfigError: model \\x1b[2Jx"]  # a name can't clear the cell
