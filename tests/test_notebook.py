@@ -695,3 +695,24 @@ def test_the_packages_errors_are_one_line_in_a_notebook(monkeypatch):
     monkeypatch.delenv("REPORT_BUILDER_DEBUG")
     assert ConfigError("models[0].source: missing")._render_traceback_() == ["ConfigError: models[0].source: missing"]
     assert ConfigError("model \x1b[2Jx")._render_traceback_() == ["ConfigError: model \\x1b[2Jx"]  # a name can't clear the cell
+
+
+def test_a_plot_too_large_keeps_the_first_tokens_and_says_so(monkeypatch):
+    """``res.plot`` of a long text drew every cell: a 2,000-token causal map was a 52 MB cell output (the
+    interactive view keeps at most `VIEW_CELLS` and says so). Now the plot keeps as many first tokens as fit
+    in `VIEW_CELLS` cells, and its title says so."""
+    from report_builder.notebook import view
+    from report_builder.notebook.results import Decomposition, SequenceResult
+
+    n = 40
+    s = SequenceResult(text="w " * n, tokens=[f"t{k}" for k in range(n)], categories=["Normal"] * n)
+    s.maps[1] = {"ATB": torch.rand(n, n).tril()}
+    res = Decomposition(model="m", layout=schema.PRE_LN, causal=True, layers=(1,), scopes=("ATB",), methods=(),
+                        sequences=[s], n_layers=1)
+    monkeypatch.setattr(view, "VIEW_CELLS", 20 * 20)
+    spec = view._spec(res.plot(1, "ATB"))
+    text = json.dumps(spec, ensure_ascii=False)
+    assert "m, ATB (row-normalised; first 20 of 40 tokens), layer 1" in text, text[:500]
+    assert "t19" in text and "t20" not in text
+    monkeypatch.setattr(view, "VIEW_CELLS", 40 * 40)
+    assert "first" not in json.dumps(view._spec(res.plot(1, "ATB")))

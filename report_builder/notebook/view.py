@@ -48,7 +48,7 @@ def display_tokens(res: "Decomposition") -> list[list[str]]:
 
 VIEW_CELLS = 400_000
 """Most map cells one inline view carries (about 3 MB of JSON); beyond it the view keeps the first
-sequence shown, then the first map shown, then cuts tokens (and its title says so)."""
+sequence shown, then the first map shown, then cuts tokens (and its title says so); `plot_map` cuts tokens alike."""
 
 
 def _maps(res: "Decomposition", names: list[str], seqs: list[int], layers: list[int], unit: str,
@@ -81,12 +81,16 @@ def _maps(res: "Decomposition", names: list[str], seqs: list[int], layers: list[
 
 
 def plot_map(res: "Decomposition", layer: int, name: str, seq: int, unit: str, size: int) -> "alt.Chart":
-    """`Decomposition.plot`: one map as a heatmap titled ``"<model>, <name> (<unit label>), layer <layer>"``."""
+    """`Decomposition.plot`: one map as a heatmap titled ``"<model>, <name> (<unit label>), layer <layer>"``; a
+    map over `VIEW_CELLS` cells keeps its first tokens (the title says how many of how many)."""
     with _report_theme():  # importing the figures stage enables the report's theme (`figures.charts.data`)
         from report_builder.figures.charts.token_maps import token_map_heatmap  # render side, imported lazily
 
-    panel = f"{name} ({unit_label(unit, [name])})"
-    df = _maps(res, [name], [seq], [layer], unit).assign(scope=panel)
+    n = len(res[seq])
+    max_tokens = int(VIEW_CELLS ** 0.5) if n * n > VIEW_CELLS else None  # the view's rule: one chart stays drawable
+    cut = f"; first {max_tokens} of {n} tokens" if max_tokens else ""
+    panel = f"{name} ({unit_label(unit, [name])}{cut})"
+    df = _maps(res, [name], [seq], [layer], unit, max_tokens).assign(scope=panel)
     return offline(token_map_heatmap(df, panel="scope", panel_order=[panel], slider=False, size=size,
                                      label=f"{res.model}, "))
 
