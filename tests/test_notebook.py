@@ -716,3 +716,15 @@ def test_a_plot_too_large_keeps_the_first_tokens_and_says_so(monkeypatch):
     assert "t19" in text and "t20" not in text
     monkeypatch.setattr(view, "VIEW_CELLS", 40 * 40)
     assert "first" not in json.dumps(view._spec(res.plot(1, "ATB")))
+
+
+def test_the_example_selector_shows_invisible_characters(tiny_bert):
+    """A text's first words label the view's example selector: a right-to-left override in them reversed the rest
+    of the label ("‮evil" drawn as "live"), and a zero-width space was invisible; token labels already showed
+    both (``<U+202E>``, `tokens.visible_controls`). Now the selector's labels do too; the frames' ``example``
+    values, which join ``data.csv``, keep the text."""
+    res = rb.decompose(tiny_bert, ["Plain text.", "A \u202eevil\u200b text."], scopes=["ATB"], methods=None,
+                       progress=False)
+    params = {p["name"]: p for p in res.show().spec["params"]}
+    assert params["example_nb"]["bind"]["labels"] == ["1: Plain text.…", "2: A <U+202E>evil<U+200B> text.…"]
+    assert res.to_frame("k24_maps")["example"].iloc[-1] == "2: A \u202eevil\u200b text.…"
