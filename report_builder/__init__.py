@@ -62,7 +62,8 @@ def decompose(
 
     Args:
         model: An embedded name (``"minilm"``, ``"smollm2"``), a local directory, a hub id, a
-            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair.
+            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair
+            (run in eval mode; each of its modules gets its own train/eval mode back afterwards).
         texts: One text, a ``(text_a, text_b)`` pair, or a list of texts and pairs.
         layers: Layers to decompose, counted from 1 (``[1]`` is the first layer; default: all).
         scopes: K24 scopes whose maps to keep: ``"all"`` (the layout's scopes), a list, or ``None``.

@@ -728,3 +728,17 @@ def test_the_example_selector_shows_invisible_characters(tiny_bert):
     params = {p["name"]: p for p in res.show().spec["params"]}
     assert params["example_nb"]["bind"]["labels"] == ["1: Plain text.…", "2: A <U+202E>evil<U+200B> text.…"]
     assert res.to_frame("k24_maps")["example"].iloc[-1] == "2: A \u202eevil\u200b text.…"
+
+
+def test_a_model_in_training_keeps_its_mode(tokenizer):
+    """``rb.decompose((model, tokenizer), ...)`` in the middle of fine-tuning left the model's base in eval mode
+    (`from_model` switched it), so training went on without dropout, silently. The decomposition still runs in
+    eval mode (exact, dropout off); afterwards every module has the mode it had."""
+    torch.manual_seed(0)
+    m = GPT2Model(GPT2Config(vocab_size=tokenizer.vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                             attn_implementation="eager")).train()
+    m.h[1].eval()  # a mixed state is kept as it is
+    before = [(name, mod.training) for name, mod in m.named_modules()]
+    res = rb.decompose((m, tokenizer), "The man went to the store.", progress=False)
+    assert res.max_error < 1e-4
+    assert [(name, mod.training) for name, mod in m.named_modules()] == before

@@ -256,7 +256,8 @@ def decompose(
 
     Args:
         model: An embedded name (``"minilm"``, ``"smollm2"``), a local directory, a hub id, a
-            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair.
+            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair
+            (run in eval mode; each of its modules gets its own train/eval mode back afterwards).
         texts: One text, a ``(text_a, text_b)`` pair, or a list of texts and pairs.
         layers: Layers to decompose, counted from 1 (``[1]`` is the first layer; default: all).
         scopes: K24 scopes whose maps to keep: ``"all"`` (the layout's scopes), a list, or ``None``.
@@ -287,6 +288,25 @@ def decompose(
             unknown ``ig``, or ``ig_steps`` below 1; an unknown precision mode, or a reduced one on a CPU.
         MemoryError: The maps to keep would not fit in the memory available (said before any work).
     """
+    # a (model, tokenizer) pair is the user's own model: it runs in eval mode here, and gets its modes back
+    modes = [(m, m.training) for m in model[0].modules()] if _is_pair(model) else []
+    try:
+        return _decompose(model, texts, layers=layers, scopes=scopes, methods=methods, device=device, dtype=dtype,
+                          max_length=max_length, ig=ig, ig_steps=ig_steps, enforce=enforce, batch_size=batch_size,
+                          max_memory=max_memory, progress=progress)
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def _is_pair(model: Any) -> bool:
+    return isinstance(model, tuple) and len(model) == 2 and hasattr(model[0], "modules")
+
+
+def _decompose(model: Any, texts: Any, *, layers, scopes, methods, device: str, dtype: str | None,
+               max_length: int | None, ig: str, ig_steps: int, enforce: bool, batch_size: int, max_memory: str,
+               progress: bool) -> Decomposition:
+    """`decompose` (arguments as there)."""
     import torch
 
     with warnings.catch_warnings():  # tqdm.auto without ipywidgets warns, then draws a text bar: fine
