@@ -592,7 +592,8 @@ def test_build_in_a_kernel_prints_only_its_own_log(tmp_path):
     ``progress=False`` still drew transformers' "Loading weights" bar for each model; now neither. Its result
     is two short lines as the last expression of a cell (before: the tables' frames, ~18,000 characters). The
     CPU engine's one intra-op thread holds for the build only: before, torch stayed pinned to 1 thread for the
-    rest of the kernel's session (the user's own torch code up to cores-times slower)."""
+    rest of the kernel's session (the user's own torch code up to cores-times slower). The report's Altair theme
+    holds for its figures only: before, the user's charts got it for the rest of the session."""
     from test_pipeline import small_config, tiny_bert_dir
 
     cfg = {**small_config(tmp_path, [{"name": "tiny", "source": str(tiny_bert_dir(tmp_path / "tiny", 0)),
@@ -602,17 +603,17 @@ def test_build_in_a_kernel_prints_only_its_own_log(tmp_path):
         "sys.modules['ipykernel.zmqshell'] = types.ModuleType('ipykernel.zmqshell')\n"
         "ip = types.ModuleType('IPython'); ip.get_ipython = lambda: object(); sys.modules['IPython'] = ip\n"
         "sys.modules['ipywidgets'] = None\n"
-        "import report_builder as rb, torch\n"
-        "torch.set_num_threads(2)\n"
+        "import report_builder as rb, torch, altair as alt\n"
+        "torch.set_num_threads(2); alt.theme.enable('dark')\n"
         f"r = rb.build(json.loads({json.dumps(json.dumps(cfg))}), progress=False, log=None)\n"
-        "print('threads', torch.get_num_threads())\n"
+        "print('threads', torch.get_num_threads(), alt.theme.active)\n"
         "print(repr(r))\n")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
     assert got.returncode == 0, got.stderr[-2000:]
     assert "IProgress" not in got.stderr and "Loading weights" not in got.stderr, got.stderr[-2000:]
     threads, shown = got.stdout.strip().split("\n", 1)
-    assert threads == "threads 2"  # the build's engine pinned torch to 1 thread for the rest of the session
+    assert threads == "threads 2 dark"  # the build's engine pinned torch to 1 thread, its figures left their theme
     assert shown.startswith("(<AnalyzeReport: ") and "<RenderReport: " in shown and len(shown) < 600, shown[:2000]
     assert "computed" in shown and "1 figures" in shown and str(tmp_path / "site") in shown, shown
 

@@ -97,15 +97,12 @@ def plot_map(res: "Decomposition", layer: int, name: str, seq: int, unit: str, s
 
 @contextmanager
 def _report_theme():
-    """The report's Altair theme for the block, the user's own active theme again afterwards (making a spec
-    enables the report's: `site.figure_files.chart_to_spec`)."""
-    import altair as alt
+    """The report's Altair theme for the block (`figures.theme.active`), the user's own active theme again
+    afterwards."""
+    from report_builder.figures import theme
 
-    was = alt.theme.active
-    try:
+    with theme.active():
         yield
-    finally:
-        alt.theme.enable(was)
 
 
 def _spec(chart) -> dict:
