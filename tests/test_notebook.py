@@ -628,7 +628,7 @@ def test_maps_too_large_for_memory_are_refused_before_any_work(tiny_bert, monkey
     calls = []
     monkeypatch.setattr(engine, "decompose_sequences", lambda *a, **k: calls.append(1) or iter(()))
     monkeypatch.setattr(notebook, "_available_memory", lambda: 10 * 2**20)  # 10 MiB free
-    text = "word " * 300  # 128 tokens (tiny-bert's positions): 9 maps x 2 layers x 128² x 4 bytes = 1.1 MiB
+    text = "word " * 126  # 128 tokens with [CLS] and [SEP]: 9 maps x 2 layers x 128² x 4 bytes = 1.1 MiB
     rb.decompose(tiny_bert, text, progress=False)  # fits
     assert calls == [1]
     monkeypatch.setattr(notebook, "_available_memory", lambda: 2**20)  # 1 MiB free
