@@ -748,3 +748,36 @@ def test_a_model_in_training_keeps_its_mode(tokenizer):
     res = rb.decompose((m, tokenizer), "The man went to the store.", progress=False)
     assert res.max_error < 1e-4
     assert [(name, mod.training) for name, mod in m.named_modules()] == before
+
+
+def test_in_a_real_kernel(tmp_path, monkeypatch):
+    """The notebook as users run it: cells executed by a real Jupyter kernel (nbclient, ipykernel; skipped where
+    they are not installed). A package error is one line; a view's saved output says what it is without script;
+    the cells write nothing to stderr; the notebook saved with its outputs is valid."""
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipykernel")
+    from test_pipeline import tiny_bert_dir
+
+    model = tiny_bert_dir(tmp_path / "tiny", 0)
+    spec_dir = tmp_path / "kernels" / "rb-test"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "rb",
+        "language": "python", "env": {"PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]]), "HF_HUB_OFFLINE": "1"}}))
+    cells = ["import report_builder as rb\n"
+             f"m = rb.load_model({str(model)!r}, name='tiny'); m",
+             "res = rb.decompose(m, ['The man went to the store.', 'A <b>bold</b> text.']); res",
+             "rb.decompose('no-such-model-here', 'x')"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))  # the kernel spec above: this Python, this checkout
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="rb-test", allow_errors=True)
+    client.execute(cwd=str(tmp_path))
+    outs = [c.outputs for c in nb.cells]
+    assert outs[0][-1]["data"]["text/plain"] == "<LoadedModel: tiny (BertModel, post-LN, 2 layers) on cpu, float32>"
+    html = outs[1][-1]["data"]["text/html"]
+    assert "has not run" in _without_scripts(html) and "<b>bold" not in html
+    err = outs[2][-1]
+    assert err["output_type"] == "error" and err["ename"] == "HubUnreachable" and len(err["traceback"]) == 1
+    assert not [o for c in outs[:2] for o in c if o.get("name") == "stderr"]
+    nbformat.validate(nb)
