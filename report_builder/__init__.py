@@ -62,7 +62,8 @@ def decompose(
 
     Args:
         model: An embedded name (``"minilm"``, ``"smollm2"``), a local directory, a hub id, a
-            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair.
+            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair
+            (run in eval mode; each of its modules gets its own train/eval mode back afterwards).
         texts: One text, a ``(text_a, text_b)`` pair, or a list of texts and pairs.
         layers: Layers to decompose, counted from 1 (``[1]`` is the first layer; default: all).
         scopes: K24 scopes whose maps to keep: ``"all"`` (the layout's scopes), a list, or ``None``.
@@ -91,6 +92,7 @@ def decompose(
         ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts, or
             an item neither a text nor a pair; ``max_length`` outside ``1..`` the model's positions; an
             unknown ``ig``, or ``ig_steps`` below 1; an unknown precision mode, or a reduced one on a CPU.
+        MemoryError: The maps to keep would not fit in the memory available (said before any work).
     """
     # `report_builder.notebook.decompose` itself (same signature and docstring, both checked by a test);
     # the notebook package, and torch, load on the first call, as `__getattr__` does for the other names

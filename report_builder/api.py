@@ -23,6 +23,7 @@ from report_builder.config import Config, as_config, choose_threads  # noqa: F40
 from report_builder.extras import require
 from report_builder.housekeeping import check_ids, checks, clean, preflight
 from report_builder.last_build import tables_from_cache
+from report_builder.models.quiet import no_widget_warning
 from report_builder.listing import list_datasets, list_figures, list_models  # noqa: F401 - `list` answers
 from report_builder.provenance import placements  # noqa: F401 - api.placements
 from report_builder.citations.reproduce import diff, format_diff, reproduce  # noqa: F401 - api.diff, api.reproduce
@@ -36,7 +37,7 @@ __all__ = ["AnalyzeReport", "Config", "ERROR_BOUND", "analyze", "bench", "build"
            "serve", "summary_lines", "tables_from_cache"]
 
 
-@dataclass
+@dataclass(repr=False)
 class AnalyzeReport:
     """What `analyze` produced: tables, provenance, which entries were reused or computed."""
 
@@ -47,6 +48,7 @@ class AnalyzeReport:
     entries: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     table_hashes: dict[str, str] = field(default_factory=dict)  # `cache.frame_hash` of each table
+    __repr__ = lambda self: f"<AnalyzeReport: {len(self.computed)} computed, {len(self.reused)} reused>"  # noqa: E731
 
 
 def configure(path: str | None = None, *, preset: str | None = None, models=(), **changes) -> Config:
@@ -195,22 +197,20 @@ def build(config: Any = "default", *, log: Callable[[str], Any] | None = print, 
           out: Callable[[str], Any] | None = None, executor: Any = None, **overrides: Any):
     """Run the analyses (cached) and render the site, as ``report-builder build`` does (also ``rb.build``).
 
-    Logs what was reused/computed and reports the headline numbers to ``out`` (default: ``log``; the
-    CLI sends them to stdout and the log to stderr).
+    Logs what was reused/computed, the headline numbers to ``out`` (default ``log``; the CLI: stdout).
 
     Args:
         config: A ``Config``, a preset name (``"default"``, ``"smoke"``, ``"paper"``), a YAML file or a
             mapping as in the YAML file. **overrides: top-level configuration keys to replace, e.g.
             ``out_dir="my-site"``, ``cache_dir=...``, ``device="cuda"``.
-        log: Where build messages go (``None``: silent). progress: show progress bars. executor: see `executor`.
+        log: Where build messages go (``None``: silent). progress: progress bars (model loads' too). executor: `executor`.
     Returns:
         ``(AnalyzeReport, RenderReport)``: the result tables and provenance, and what the site holds.
     """
     cfg, log = as_config(config, **overrides), log or (lambda *_: None)
-    out = out or log
-    t0 = time.perf_counter()
+    out, t0 = out or log, time.perf_counter()
     checks(cfg)
-    with using(cfg.cache_dir, "build"):  # held from the checks to the site swap
+    with using(cfg.cache_dir, "build"), no_widget_warning():  # the lock: from the checks to the site swap
         preflight(cfg)  # output and cache checked before any analysis runs
         rep = analyze(cfg, log=log, progress=progress, executor=executor)
         out(f"analyses: {len(rep.computed)} computed, {len(rep.reused)} reused ({rep.seconds:.1f}s)")

@@ -13,7 +13,23 @@ from typing import Any
 
 
 class ReportBuilderError(Exception):
-    """Root: the CLI prints these as one clear message and exits non-zero (a traceback only with --debug)."""
+    """Root: the CLI prints these as one clear message and exits non-zero (a traceback only with --debug);
+    IPython and Jupyter show them as one line too (`_render_traceback_`)."""
+
+    @property
+    def _render_traceback_(self):
+        """What IPython shows for the error (a notebook cell): ``Type: message`` and its cause's first line, as
+        the CLI's one line, instead of the package's frames. ``REPORT_BUILDER_DEBUG=1`` (as ``--debug``) hides
+        this attribute, so IPython draws its own traceback; ``%debug`` works either way."""
+        import os
+
+        if os.environ.get("REPORT_BUILDER_DEBUG"):
+            raise AttributeError("_render_traceback_")
+        cause = self.__cause__ or (None if self.__suppress_context__ else self.__context__)
+        lines = [f"{type(self).__name__}: {for_terminal(self, newlines=True)}"]  # IPython writes ANSI text
+        if cause is not None:
+            lines.append(f"  caused by {type(cause).__name__}: {for_terminal(first_line(cause, MAX_SHOWN))}")
+        return lambda: lines
 
 
 class UsageError(ReportBuilderError, ValueError):

@@ -12,9 +12,6 @@ import logging
 import os
 import re
 import sys
-import warnings
-from contextlib import contextmanager
-from typing import Iterator
 
 from report_builder.errors import clip, for_terminal
 
@@ -110,18 +107,9 @@ def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) 
     log.propagate = False
 
 
-@contextmanager
-def no_library_bars() -> Iterator[None]:
-    """transformers' own progress bars ("Loading weights") off for the block, as they were afterwards: the
-    notebook's model loads show the notebook's progress only, without changing the user's settings."""
-    with warnings.catch_warnings():  # its first import imports tqdm.auto, which in a Jupyter kernel without
-        warnings.filterwarnings("ignore", message="IProgress not found")  # ipywidgets warns, then draws text bars
-        from transformers.utils import logging as tl
+def no_library_bars():
+    """transformers' own progress bars off for the block (`models.quiet.library_bars`): the notebook's model
+    loads show the notebook's progress only, without changing the user's settings."""
+    from report_builder.models.quiet import library_bars
 
-    was = tl.is_progress_bar_enabled()
-    tl.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was:
-            tl.enable_progress_bar()
+    return library_bars(False)

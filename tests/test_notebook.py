@@ -555,3 +555,229 @@ def test_dtype_is_the_precision_mode_everywhere(tiny_bert, tmp_path, monkeypatch
     rb.decompose(tiny_bert, "a text", layers=[1], scopes=None, methods=None, progress=False)
     rb.decompose(tiny_bert, "a text", layers=[1], scopes=None, methods=None, progress=False, dtype="float32")
     assert seen == ["float32", "float32"]
+
+
+def _without_scripts(page: str) -> str:
+    """What a viewer that runs no script shows of an HTML output (GitHub, an untrusted notebook: the
+    sanitiser drops every ``<script>`` with its content), as text without tags."""
+    import re
+
+    page = re.sub(r"<script\b[^>]*>.*?</script>", "", page, flags=re.S | re.I)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)).strip()
+
+
+def test_a_saved_view_says_what_it_is_where_no_script_runs(tiny_bert):
+    """A saved notebook opened where no script runs (GitHub, nbviewer without JS, an untrusted notebook in
+    Jupyter) showed an empty ``<div>`` for every map and chart (before: nothing at all). Now the view's
+    element holds one line, replaced when the map is drawn: what the map is and how to see it."""
+    import html
+
+    res = rb.decompose(tiny_bert, ["The man went to the store.", HOSTILE], progress=False)
+    for page, what in ((res._repr_html_(), "tiny-bert: ATBFFRESLN, layer 1 (row-normalised)"),
+                       (res[1].show(layer=2, scope="ATTN-N")._repr_html_(), "tiny-bert: ATTN-N, layer 2"),
+                       (res.plot(1, "ATB")._repr_mimebundle_()["text/html"], "tiny-bert, ATB (row-normalised), layer 1")):
+        text = html.unescape(_without_scripts(page))
+        assert text.startswith(what) and "trust the notebook" in text and "run the cell" in text, text
+        assert len(text) < 400 and "<" not in _without_scripts(page).replace("&lt;", ""), text
+    assert "el.textContent = \"\"" in res._repr_html_()  # drawing replaces the line
+    view = rb.decompose(tiny_bert, "x", progress=False).show()
+    view.title = HOSTILE  # a model name or title with markup stays text
+    page = view._repr_html_()
+    assert "<img" not in page and "<script>window" not in page and html.unescape(_without_scripts(page)).startswith(HOSTILE)
+
+
+def test_build_in_a_kernel_prints_only_its_own_log(tmp_path):
+    """`rb.build` in a Jupyter kernel without ipywidgets (faked as in the test above): its first import of
+    transformers warned "IProgress not found. Please update jupyter and ipywidgets" into the cell, and
+    ``progress=False`` still drew transformers' "Loading weights" bar for each model; now neither. Its result
+    is two short lines as the last expression of a cell (before: the tables' frames, ~18,000 characters). The
+    CPU engine's one intra-op thread holds for the build only: before, torch stayed pinned to 1 thread for the
+    rest of the kernel's session (the user's own torch code up to cores-times slower). The report's Altair theme
+    holds for its figures only: before, the user's charts got it for the rest of the session."""
+    from test_pipeline import small_config, tiny_bert_dir
+
+    cfg = {**small_config(tmp_path, [{"name": "tiny", "source": str(tiny_bert_dir(tmp_path / "tiny", 0)),
+                                      "role": "primary_encoder"}]), "figures": ["k21-tab4"]}
+    code = (
+        "import sys, types, json\n"
+        "sys.modules['ipykernel.zmqshell'] = types.ModuleType('ipykernel.zmqshell')\n"
+        "ip = types.ModuleType('IPython'); ip.get_ipython = lambda: object(); sys.modules['IPython'] = ip\n"
+        "sys.modules['ipywidgets'] = None\n"
+        "import report_builder as rb, torch, altair as alt\n"
+        "torch.set_num_threads(2); alt.theme.enable('dark')\n"
+        f"r = rb.build(json.loads({json.dumps(json.dumps(cfg))}), progress=False, log=None)\n"
+        "print('threads', torch.get_num_threads(), alt.theme.active)\n"
+        "print(repr(r))\n")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "IProgress" not in got.stderr and "Loading weights" not in got.stderr, got.stderr[-2000:]
+    threads, shown = got.stdout.strip().split("\n", 1)
+    assert threads == "threads 2 dark"  # the build's engine pinned torch to 1 thread, its figures left their theme
+    assert shown.startswith("(<AnalyzeReport: ") and "<RenderReport: " in shown and len(shown) < 600, shown[:2000]
+    assert "computed" in shown and "1 figures" in shown and str(tmp_path / "site") in shown, shown
+
+
+def test_maps_too_large_for_memory_are_refused_before_any_work(tiny_bert, monkeypatch):
+    """A long text keeps ``n²`` numbers per map, layer and scope: SmolLM2 at its 8,192 positions, all 30 layers and
+    nine maps, 67.5 GiB. Before, it computed for hours, then the kernel died of memory without a word. Now one
+    MemoryError names the size, what is available and what to pass, before the model runs."""
+    import report_builder.engine as engine
+    from report_builder import notebook
+
+    calls = []
+    monkeypatch.setattr(engine, "decompose_sequences", lambda *a, **k: calls.append(1) or iter(()))
+    monkeypatch.setattr(notebook, "_available_memory", lambda: 10 * 2**20)  # 10 MiB free
+    text = "word " * 126  # 128 tokens with [CLS] and [SEP]: 9 maps x 2 layers x 128² x 4 bytes = 1.1 MiB
+    rb.decompose(tiny_bert, text, progress=False)  # fits
+    assert calls == [1]
+    monkeypatch.setattr(notebook, "_available_memory", lambda: 2**20)  # 1 MiB free
+    with pytest.raises(MemoryError, match=r"^the maps kept would take 1\.1 MiB \(9 maps x 2 layers, texts up to 128 tokens\), "
+                                          r"more than the 1\.0 MiB of memory available: pass layers=\[\.\.\.\], "
+                                          r"scopes=\[\.\.\.\], methods=None or max_length= to keep less$"):
+        rb.decompose(tiny_bert, [text, "Short."], progress=False)
+    assert calls == [1]  # refused before the engine ran
+    rb.decompose(tiny_bert, text, scopes=["ATB"], methods=None, progress=False)  # 1 map x 2 layers: fits
+    assert calls == [1, 1]
+
+
+def test_the_cut_warning_names_the_users_line(tiny_bert):
+    """The "cut to N tokens" warning is shown at the caller's line (a notebook cell), through `rb.decompose`
+    as through the notebook module's own; before, through `rb.decompose` it named report_builder/__init__.py
+    and quoted its ``return _decompose(...)`` line."""
+    import warnings
+
+    from report_builder import notebook
+
+    for call in (rb.decompose, notebook.decompose):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            call(tiny_bert, "word " * 40, max_length=12, scopes=None, methods=None, progress=False)
+        assert [(w.filename, str(w.message)) for w in got] == [(__file__, "text 0 cut to 12 tokens (max_length, "
+                                                                          "default the model's positions)")]
+
+
+def test_a_module_replaced_between_calls_is_read_again(tmp_path):
+    """An ablation in a notebook: decompose, replace a module of the loaded model (``layer.mlp.down_proj =
+    pruned``), decompose again. The second call used the first call's cached weights: "relative reconstruction
+    error 1.07 exceeds 0.0001", which hid the cause. Now a layer's weights are read again when a parameter of the
+    modules they come from is another tensor; the maps are those of a fresh load of the changed model."""
+    from tiny_models import save_tiny
+
+    lm = rb.load_model(str(save_tiny("llama", tmp_path / "llama")), name="tiny-llama")
+    rb.decompose(lm, "The man went to the store.", progress=False)
+    layer = lm.model.layers[0]
+    torch.manual_seed(1)
+    layer.mlp.down_proj = torch.nn.Linear(layer.mlp.down_proj.in_features, layer.mlp.down_proj.out_features, bias=False)
+    lm.model.norm.weight = torch.nn.Parameter(lm.model.norm.weight.detach() * 2)  # read by the last layer (pre-LN)
+    again = rb.decompose(lm, "The man went to the store.", progress=False)
+    fresh = rb.decompose(from_model(lm.model, lm.tokenizer, name="fresh"), "The man went to the store.", progress=False)
+    for layer_no in (1, 2):
+        assert torch.equal(again.map(layer_no, "ATBLNFFRES"), fresh.map(layer_no, "ATBLNFFRES"))
+
+
+def test_a_loaded_model_shows_one_line(tiny_bert):
+    """``model = rb.load_model(...); model`` as a cell's result printed the dataclass with the whole module tree
+    and the tokenizer (4,202 characters for MiniLM); now one line."""
+    assert repr(tiny_bert) == "<LoadedModel: tiny-bert (BertModel, post-LN, 2 layers) on cpu, float32>"
+
+
+def test_the_packages_errors_are_one_line_in_a_notebook(monkeypatch):
+    """IPython showed a `ReportBuilderError` (``rb.decompose("no-such-model", ...)``) as 55 lines of the package's
+    frames above the one line the command line prints. IPython asks an exception for ``_render_traceback_``: now
+    the type and message, and the cause's first line; ``REPORT_BUILDER_DEBUG=1`` gives IPython's traceback back."""
+    from report_builder.errors import ConfigError, HubUnreachable
+
+    try:
+        try:
+            raise OSError("disk full\nsecond line")
+        except OSError as cause:
+            raise HubUnreachable("'x' is not an embedded model name: use `minilm`") from cause
+    except HubUnreachable as e:
+        assert e._render_traceback_() == ["HubUnreachable: 'x' is not an embedded model name: use `minilm`",
+                                          "  caused by OSError: disk full"]
+        monkeypatch.setenv("REPORT_BUILDER_DEBUG", "1")
+        assert not hasattr(e, "_render_traceback_")  # IPython then draws its own traceback
+    monkeypatch.delenv("REPORT_BUILDER_DEBUG")
+    assert ConfigError("models[0].source: missing")._render_traceback_() == ["ConfigError: models[0].source: missing"]
+    assert ConfigError("model \x1b[2Jx")._render_traceback_() == ["ConfigError: model \\x1b[2Jx"]  # a name can't clear the cell
+
+
+def test_a_plot_too_large_keeps_the_first_tokens_and_says_so(monkeypatch):
+    """``res.plot`` of a long text drew every cell: a 2,000-token causal map was a 52 MB cell output (the
+    interactive view keeps at most `VIEW_CELLS` and says so). Now the plot keeps as many first tokens as fit
+    in `VIEW_CELLS` cells, and its title says so."""
+    from report_builder.notebook import view
+    from report_builder.notebook.results import Decomposition, SequenceResult
+
+    n = 40
+    s = SequenceResult(text="w " * n, tokens=[f"t{k}" for k in range(n)], categories=["Normal"] * n)
+    s.maps[1] = {"ATB": torch.rand(n, n).tril()}
+    res = Decomposition(model="m", layout=schema.PRE_LN, causal=True, layers=(1,), scopes=("ATB",), methods=(),
+                        sequences=[s], n_layers=1)
+    monkeypatch.setattr(view, "VIEW_CELLS", 20 * 20)
+    spec = view._spec(res.plot(1, "ATB"))
+    text = json.dumps(spec, ensure_ascii=False)
+    assert "m, ATB (row-normalised; first 20 of 40 tokens), layer 1" in text, text[:500]
+    assert "t19" in text and "t20" not in text
+    monkeypatch.setattr(view, "VIEW_CELLS", 40 * 40)
+    assert "first" not in json.dumps(view._spec(res.plot(1, "ATB")))
+
+
+def test_the_example_selector_shows_invisible_characters(tiny_bert):
+    """A text's first words label the view's example selector: a right-to-left override in them reversed the rest
+    of the label ("‮evil" drawn as "live"), and a zero-width space was invisible; token labels already showed
+    both (``<U+202E>``, `tokens.visible_controls`). Now the selector's labels do too; the frames' ``example``
+    values, which join ``data.csv``, keep the text."""
+    res = rb.decompose(tiny_bert, ["Plain text.", "A \u202eevil\u200b text."], scopes=["ATB"], methods=None,
+                       progress=False)
+    params = {p["name"]: p for p in res.show().spec["params"]}
+    assert params["example_nb"]["bind"]["labels"] == ["1: Plain text.…", "2: A <U+202E>evil<U+200B> text.…"]
+    assert res.to_frame("k24_maps")["example"].iloc[-1] == "2: A \u202eevil\u200b text.…"
+
+
+def test_a_model_in_training_keeps_its_mode(tokenizer):
+    """``rb.decompose((model, tokenizer), ...)`` in the middle of fine-tuning left the model's base in eval mode
+    (`from_model` switched it), so training went on without dropout, silently. The decomposition still runs in
+    eval mode (exact, dropout off); afterwards every module has the mode it had."""
+    torch.manual_seed(0)
+    m = GPT2Model(GPT2Config(vocab_size=tokenizer.vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                             attn_implementation="eager")).train()
+    m.h[1].eval()  # a mixed state is kept as it is
+    before = [(name, mod.training) for name, mod in m.named_modules()]
+    res = rb.decompose((m, tokenizer), "The man went to the store.", progress=False)
+    assert res.max_error < 1e-4
+    assert [(name, mod.training) for name, mod in m.named_modules()] == before
+
+
+def test_in_a_real_kernel(tmp_path, monkeypatch):
+    """The notebook as users run it: cells executed by a real Jupyter kernel (nbclient, ipykernel; skipped where
+    they are not installed). A package error is one line; a view's saved output says what it is without script;
+    the cells write nothing to stderr; the notebook saved with its outputs is valid."""
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipykernel")
+    from test_pipeline import tiny_bert_dir
+
+    model = tiny_bert_dir(tmp_path / "tiny", 0)
+    spec_dir = tmp_path / "kernels" / "rb-test"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "rb",
+        "language": "python", "env": {"PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]]), "HF_HUB_OFFLINE": "1"}}))
+    cells = ["import report_builder as rb\n"
+             f"m = rb.load_model({str(model)!r}, name='tiny'); m",
+             "res = rb.decompose(m, ['The man went to the store.', 'A <b>bold</b> text.']); res",
+             "rb.decompose('no-such-model-here', 'x')"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))  # the kernel spec above: this Python, this checkout
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="rb-test", allow_errors=True)
+    client.execute(cwd=str(tmp_path))
+    outs = [c.outputs for c in nb.cells]
+    assert outs[0][-1]["data"]["text/plain"] == "<LoadedModel: tiny (BertModel, post-LN, 2 layers) on cpu, float32>"
+    html = outs[1][-1]["data"]["text/html"]
+    assert "has not run" in _without_scripts(html) and "<b>bold" not in html
+    err = outs[2][-1]
+    assert err["output_type"] == "error" and err["ename"] == "HubUnreachable" and len(err["traceback"]) == 1
+    assert not [o for c in outs[:2] for o in c if o.get("name") == "stderr"]
+    nbformat.validate(nb)

@@ -48,7 +48,8 @@ from report_builder.models.loading import LoadedModel
 from report_builder.schema import ERROR_BOUND, FIRST_LAYER
 
 __all__ = ["Batch", "BatchOut", "ERROR_BOUND", "PARTS", "Tokens", "batch_tensor", "check_model", "cpu_workers",
-           "decompose_batches", "decompose_sequences", "reduce_sequences", "set_cpu_workers"]
+           "decompose_batches", "decompose_sequences", "reduce_sequences", "set_cpu_workers", "cpu_settings",
+           "restore_cpu_settings"]
 
 _CPU_WORKERS = 1
 _half_maps = half_maps  # the name the tests know
@@ -63,6 +64,19 @@ def set_cpu_workers(n: int) -> int:
     _CPU_WORKERS = max(1, int(n))
     torch.set_num_threads(1)
     return _CPU_WORKERS
+
+
+def cpu_settings() -> tuple[int, int]:
+    """torch's intra-op threads and the engine's worker threads now, for `restore_cpu_settings` after a build
+    (a notebook's session goes on with the user's own thread count)."""
+    return torch.get_num_threads(), _CPU_WORKERS
+
+
+def restore_cpu_settings(settings: tuple[int, int]) -> None:
+    """Put back what `cpu_settings` returned."""
+    global _CPU_WORKERS
+    torch.set_num_threads(settings[0])
+    _CPU_WORKERS = settings[1]
 
 
 def cpu_workers() -> int:

@@ -39,6 +39,7 @@ class LocalExecutor:
         self.done: dict[tuple[str, str], Entry] = {}
         self._model_name: str | None = None
         self._lm = None
+        self._cpu_before: tuple[int, int] | None = None
 
     @classmethod
     def from_options(cls, *, log: Callable[[str], Any], progress: bool) -> None:
@@ -53,8 +54,9 @@ class LocalExecutor:
 
         def cpu_engine() -> None:
             from report_builder.config import choose_threads
-            from report_builder.engine import set_cpu_workers
+            from report_builder.engine import cpu_settings, set_cpu_workers
 
+            self._cpu_before = cpu_settings()  # put back when the plan is done (`execute`)
             self.log(f"CPU worker threads: {set_cpu_workers(choose_threads(cfg.threads))} "
                      "(torch intra-op threads 1: results identical for any count)")
 
@@ -64,13 +66,15 @@ class LocalExecutor:
         """The subject's loaded model (loaded once per model, on first use)."""
         if self._lm is None:
             from report_builder.models import loading
+            from report_builder.models.quiet import library_bars
 
             mc, cfg = subject.model, subject.cfg
             if self.before_load is not None:
                 setup, self.before_load = self.before_load, None
                 setup()
             t0 = time.perf_counter()
-            self._lm = loading.load_for(mc, cfg)
+            with library_bars(self.show_progress):  # "Loading weights" follows the build's progress
+                self._lm = loading.load_for(mc, cfg)
             placed = "" if self._lm.placement is None else f" ({self._lm.placement.describe()})"
             self.log(f"  loaded {mc.name} in {time.perf_counter() - t0:.1f}s{placed}")
         return self._lm
@@ -78,18 +82,25 @@ class LocalExecutor:
     def execute(self, plan: "Plan") -> Iterator["Result"]:
         from report_builder.analyses.planning import Result
 
-        for task in plan.tasks:
-            mc = task.subject.model
-            if mc.name != self._model_name:
-                self._model_name, self._lm = mc.name, None
-                self.log(f"model {mc.name} ({mc.source})")
-            entry = run_task(task, self.cache, plan.sets, lambda s=task.subject: self.model(s), done=self.done,
-                             show_progress=self.show_progress)
-            self.done[(task.analysis, task.key)] = entry
-            self.log(f"  {'reused  ' if entry.reused else 'computed'} {task.label}"
-                     + ("" if entry.reused else f" in {entry.meta.get('seconds', 0):.1f}s"))
-            yield Result(task, entry)
-        self._lm = None
+        try:
+            for task in plan.tasks:
+                mc = task.subject.model
+                if mc.name != self._model_name:
+                    self._model_name, self._lm = mc.name, None
+                    self.log(f"model {mc.name} ({mc.source})")
+                entry = run_task(task, self.cache, plan.sets, lambda s=task.subject: self.model(s), done=self.done,
+                                 show_progress=self.show_progress)
+                self.done[(task.analysis, task.key)] = entry
+                self.log(f"  {'reused  ' if entry.reused else 'computed'} {task.label}"
+                         + ("" if entry.reused else f" in {entry.meta.get('seconds', 0):.1f}s"))
+                yield Result(task, entry)
+        finally:  # done or interrupted: the process (a notebook's kernel) gets its torch threads back
+            self._lm = None
+            if self._cpu_before is not None:
+                from report_builder.engine import restore_cpu_settings
+
+                restore_cpu_settings(self._cpu_before)
+                self._cpu_before = None
 
 
 EXECUTOR = LocalExecutor

@@ -5,6 +5,9 @@ uses a system font stack only.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import altair as alt
 
 FONT = "Arial, 'Liberation Sans', Helvetica, 'Helvetica Neue', sans-serif"
@@ -62,7 +65,7 @@ def text_width(text: str, size: float = FONT_SIZE, bold: bool = False) -> float:
     return w * size * (1.07 if bold else 1.0)
 
 
-@alt.theme.register(THEME_NAME, enable=True)
+@alt.theme.register(THEME_NAME, enable=False)  # registered, not enabled: active only inside `active()`
 def report_theme() -> alt.theme.ThemeConfig:
     """Altair theme: quiet axes, system fonts, Okabe-Ito colours."""
     return {
@@ -95,3 +98,16 @@ def report_theme() -> alt.theme.ThemeConfig:
 def enable() -> None:
     """Make sure the report theme is active (idempotent)."""
     alt.theme.enable(THEME_NAME)
+
+
+@contextmanager
+def active() -> Iterator[None]:
+    """The report's theme for the block (a chart is made into a spec in it: `site.figure_files.chart_to_spec`),
+    the caller's own afterwards: importing the figures or building a site (``rb.build`` in a notebook) leaves the
+    user's Altair theme as it was."""
+    was = alt.theme.active
+    alt.theme.enable(THEME_NAME)
+    try:
+        yield
+    finally:
+        alt.theme.enable(was)

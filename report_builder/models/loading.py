@@ -62,7 +62,11 @@ class LoadedModel:
     placement: Placement | None = None
     precision: str = "float32"
     chunk_rule: str = "auto"
-    _weights: dict[int, LayerWeights] = field(default_factory=dict, repr=False)
+    _weights: dict[int, tuple[tuple, LayerWeights]] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:  # one line (a notebook cell's result), not the module tree and the tokenizer
+        return (f"<LoadedModel: {self.name} ({type(self.model).__name__}, {self.adapter.layout.label}, "
+                f"{self.n_layers} layers) on {self.device}, {self.precision}>")
 
     @property
     def config(self):
@@ -98,32 +102,37 @@ class LoadedModel:
 
         With a device map, weights kept in CPU memory or on disk are loaded for the call (and not
         kept: the caller drops them after the layer), and the norm the next layer owns (pre-LN) is
-        moved to this layer's device.
+        moved to this layer's device. Pitfall: the cache holds views of the parameters, so a change in
+        place shows; a module or parameter replaced since (an ablation in a notebook) is another tensor,
+        seen by the parameters' identities, and the layer's weights are read again.
         """
-        if idx in self._weights:
-            return self._weights[idx]
+        around = self._read_by(idx)
+        ident = tuple((id(p), p.data_ptr()) for m in around for p in m.parameters())
+        if idx in self._weights and self._weights[idx][0] == ident:
+            return self._weights[idx][1]
         if self.placement is None:
-            self._weights[idx] = self.adapter.weights(self.model, idx)
-            return self._weights[idx]
+            self._weights[idx] = ident, self.adapter.weights(self.model, idx)
+            return self._weights[idx][1]
         from report_builder.models.placement import is_offloaded, onloaded
 
-        dev = self.layer_device(idx)
-        layers = self.adapter.layers(self.model)
-        # the modules the adapter reads: this layer, and the one whose norm reads its output (the next
-        # layer, or for the last one the modules outside the layers but the input embeddings: the final norm)
-        if idx + 1 < len(layers):
-            around = [layers[idx], layers[idx + 1]]
-        else:
-            skip = {id(m) for layer in layers for m in layer.modules()}
-            emb = self.model.get_input_embeddings() if hasattr(self.model, "get_input_embeddings") else None
-            skip |= {id(m) for m in emb.modules()} if emb is not None else set()
-            around = [layers[idx]] + [m for m in self.model.modules() if id(m) not in skip
-                                      and any(True for _ in m.parameters(recurse=False))]
-        with onloaded(around, dev):
-            lw = self.adapter.weights(self.model, idx).to(dev)
+        with onloaded(around, self.layer_device(idx)):
+            lw = self.adapter.weights(self.model, idx).to(self.layer_device(idx))
         if not any(is_offloaded(m) for r in around for m in r.modules()):
-            self._weights[idx] = lw  # views of resident weights: cheap to keep
+            self._weights[idx] = ident, lw  # views of resident weights: cheap to keep
         return lw
+
+    def _read_by(self, idx: int) -> list[nn.Module]:
+        """The modules the adapter reads for layer ``idx``: the layer, and the one whose norm reads its output
+        (the next layer, or for the last one the modules outside the layers but the input embeddings: the
+        final norm)."""
+        layers = self.adapter.layers(self.model)
+        if idx + 1 < len(layers):
+            return [layers[idx], layers[idx + 1]]
+        skip = {id(m) for layer in layers for m in layer.modules()}
+        emb = self.model.get_input_embeddings() if hasattr(self.model, "get_input_embeddings") else None
+        skip |= {id(m) for m in emb.modules()} if emb is not None else set()
+        return [layers[idx]] + [m for m in self.model.modules() if id(m) not in skip
+                                and any(True for _ in m.parameters(recurse=False))]
 
     def max_positions(self) -> int:
         return int(self.adapter.max_positions(self.config))

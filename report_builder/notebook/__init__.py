@@ -193,7 +193,41 @@ def _warn_cut(enc, tokenizer, limit: int) -> None:
            if len(e) >= limit and len(tokenizer(e.text, verbose=False)["input_ids"]) > limit]
     if cut:
         warnings.warn(f"text{'s' * (len(cut) > 1)} {', '.join(map(str, cut))} cut to {limit} tokens "
-                      f"(max_length, default the model's positions)", stacklevel=3)
+                      f"(max_length, default the model's positions)", stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """`warnings.warn`'s ``stacklevel`` (called from the warning function) that names the first frame outside
+    this package: the user's line, however many of the package's frames (`rb.decompose`) lie between."""
+    import sys
+
+    package = os.path.join(os.path.realpath(Path(__file__).parents[1]), "")
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to this process now (psutil), or None where it cannot tell."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with the compute extra
+        return None
+    return int(psutil.virtual_memory().available)
+
+
+def _check_memory(lengths: list[int], maps: int, layers: int) -> None:
+    """One MemoryError, before any work, when the maps a result keeps (``n²`` float32 numbers per text, map
+    and layer; on the CPU whatever the device) cannot fit in the memory available: the kernel would die
+    of it, unannounced, after the whole computation."""
+    from report_builder.costs.text import fmt_bytes
+
+    need, free = 4 * maps * layers * sum(n * n for n in lengths), _available_memory()
+    if free is not None and need > free:
+        raise MemoryError(f"the maps kept would take {fmt_bytes(need)} ({maps} maps x {layers} layers, texts up to "
+                          f"{max(lengths)} tokens), more than the {fmt_bytes(free)} of memory available: pass "
+                          "layers=[...], scopes=[...], methods=None or max_length= to keep less")
 
 
 def decompose(
@@ -222,7 +256,8 @@ def decompose(
 
     Args:
         model: An embedded name (``"minilm"``, ``"smollm2"``), a local directory, a hub id, a
-            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair.
+            [`load_model`][report_builder.notebook.load_model] result, or a ``(transformers model, tokenizer)`` pair
+            (run in eval mode; each of its modules gets its own train/eval mode back afterwards).
         texts: One text, a ``(text_a, text_b)`` pair, or a list of texts and pairs.
         layers: Layers to decompose, counted from 1 (``[1]`` is the first layer; default: all).
         scopes: K24 scopes whose maps to keep: ``"all"`` (the layout's scopes), a list, or ``None``.
@@ -251,7 +286,27 @@ def decompose(
         ValueError: Unknown scope or method; a layer outside ``1..n_layers``; an empty list of texts, or
             an item neither a text nor a pair; ``max_length`` outside ``1..`` the model's positions; an
             unknown ``ig``, or ``ig_steps`` below 1; an unknown precision mode, or a reduced one on a CPU.
+        MemoryError: The maps to keep would not fit in the memory available (said before any work).
     """
+    # a (model, tokenizer) pair is the user's own model: it runs in eval mode here, and gets its modes back
+    modes = [(m, m.training) for m in model[0].modules()] if _is_pair(model) else []
+    try:
+        return _decompose(model, texts, layers=layers, scopes=scopes, methods=methods, device=device, dtype=dtype,
+                          max_length=max_length, ig=ig, ig_steps=ig_steps, enforce=enforce, batch_size=batch_size,
+                          max_memory=max_memory, progress=progress)
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def _is_pair(model: Any) -> bool:
+    return isinstance(model, tuple) and len(model) == 2 and hasattr(model[0], "modules")
+
+
+def _decompose(model: Any, texts: Any, *, layers, scopes, methods, device: str, dtype: str | None,
+               max_length: int | None, ig: str, ig_steps: int, enforce: bool, batch_size: int, max_memory: str,
+               progress: bool) -> Decomposition:
+    """`decompose` (arguments as there)."""
     import torch
 
     with warnings.catch_warnings():  # tqdm.auto without ipywidgets warns, then draws a text bar: fine
@@ -280,6 +335,7 @@ def decompose(
     enc = encode(EvalSet("notebook", "notebook texts", tuple(items)), lm.tokenizer, causal=lm.causal,
                  max_length=limit)
     _warn_cut(enc, lm.tokenizer, limit)
+    _check_memory([len(e) for e in enc], len(sc + me), len(wanted))
     seqs = [SequenceResult(text=e.text, tokens=list(e.tokens), categories=list(e.category)) for e in enc]
     engine_layers = [l - schema.FIRST_LAYER for l in wanted]  # 0-based inside the engine only
     bar = tqdm(total=len(enc) * len(wanted), desc=f"decomposing ({lm.name})", unit="layer", disable=not progress,

@@ -278,7 +278,8 @@ class Decomposition:
             size: The panel's width and height in px.
 
         Returns:
-            The chart (display it in a notebook, or ``.save("map.html")``).
+            The chart (display it in a notebook, or ``.save("map.html")``). A map of over 400,000 cells keeps
+            its first tokens, as the interactive view does, and its title says how many of how many.
         """
         from report_builder.notebook.view import plot_map
 

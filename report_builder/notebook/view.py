@@ -6,7 +6,8 @@ example selector, the site's theme and colours) over every decomposed map, with 
 their display form (`report_builder.tokens`). The HTML is self-contained and offline: the vendored
 Vega/Vega-Lite/Vega-Embed bundle (`site.assets.vega_bundle`, the site's copy) is inlined gzip-
 compressed (about 0.4 MB instead of 0.9 MB) and unpacked by the browser's ``DecompressionStream``,
-once per page; nothing is fetched, so a saved ``.ipynb`` or ``.html`` shows the chart anywhere.
+once per page; nothing is fetched, so a saved ``.ipynb`` or ``.html`` shows the chart anywhere a script runs.
+Where none does (GitHub, an untrusted notebook), the view's element says what it holds and how to see it.
 
 `Decomposition.plot`'s Altair chart draws itself the same way (`offline`): Altair's own Jupyter renderer
 fetches Vega from a CDN, which an offline notebook cannot reach; its ``.save("x.html")`` inlines Vega too.
@@ -47,7 +48,7 @@ def display_tokens(res: "Decomposition") -> list[list[str]]:
 
 VIEW_CELLS = 400_000
 """Most map cells one inline view carries (about 3 MB of JSON); beyond it the view keeps the first
-sequence shown, then the first map shown, then cuts tokens (and its title says so)."""
+sequence shown, then the first map shown, then cuts tokens (and its title says so); `plot_map` cuts tokens alike."""
 
 
 def _maps(res: "Decomposition", names: list[str], seqs: list[int], layers: list[int], unit: str,
@@ -80,27 +81,28 @@ def _maps(res: "Decomposition", names: list[str], seqs: list[int], layers: list[
 
 
 def plot_map(res: "Decomposition", layer: int, name: str, seq: int, unit: str, size: int) -> "alt.Chart":
-    """`Decomposition.plot`: one map as a heatmap titled ``"<model>, <name> (<unit label>), layer <layer>"``."""
+    """`Decomposition.plot`: one map as a heatmap titled ``"<model>, <name> (<unit label>), layer <layer>"``; a
+    map over `VIEW_CELLS` cells keeps its first tokens (the title says how many of how many)."""
     with _report_theme():  # importing the figures stage enables the report's theme (`figures.charts.data`)
         from report_builder.figures.charts.token_maps import token_map_heatmap  # render side, imported lazily
 
-    panel = f"{name} ({unit_label(unit, [name])})"
-    df = _maps(res, [name], [seq], [layer], unit).assign(scope=panel)
+    n = len(res[seq])
+    max_tokens = int(VIEW_CELLS ** 0.5) if n * n > VIEW_CELLS else None  # the view's rule: one chart stays drawable
+    cut = f"; first {max_tokens} of {n} tokens" if max_tokens else ""
+    panel = f"{name} ({unit_label(unit, [name])}{cut})"
+    df = _maps(res, [name], [seq], [layer], unit, max_tokens).assign(scope=panel)
     return offline(token_map_heatmap(df, panel="scope", panel_order=[panel], slider=False, size=size,
                                      label=f"{res.model}, "))
 
 
 @contextmanager
 def _report_theme():
-    """The report's Altair theme for the block, the user's own active theme again afterwards (making a spec
-    enables the report's: `site.figure_files.chart_to_spec`)."""
-    import altair as alt
+    """The report's Altair theme for the block (`figures.theme.active`), the user's own active theme again
+    afterwards."""
+    from report_builder.figures import theme
 
-    was = alt.theme.active
-    try:
+    with theme.active():
         yield
-    finally:
-        alt.theme.enable(was)
 
 
 def _spec(chart) -> dict:
@@ -199,7 +201,7 @@ _LOADER = """(function () {
   var el = document.getElementById("%(id)s");
   var spec = JSON.parse(document.getElementById("%(id)s-spec").textContent);
   function fail(e) { el.textContent = "report_builder: the map could not be drawn (" + e + ")"; console.error(e); }
-  function draw() { return window.vegaEmbed(el, spec, {actions: false, renderer: "svg"}).catch(fail); }
+  function draw() { el.textContent = ""; return window.vegaEmbed(el, spec, {actions: false, renderer: "svg"}).catch(fail); }
   if (!window.rbVega) {
     window.rbVega = window.vegaEmbed ? Promise.resolve() : (function () {
       var raw = atob(document.getElementById("%(id)s-vega").textContent.trim());
@@ -211,6 +213,13 @@ _LOADER = """(function () {
   }
   window.rbVega.then(draw, fail);
 })();"""
+
+
+_NO_SCRIPT = (": an interactive map that its script draws here, which has not run (a saved notebook shown by a "
+              "viewer that runs no script, or not trusted): run the cell, or trust the notebook, to see it; "
+              "<code>.save(\"map.html\")</code> writes it as a page for any browser.")
+"""The line a view's element holds until its script draws the map (GitHub and an untrusted notebook drop every
+``<script>``, which left an empty element): what is shown, and how to see it."""
 
 
 class MapView:
@@ -232,7 +241,7 @@ class MapView:
         digest = hashlib.sha256(json.dumps(self.spec, sort_keys=True).encode()).hexdigest()[:12]
         vid = f"rb-view-{digest}-{next(_COUNTER)}"
         return (f'<div class="rb-view" id="{vid}" title="{html.escape(self.title)}" '
-                f'style="font: 13px system-ui, sans-serif"></div>\n'
+                f'style="font: 13px system-ui, sans-serif">{html.escape(self.title)}{_NO_SCRIPT}</div>\n'
                 f'<script type="application/json" id="{vid}-spec">{_json_for_html(self.spec)}</script>\n'
                 f'<script type="text/plain" id="{vid}-vega">{_packed_bundle()}</script>\n'
                 f"<script>{_LOADER % {'id': vid}}</script>\n")

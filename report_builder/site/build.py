@@ -60,7 +60,7 @@ from report_builder.site.paths import MKDOCS_YML
 from report_builder.site.write_pages import PAGES, write_pages  # noqa: F401 - build.PAGES
 
 
-@dataclass
+@dataclass(repr=False)
 class RenderReport:
     """What `render_site` did.
 
@@ -85,6 +85,10 @@ class RenderReport:
     kept: bool = False
     rebuilt: list[str] = field(default_factory=list)
     drawn: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # one line as a notebook cell's result
+        return (f"<RenderReport: {len(self.figures_built)} figures, {len(self.changed)} new or changed, "
+                f"{len(self.not_configured)} not configured -> {self.site_dir}>")
 
 
 @dataclass

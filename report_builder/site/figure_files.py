@@ -71,8 +71,7 @@ def chart_to_spec(chart: Any) -> dict[str, Any]:
 
         from report_builder.figures import theme
 
-        theme.enable()
-        with alt.data_transformers.enable("default", max_rows=None):
+        with theme.active(), alt.data_transformers.enable("default", max_rows=None):
             spec = chart.to_dict()
     return json.loads(_canonical_names(json.dumps(spec, sort_keys=True)))
 

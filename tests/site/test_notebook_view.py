@@ -53,6 +53,8 @@ def test_inline_view_draws_offline_and_reacts(browser, view_page):
     page.wait_for_function("document.querySelectorAll('.rb-view svg.marks').length === 2", timeout=60_000)
     assert problems == []
     assert page.evaluate("window.pwned === undefined")
+    texts = page.eval_on_selector_all(".rb-view", "els => els.map(e => e.textContent)")
+    assert not any("has not run" in t for t in texts), texts  # the line for viewers without script is replaced
     first = _svg_text(page, 0)
     assert "tiny <b>bert</b> — scope ATBFFRESLN, layer 1, example 1" in first  # the middle layer of 2, whole layer
     assert "the" in first and "[CLS]" in first  # token labels drawn

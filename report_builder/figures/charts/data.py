@@ -20,9 +20,6 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from report_builder.figures import theme
-
-theme.enable()
 
 #: Default panel width for single charts (px); fits an 800 px column with a legend.
 DEFAULT_WIDTH = 560

@@ -23,6 +23,7 @@ import pandas as pd
 
 from report_builder.figures import theme
 from report_builder.schema import example_order
+from report_builder.tokens import visible_controls
 from report_builder.figures.charts.data import LAYER_TITLE, field, inline_data, shown, token_labels
 
 
@@ -277,7 +278,8 @@ def map_explorer(maps: pd.DataFrame, scopes: Sequence[str], title: str, key: str
                       bind=alt.binding_select(options=list(scopes), name=f"{title} scope "))
     example = alt.param(name=f"example_{key}", value=first_example,
                         bind=alt.binding_select(options=list(range(len(examples))),
-                                                labels=[str(e) for e in examples], name=f"{title} example "))
+                                                labels=[visible_controls(str(e)) for e in examples],  # text: no
+                                                name=f"{title} example "))  # bidi override or invisible character
     base = alt.Chart(inline_data(_compact(main, ["example", "layer", "scope"]))).mark_rect().add_params(
         layer, scope, example).transform_filter(
         (alt.datum.layer == layer) & (alt.datum.scope == scope) & (alt.datum.example == example))
