@@ -781,3 +781,14 @@ def test_in_a_real_kernel(tmp_path, monkeypatch):
     assert err["output_type"] == "error" and err["ename"] == "HubUnreachable" and len(err["traceback"]) == 1
     assert not [o for c in outs[:2] for o in c if o.get("name") == "stderr"]
     nbformat.validate(nb)
+
+
+def test_load_model_of_a_pair_says_to_pass_the_pair_to_decompose():
+    """`rb.load_model((model, tokenizer))` failed inside the loader with a TypeError about path types; it now
+    says in one line what load_model takes and that `rb.decompose` takes the pair itself."""
+    with pytest.raises(TypeError) as e:
+        rb.load_model((object(), object()))
+    msg = str(e.value)
+    assert "\n" not in msg and "rb.decompose((model, tokenizer)" in msg and "embedded name" in msg
+    with pytest.raises(TypeError, match="source: expected"):
+        rb.load_model(3)

@@ -67,11 +67,17 @@ def load_model(source: str, *, device: str = "cpu", dtype: str = "float32", name
         The loaded model (``.model`` the transformers base model, ``.tokenizer``, ``.facts()``).
 
     Raises:
+        TypeError: ``source`` is not a string or path (a ``(model, tokenizer)`` pair goes to `decompose` itself).
         ValueError: An unknown mode, or a reduced one on a CPU.
     """
     from report_builder.logsetup import no_library_bars
     from report_builder.models import loading
 
+    if not isinstance(source, (str, os.PathLike)):
+        pair = " (to decompose your own model, pass rb.decompose((model, tokenizer), texts) the pair itself)" \
+            if isinstance(source, tuple) else ""
+        raise TypeError(f"source: expected an embedded name, a local directory or a hub id, got "
+                        f"{type(source).__name__}{pair}")
     mode = _precision(dtype, device)
     with no_library_bars():
         lm = loading.load(source, name=name, device=device, dtype="float32")
