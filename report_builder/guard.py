@@ -426,27 +426,6 @@ def site_temp_prefixes(out_dir: Path) -> tuple[str, ...]:
     return (f".{n}.tmp-", f".{n}-docs.tmp-", f".{n}.old-")
 
 
-def replace_dir(new: Path, target: Path) -> None:
-    """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards. An
-    existing target's mode (setgid included), owner, group and extended attributes (ACLs) pass to
-    ``new`` first (`copy_dir_attrs`): the output keeps them though its inode changes."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.parent / f".{target.name}.old-{tmp_tag()}"
-    had_old = target.exists()
-    if had_old and target.is_dir() and not target.is_symlink():
-        copy_dir_attrs(target, new)
-    if had_old:
-        os.rename(target, old)
-    try:
-        os.rename(new, target)
-    except BaseException:
-        if had_old:
-            os.rename(old, target)
-        raise
-    if had_old:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 @contextmanager
 def removing(*paths: Path) -> Iterator[None]:
     """Remove ``paths`` when the block ends, however it ends (error, Ctrl-C, SIGTERM)."""

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 from report_builder import guard, site_marker
-from report_builder.atomic import write_text
+from report_builder.atomic import replace_dir, restore_swapped, write_text
 from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
@@ -164,6 +164,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     state = site_state(out_dir, cache_dir)
     cache_manifest, build_record = state.manifest, state.record
     kept = False
+    if (back := restore_swapped(out_dir, state.lock_file)) is not None:  # before the sweep, which would remove it
+        log(f"site: put back {out_dir} from {back.name}: a build was killed while it swapped the site in")
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
     declared = readback.DECLARED.set(frozenset(ids))  # this build's figures are known ids of what it reads back
     try:
@@ -228,11 +230,11 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
             site_marker.check_replaceable(out_dir, "the output directory", "--out")
             publish.publish(versions, tmp_site, past, entry, charts, log)
             site_marker.write(tmp_site)  # last: it lists every entry the new site holds
-            guard.replace_dir(tmp_site, out_dir)
+            replace_dir(tmp_site, out_dir)
             if docs_dir is not None:
                 (tmp_docs / guard.SITE_MARKER).write_text("generated pages of report_builder\n", encoding="utf-8")
                 site_marker.check_replaceable(docs_dir, "the generated docs directory", "docs_dir")
-                guard.replace_dir(tmp_docs, docs_dir)
+                replace_dir(tmp_docs, docs_dir)
             write_text(cache_manifest, json.dumps(current, indent=1))
             record = {"date": date, "dates": list(dates), "inputs": inputs, "site": _tree_digest(out_dir),
                       "docs": _tree_digest(docs_dir, dates) if docs_dir is not None else None}

@@ -1,0 +1,90 @@
+"""Interrupted, concurrent and failing-disk builds (a robustness pass): a build killed at any moment loses no
+published figure version and leaves nothing the next command trips over; a failure of the disk is one line
+with its exit code."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from report_builder import atomic, guard
+from report_builder.site import build as build_mod
+from tests import site_helpers as h
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _versions(site: Path) -> dict[str, list[str]]:
+    index = json.loads((site / "figures" / "versions.json").read_text())
+    return {fid: sorted(vs) for fid, vs in index["figures"].items()}
+
+
+def _debris(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
+
+
+def _killed_mid_swap(tmp_path: Path) -> tuple[Path, dict[str, list[str]]]:
+    """A site whose build was killed (SIGKILL, power loss) between the two renames of the swap: the old site
+    renamed aside as a dead process's ``.site.old-…``, the new one not yet in its place."""
+    h.render_dummy_site(tmp_path)
+    site = tmp_path / "site"
+    before = _versions(site)
+    site.rename(tmp_path / f".site.old-{_dead_pid()}@{guard.host_tag()}-0a1b2c3d")
+    return site, before
+
+
+def test_a_build_killed_between_the_swap_renames_loses_no_published_version(tmp_path):
+    """Before: the next build's sweep removed the dead process's ``.site.old-…`` -- the only copy of every
+    published version -- and built a site without them (their permalinks gone). Now the old site is put back
+    first, and the next build carries its versions."""
+    site, before = _killed_mid_swap(tmp_path)
+    tables = h._dummy_tables()
+    tables["k21_tokens"] = tables["k21_tokens"].assign(**{"ATTNRESLN-N": tables["k21_tokens"]["ATTNRESLN-N"] * 0.5})
+    logs: list[str] = []
+    build_mod.render_site(tables, h.DUMMY_ROLES, h.provenance(), out_dir=site, log=logs.append,
+                          figures=h.DUMMY_FIGURES)
+    after = _versions(site)
+    assert all(set(hs) <= set(after.get(fid, [])) for fid, hs in before.items()), (before, after)
+    assert after != before  # the changed figures' new versions beside the earlier ones
+    assert any("put back" in line for line in logs), logs
+    assert _debris(tmp_path) == []
+
+
+def test_clean_after_a_build_killed_mid_swap_keeps_the_published_versions(tmp_path):
+    """``clean`` keeps a site's published versions; before, after a build killed between the swap's renames,
+    it swept the ``.site.old-…`` holding them (and said it removed "1 stale temporary folder")."""
+    from report_builder import housekeeping
+    from report_builder.config import from_dict
+
+    site, before = _killed_mid_swap(tmp_path)
+    msg = housekeeping.clean(from_dict({"preset": "smoke", "cache_dir": str(tmp_path / "cache"),
+                                        "out_dir": str(site)}), log=lambda *_: None)
+    assert "kept its 3 published figure versions" in msg, msg
+    assert all((site / "figures" / fid / hs[0] / "data.csv").is_file() for fid, hs in before.items()), msg
+    assert _debris(tmp_path) == []
+
+
+def test_an_interrupted_removal_of_the_old_site_is_never_taken_for_it(tmp_path, monkeypatch):
+    """The old site is deleted under a temporary name (swept), never under the ``.old-`` name a restart puts
+    back: a half-deleted old site is never restored."""
+    old, new = tmp_path / "site", tmp_path / "new"
+    for d, text in ((old, "old"), (new, "new")):
+        d.mkdir()
+        (d / "page.html").write_text(text)
+
+    def killed(path, *a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.replace_dir(new, old)
+    assert (old / "page.html").read_text() == "new"
+    left = _debris(tmp_path)
+    assert len(left) == 1 and left[0].startswith(".site.tmp-"), left
