@@ -3,7 +3,9 @@ published figure version and leaves nothing the next command trips over; a failu
 with its exit code."""
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +90,42 @@ def test_an_interrupted_removal_of_the_old_site_is_never_taken_for_it(tmp_path, 
     assert (old / "page.html").read_text() == "new"
     left = _debris(tmp_path)
     assert len(left) == 1 and left[0].startswith(".site.tmp-"), left
+
+
+def _wrapped_site_error(tmp_path, monkeypatch, err: OSError) -> Exception:
+    """The exception `render_site` raises when writing a figure's files fails with ``err``."""
+    def failing(*a, **k):
+        raise err
+
+    monkeypatch.setattr(build_mod, "write_figure_files", failing)
+    with pytest.raises(Exception) as info:
+        h.render_dummy_site(tmp_path)
+    return info.value
+
+
+@pytest.mark.parametrize("code, words", [(errno.ENOSPC, "the disk is full writing"), (errno.EDQUOT, "the disk is full"),
+                                         (errno.EROFS, "permission denied"), (errno.EACCES, "permission denied")])
+def test_a_full_or_read_only_disk_while_figures_are_written_is_one_line_exit_3(tmp_path, monkeypatch, code, words):
+    """Before: the site stage wraps a figure's failure (``figure k21-tab8: could not write its files: OSError:
+    [Errno 28] …``) and the CLI said "internal error … report it", exit 1, for a full --out disk. Now the
+    cause is found under the wrapper: the disk line, exit 3."""
+    from report_builder import cli
+
+    target = tmp_path / ".site-docs.tmp-1@0a1b2c3d-0/figures/k21-dummy-fig/chart.svg"
+    e = _wrapped_site_error(tmp_path, monkeypatch, OSError(code, os.strerror(code), str(target)))
+    msg, rc = cli._describe(e, "build")
+    assert rc == 3 and msg.startswith(words) and str(target) in msg, msg
+    assert not (tmp_path / "site").exists() and _debris(tmp_path) == []  # nothing half-written published
+
+
+def test_a_full_disk_names_the_file_written_not_the_one_copied(tmp_path):
+    """`shutil.copyfile` reports ENOSPC with the source as ``filename`` and the destination as ``filename2``:
+    before, the line said "the disk is full writing <venv>/…/material/…/bundle.min.js.map" (the theme file
+    mkdocs copied, on another disk); now it names the file that did not fit."""
+    from report_builder import cli
+
+    src, dst = "/venv/lib/material/templates/assets/bundle.js.map", str(tmp_path / ".site.tmp-1/assets/bundle.js.map")
+    e = OSError(errno.ENOSPC, "No space left on device")
+    e.filename, e.filename2 = src, dst
+    msg, rc = cli._describe(e, "build")
+    assert rc == 3 and dst in msg and src not in msg, msg
