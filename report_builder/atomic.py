@@ -70,10 +70,20 @@ def replace_dir(new: Path, target: Path) -> None:
         if had_old:
             os.rename(old, target)
         raise
-    if had_old:
+    if had_old:  # under the target's own temporary name (swept with the output's: `guard.site_temp_prefixes`)
         trash = target.parent / f".{target.name}.tmp-{tmp_tag()}"
         os.rename(old, trash)
         shutil.rmtree(trash, ignore_errors=True)
+
+
+def remove_dir(path: Path) -> None:
+    """Remove the folder ``path``: renamed first to ``.<name>.tmp-<pid>@<host>-…`` beside it, then deleted,
+    so a removal cut short (SIGKILL, a second Ctrl-C) leaves a name the next start's sweep proves dead and
+    removes, never a half-removed folder under its own name (which `clean` could no longer prove the tool's)."""
+    path = Path(path)
+    trash = path.with_name(f".{path.name}.tmp-{tmp_tag()}")
+    os.rename(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def restore_swapped(target: Path, lock_file: Path | None = None) -> Path | None:

@@ -218,7 +218,7 @@ class Cache:
             for e in sorted(a.iterdir()):
                 if is_entry(e):
                     with guard.removing_locked(e):
-                        shutil.rmtree(e)
+                        atomic.remove_dir(e)  # cut short: a temporary name the sweep below removes next time
                     n += 1
             guard.sweep([a], legacy_age_s=None)
             for e in sorted(a.iterdir()):
@@ -255,12 +255,16 @@ class Cache:
 
     def temp_parents(self) -> list[Path]:
         """Folders where this cache's temporary dirs and files may be left: the cache itself (its JSON
-        records, `atomic.write_text`), each analysis folder, and the reproduced figures' folder."""
+        records, `atomic.write_text`), each analysis folder, the reproduced figures' folder and each
+        folder of kept data copies (``inputs/<sha[:16]>/``, `atomic.copy_file`)."""
         parents = [self.base] if self.base.is_dir() else []
         if self.root.is_dir() and not self.root.is_symlink():  # never a folder a link leads to
             parents += [a for a in self.root.iterdir() if a.is_dir() and not a.is_symlink()]
         if self.reproduced.is_dir() and not self.reproduced.is_symlink():
             parents.append(self.reproduced)
+        inputs = self.base / "inputs"  # the kept data copies (`last_build`): a copy killed midway
+        if inputs.is_dir() and not inputs.is_symlink():
+            parents += [d for d in inputs.iterdir() if d.is_dir() and not d.is_symlink()]
         return parents
 
     def stale_temp(self) -> list[Path]:

@@ -129,3 +129,56 @@ def test_a_full_disk_names_the_file_written_not_the_one_copied(tmp_path):
     e.filename, e.filename2 = src, dst
     msg, rc = cli._describe(e, "build")
     assert rc == 3 and dst in msg and src not in msg, msg
+
+
+_CLEAN_KILLED = r"""
+import os, shutil, sys
+from pathlib import Path
+import pandas as pd
+from report_builder.cache import Cache
+c = Cache(sys.argv[1])
+c.put("k21_mixing", "0123456789abcdef0123", {"a": pd.DataFrame({"x": [1]}), "b": pd.DataFrame({"y": [2]})}, {})
+def killed(path, *a, **k):  # the first file removed, then the process dies (SIGKILL, a second Ctrl-C)
+    sorted(Path(path).iterdir())[0].unlink()
+    os._exit(9)
+shutil.rmtree = killed
+c.clean()
+"""
+
+
+def test_a_clean_killed_while_it_removed_an_entry_leaves_nothing_the_next_clean_refuses(tmp_path):
+    """Before: `Cache.clean` deleted an entry in place, so a clean killed midway left ``meta.json`` without
+    the tables it lists: no longer provably the tool's, every later ``clean`` left it and named it ("left 1 it
+    cannot prove it wrote"). Now the entry is renamed to a temporary name first: the next clean sweeps it."""
+    from report_builder.cache import Cache
+
+    cache = tmp_path / "cache"
+    r = subprocess.run([sys.executable, "-c", _CLEAN_KILLED, str(cache)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 9, r.stderr[-2000:]
+    n, left = Cache(cache).clean()
+    assert left == [], left
+    assert not (cache / "results").exists()
+
+
+def test_a_data_copy_killed_midway_is_swept_and_cleaned(tmp_path):
+    """A build keeps a copy of a local data file at ``<cache>/inputs/<sha[:16]>/<name>`` (`last_build`); one
+    killed while copying left ``.<name>.tmp-<pid>@<host>-…`` there, which no sweep looked at (the cache's
+    sweep covered its top level, ``results/*`` and ``reproduced/``) and ``clean`` then left for ever, with its
+    folder ("left 1 it cannot prove it wrote: …/inputs/<hash>"). A clean killed between removing a copy and
+    its folder left an empty folder, refused the same way. Now both are swept and removed."""
+    from report_builder import housekeeping
+    from report_builder.cache import Cache
+    from report_builder.config import from_dict
+
+    cache = Cache(tmp_path / "cache")
+    dead = _dead_pid()
+    half = cache.base / "inputs" / ("ab" * 8)
+    half.mkdir(parents=True)
+    (half / f".reviews.txt.tmp-{dead}@{guard.host_tag()}-0a1b2c3d").write_text("a fine fi")
+    empty = cache.base / "inputs" / ("cd" * 8)
+    empty.mkdir()
+    assert str(half / f".reviews.txt.tmp-{dead}@{guard.host_tag()}-0a1b2c3d") in map(str, cache.sweep())
+    msg = housekeeping.clean(from_dict({"preset": "smoke", "cache_dir": str(cache.base),
+                                        "out_dir": str(tmp_path / "site")}), log=lambda *_: None)
+    assert "left" not in msg and not cache.base.exists(), msg
