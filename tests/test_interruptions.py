@@ -182,3 +182,41 @@ def test_a_data_copy_killed_midway_is_swept_and_cleaned(tmp_path):
     msg = housekeeping.clean(from_dict({"preset": "smoke", "cache_dir": str(cache.base),
                                         "out_dir": str(tmp_path / "site")}), log=lambda *_: None)
     assert "left" not in msg and not cache.base.exists(), msg
+
+
+def test_a_build_that_swaps_after_another_renders_again_on_top_of_it(tmp_path, monkeypatch):
+    """Two builds of one output at once: B starts from the site, A publishes a change while B renders, B swaps
+    last. Before: B published its pages and history entry as of its start -- ``history.json`` ended on A's
+    entry (figures changed to A's versions) while the site's current versions were B's, and the Changes page
+    did not show A's change at all. Now B sees, under the site lock, that the output moved, and renders again
+    on top of it: its entry records the change back, and the Changes page shows both."""
+    site = tmp_path / "site"
+    changed = h._dummy_tables()
+    changed["k21_tokens"] = changed["k21_tokens"].assign(**{"ATTNRESLN-N": changed["k21_tokens"]["ATTNRESLN-N"] * 0.5})
+    logs: list[str] = []
+
+    def render(tables, **kw):
+        return build_mod.render_site(tables, h.DUMMY_ROLES, h.provenance(), out_dir=site, log=logs.append,
+                                     figures=h.DUMMY_FIGURES, **kw)
+
+    render(h._dummy_tables())
+    real, raced = build_mod._mkdocs_build, []
+
+    def racing(*a, **k):  # build A runs from start to end while build B is in mkdocs (once)
+        if not raced:
+            raced.append(None)
+            raced[0] = render(changed, site_url="https://a.example/")
+        return real(*a, **k)
+
+    monkeypatch.setattr(build_mod, "_mkdocs_build", racing)
+    b = render(h._dummy_tables(), site_url="https://b.example/")  # B: another URL, so mkdocs runs
+    current = json.loads((site / "figures" / "versions.json").read_text())["current"]
+    entries = json.loads((site / "history.json").read_text())["entries"]
+    assert current == b.hashes and raced[0].hashes != b.hashes
+    last = {c["id"]: c["new"] for c in entries[-1]["changed"]}
+    assert last and all(current[fid] == h_new for fid, h_new in last.items()), (current, entries[-1])
+    page = (site / "changes.html").read_text(encoding="utf-8")
+    assert all(v in page for fid, v in raced[0].hashes.items() if v != current[fid])
+    assert any("rendering again on top of it" in line for line in logs), logs
+    assert _debris(tmp_path) == []
+
