@@ -220,3 +220,26 @@ def test_a_build_that_swaps_after_another_renders_again_on_top_of_it(tmp_path, m
     assert any("rendering again on top of it" in line for line in logs), logs
     assert _debris(tmp_path) == []
 
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
+def test_a_cache_on_a_read_only_disk_says_so_not_remove_the_lock(tmp_path, monkeypatch, code):
+    """Before: a cache on a read-only mount (or one the user may not write) stopped with "the lock file …
+    cannot be opened (Read-only file system); remove it or choose another --cache": nothing can be removed
+    there. Now the line says the cache cannot be written and what to do."""
+    from report_builder import cache_lock
+    from report_builder.cache import Cache
+
+    cache = Cache(tmp_path / "cache").base
+    real = cache_lock.os.open
+
+    def read_only(path, *a, **k):
+        if str(path).endswith(cache_lock.LOCK_NAME):
+            raise OSError(code, os.strerror(code), str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(cache_lock.os, "open", read_only)
+    with pytest.raises(guard.UnsafeOutput) as info:
+        with cache_lock.using(cache, "render"):
+            pass
+    msg = str(info.value)
+    assert "remove it" not in msg and "cannot be written" in msg and "--cache" in msg, msg
