@@ -140,6 +140,8 @@ def mark_cache(root: Path) -> None:
     as ``results/``) is refused with `UnsafeOutput`."""
     root = Path(root)
     why = _protected(root)
+    if why is None and root.is_symlink() and not root.exists():  # mkdir would say "File exists"
+        why = f"it is a symbolic link to {os.readlink(root)}, which does not exist (create that folder first)"
     if why is None and root.exists():
         if not root.is_dir():
             why = "it is a file, not a directory"

@@ -243,3 +243,16 @@ def test_a_cache_on_a_read_only_disk_says_so_not_remove_the_lock(tmp_path, monke
             pass
     msg = str(info.value)
     assert "remove it" not in msg and "cannot be written" in msg and "--cache" in msg, msg
+
+
+def test_a_cache_given_as_a_dangling_link_is_named_as_such(tmp_path):
+    """``--cache`` a symbolic link whose folder is gone (an unmounted disk, a moved folder): before, "the cache
+    directory … is not writable (File exists)", which points nowhere useful; now the line names the link and
+    the missing folder."""
+    link = tmp_path / "cache"
+    link.symlink_to(tmp_path / "unmounted" / "cache")
+    with pytest.raises(guard.UnsafeOutput) as info:
+        guard.mark_cache(link)
+    msg = str(info.value)
+    assert "symbolic link" in msg and "does not exist" in msg and "File exists" not in msg, msg
+    assert not (tmp_path / "unmounted").exists()
