@@ -93,11 +93,15 @@ def restore_swapped(target: Path, lock_file: Path | None = None) -> Path | None:
     fallback). Returns the folder put back, or None. A live process's folder is never touched, nor anything
     when ``target`` exists (a stale ``.old-`` beside it is a swap that ended: `guard.sweep` removes it)."""
     target = Path(target)
-    if os.path.lexists(target):
+
+    def stale() -> list[Path]:
+        return [p for p in guard.stale_temp_dirs(target.parent, (f".{target.name}.old-",), legacy_age_s=None)
+                if guard._TMP_PID.search(p.name).group(2) is not None and p.is_dir() and not p.is_symlink()]
+
+    if os.path.lexists(target) or not stale():  # the common case: no lock taken (the folder may not exist yet)
         return None
     with guard.site_lock(target, lock_file):
-        olds = [p for p in guard.stale_temp_dirs(target.parent, (f".{target.name}.old-",), legacy_age_s=None)
-                if guard._TMP_PID.search(p.name).group(2) is not None and p.is_dir() and not p.is_symlink()]
+        olds = stale()
         if os.path.lexists(target) or not olds:
             return None
         newest = max(olds, key=lambda p: p.lstat().st_ctime)  # a rename sets it: the last swap cut short

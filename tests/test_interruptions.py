@@ -256,3 +256,10 @@ def test_a_cache_given_as_a_dangling_link_is_named_as_such(tmp_path):
     msg = str(info.value)
     assert "symbolic link" in msg and "does not exist" in msg and "File exists" not in msg, msg
     assert not (tmp_path / "unmounted").exists()
+
+
+def test_nothing_to_put_back_takes_no_lock_and_needs_no_folder(tmp_path):
+    """`restore_swapped` of an output whose folder does not exist yet (a first build into a new path, ``clean``
+    of a path never built) does nothing and needs no lock on a parent that is not there."""
+    assert atomic.restore_swapped(tmp_path / "not" / "yet" / "site") is None
+    assert not (tmp_path / "not").exists()
