@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -159,12 +161,12 @@ class Cache:
             return self._load(self.path(analysis, key))
         except Exception:  # noqa: BLE001
             pass
-        with self.lock(analysis, key):
+        with _held(self.lock(analysis, key), f"{analysis}/{key}"):
             return self._get_locked(analysis, key)
 
     def put(self, analysis: str, key: str, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Entry:
         """Write an entry atomically (temp dir + rename) under its lock; an existing valid entry wins."""
-        with self.lock(analysis, key):
+        with _held(self.lock(analysis, key), f"{analysis}/{key}"):
             existing = self._get_locked(analysis, key)
             if existing is not None:
                 return existing
@@ -192,7 +194,7 @@ class Cache:
             hit = None
         if hit is not None:
             return hit
-        with self.lock(analysis, key):  # first writer wins: a second build waits here, then reuses
+        with _held(self.lock(analysis, key), f"{analysis}/{key}"):  # first writer wins: a second build waits, reuses
             hit = self._get_locked(analysis, key)
             if hit is not None:
                 return hit
@@ -274,6 +276,28 @@ class Cache:
     def sweep(self) -> list[Path]:
         """Remove temporary dirs and files left by processes that are gone (never a live build's)."""
         return guard.sweep(self.temp_parents())
+
+
+@contextmanager
+def _held(lock: Any, what: str) -> Iterator[None]:
+    """Hold an entry's lock; when another process holds it (a build computing the same entry, or one suspended
+    with Ctrl-Z), say once that this one waits, and stop with one line after `guard.LOCK_TIMEOUT_S`."""
+    from filelock import Timeout
+
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logging.getLogger("report_builder").info(f"waiting for the cache entry {what}: another build is computing "
+                                                 "it (it is reused when done)")
+        try:
+            lock.acquire(timeout=guard.LOCK_TIMEOUT_S)
+        except Timeout:
+            raise UnsafeOutput(f"another build has held the cache entry {what} for {guard.LOCK_TIMEOUT_S / 3600:g} h "
+                               "(stopped with Ctrl-Z?); let it finish or end it, or give another --cache") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def is_entry(d: Path) -> bool:

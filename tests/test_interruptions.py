@@ -263,3 +263,43 @@ def test_nothing_to_put_back_takes_no_lock_and_needs_no_folder(tmp_path):
     of a path never built) does nothing and needs no lock on a parent that is not there."""
     assert atomic.restore_swapped(tmp_path / "not" / "yet" / "site") is None
     assert not (tmp_path / "not").exists()
+
+
+
+def test_a_build_waiting_for_an_entry_another_build_computes_says_so(tmp_path):
+    """Two builds of one cache: the second waits for the entry the first is computing (or for a first build
+    suspended with Ctrl-Z, up to hours). Before, it waited without a word (its progress line standing still);
+    now it says once what it waits for, then goes on."""
+    import logging
+    import threading
+
+    import pandas as pd
+
+    from report_builder.cache import Cache, result_key
+
+    cache = Cache(tmp_path / "cache")
+    key = result_key("k21_mixing", 1, {"p": 1})
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda rec: lines.append(rec.getMessage())
+    logger = logging.getLogger("report_builder")
+    logger.addHandler(handler)
+    old_level, logger.level = logger.level, logging.INFO
+    first = guard.lock_for(cache.path("k21_mixing", key))
+    first.acquire()  # the first build, computing the entry
+    got: list = []
+    second = threading.Thread(target=lambda: got.append(cache.get_or_compute(
+        "k21_mixing", 1, {"p": 1}, lambda: ({"a": pd.DataFrame({"x": [1]})}, {}))))
+    try:
+        second.start()
+        for _ in range(100):
+            if lines:
+                break
+            second.join(0.05)
+    finally:
+        first.release()
+        second.join(10)
+        logger.removeHandler(handler)
+        logger.level = old_level
+    assert any(f"waiting for the cache entry k21_mixing/{key}" in line for line in lines), lines
+    assert not second.is_alive() and len(got) == 1
