@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from report_builder import guard
 from report_builder.errors import UnsafeOutput
 from report_builder.guard import make_tmp_dir, tmp_tag
 
@@ -46,6 +47,66 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards. An
+    existing target's mode (setgid included), owner, group and extended attributes (ACLs) pass to
+    ``new`` first (`guard.copy_dir_attrs`): the output keeps them though its inode changes.
+
+    Between the two renames the old target is ``.<name>.old-<pid>@<host>-…``, whole: a process killed
+    there (SIGKILL, power loss) leaves ``target`` missing, and `restore_swapped` puts it back. It is
+    deleted under another name (``.<name>.tmp-…``), so a deletion cut short is swept, never restored."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.parent / f".{target.name}.old-{tmp_tag()}"
+    had_old = target.exists()
+    if had_old and target.is_dir() and not target.is_symlink():
+        guard.copy_dir_attrs(target, new)
+    if had_old:
+        os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        if had_old:
+            os.rename(old, target)
+        raise
+    if had_old:  # under the target's own temporary name (swept with the output's: `guard.site_temp_prefixes`)
+        trash = target.parent / f".{target.name}.tmp-{tmp_tag()}"
+        os.rename(old, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def remove_dir(path: Path) -> None:
+    """Remove the folder ``path``: renamed first to ``.<name>.tmp-<pid>@<host>-…`` beside it, then deleted,
+    so a removal cut short (SIGKILL, a second Ctrl-C) leaves a name the next start's sweep proves dead and
+    removes, never a half-removed folder under its own name (which `clean` could no longer prove the tool's)."""
+    path = Path(path)
+    trash = path.with_name(f".{path.name}.tmp-{tmp_tag()}")
+    os.rename(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def restore_swapped(target: Path, lock_file: Path | None = None) -> Path | None:
+    """Put ``target`` back when a process killed between the two renames of `replace_dir` left it missing:
+    the newest ``.<name>.old-<pid>@<host>-…`` folder of a dead process of this host beside it is renamed to
+    ``target`` (the swap never happened), under the target's lock (`guard.site_lock`, ``lock_file`` its
+    fallback). Returns the folder put back, or None. A live process's folder is never touched, nor anything
+    when ``target`` exists (a stale ``.old-`` beside it is a swap that ended: `guard.sweep` removes it)."""
+    target = Path(target)
+
+    def stale() -> list[Path]:
+        return [p for p in guard.stale_temp_dirs(target.parent, (f".{target.name}.old-",), legacy_age_s=None)
+                if guard._TMP_PID.search(p.name).group(2) is not None and p.is_dir() and not p.is_symlink()]
+
+    if os.path.lexists(target) or not stale():  # the common case: no lock taken (the folder may not exist yet)
+        return None
+    with guard.site_lock(target, lock_file):
+        olds = stale()
+        if os.path.lexists(target) or not olds:
+            return None
+        newest = max(olds, key=lambda p: p.lstat().st_ctime)  # a rename sets it: the last swap cut short
+        os.rename(newest, target)
+        return newest
 
 
 def replace_file(path: Path, fill: Callable[[Path], object]) -> None:

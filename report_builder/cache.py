@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -159,12 +161,12 @@ class Cache:
             return self._load(self.path(analysis, key))
         except Exception:  # noqa: BLE001
             pass
-        with self.lock(analysis, key):
+        with _held(self.lock(analysis, key), f"{analysis}/{key}"):
             return self._get_locked(analysis, key)
 
     def put(self, analysis: str, key: str, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Entry:
         """Write an entry atomically (temp dir + rename) under its lock; an existing valid entry wins."""
-        with self.lock(analysis, key):
+        with _held(self.lock(analysis, key), f"{analysis}/{key}"):
             existing = self._get_locked(analysis, key)
             if existing is not None:
                 return existing
@@ -192,7 +194,7 @@ class Cache:
             hit = None
         if hit is not None:
             return hit
-        with self.lock(analysis, key):  # first writer wins: a second build waits here, then reuses
+        with _held(self.lock(analysis, key), f"{analysis}/{key}"):  # first writer wins: a second build waits, reuses
             hit = self._get_locked(analysis, key)
             if hit is not None:
                 return hit
@@ -218,7 +220,7 @@ class Cache:
             for e in sorted(a.iterdir()):
                 if is_entry(e):
                     with guard.removing_locked(e):
-                        shutil.rmtree(e)
+                        atomic.remove_dir(e)  # cut short: a temporary name the sweep below removes next time
                     n += 1
             guard.sweep([a], legacy_age_s=None)
             for e in sorted(a.iterdir()):
@@ -255,12 +257,16 @@ class Cache:
 
     def temp_parents(self) -> list[Path]:
         """Folders where this cache's temporary dirs and files may be left: the cache itself (its JSON
-        records, `atomic.write_text`), each analysis folder, and the reproduced figures' folder."""
+        records, `atomic.write_text`), each analysis folder, the reproduced figures' folder and each
+        folder of kept data copies (``inputs/<sha[:16]>/``, `atomic.copy_file`)."""
         parents = [self.base] if self.base.is_dir() else []
         if self.root.is_dir() and not self.root.is_symlink():  # never a folder a link leads to
             parents += [a for a in self.root.iterdir() if a.is_dir() and not a.is_symlink()]
         if self.reproduced.is_dir() and not self.reproduced.is_symlink():
             parents.append(self.reproduced)
+        inputs = self.base / "inputs"  # the kept data copies (`last_build`): a copy killed midway
+        if inputs.is_dir() and not inputs.is_symlink():
+            parents += [d for d in inputs.iterdir() if d.is_dir() and not d.is_symlink()]
         return parents
 
     def stale_temp(self) -> list[Path]:
@@ -270,6 +276,28 @@ class Cache:
     def sweep(self) -> list[Path]:
         """Remove temporary dirs and files left by processes that are gone (never a live build's)."""
         return guard.sweep(self.temp_parents())
+
+
+@contextmanager
+def _held(lock: Any, what: str) -> Iterator[None]:
+    """Hold an entry's lock; when another process holds it (a build computing the same entry, or one suspended
+    with Ctrl-Z), say once that this one waits, and stop with one line after `guard.LOCK_TIMEOUT_S`."""
+    from filelock import Timeout
+
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logging.getLogger("report_builder").info(f"waiting for the cache entry {what}: another build is computing "
+                                                 "it (it is reused when done)")
+        try:
+            lock.acquire(timeout=guard.LOCK_TIMEOUT_S)
+        except Timeout:
+            raise UnsafeOutput(f"another build has held the cache entry {what} for {guard.LOCK_TIMEOUT_S / 3600:g} h "
+                               "(stopped with Ctrl-Z?); let it finish or end it, or give another --cache") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def is_entry(d: Path) -> bool:

@@ -14,6 +14,7 @@ file it locked is still the one at the path (same inode) and starts over when no
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -112,6 +113,9 @@ def _acquire(base: Path, command: str, exclusive: bool, create: bool, wait: floa
         except FileNotFoundError:  # the cache was removed meanwhile (a `clean` ended): look again
             continue
         except OSError as e:
+            if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # a read-only mount, another user's cache
+                raise UnsafeOutput(f"the results cache {base} cannot be written ({e.strerror or e}: its lock file "
+                                   f"{path}); choose another {guard.cache_option(base)} or fix its permissions") from None
             raise UnsafeOutput(f"the lock file {path} of the cache cannot be opened ({e.strerror or e}"
                                f"{'; it is a symbolic link, which report_builder never makes' if path.is_symlink() else ''}); "
                                "remove it or choose another --cache") from None

@@ -9,6 +9,7 @@ that depend on another. A failure is one ``error:`` line with its exit code (`_d
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -355,7 +356,6 @@ def _subparsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParse
 def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
     """The one-line message and exit code of a failure; "internal error" only for what a user cannot cause
     (a bug). The codes: docs/guide/configuration.md "Sizes, configuration checks and exit codes"."""
-    import errno
 
     from report_builder import extras
 
@@ -367,8 +367,13 @@ def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
         if missing is not None:
             return str(missing), exit_code(missing)
         cause = cause.__cause__ or cause.__context__
+    disk = e  # a full or read-only disk under a stage's wrapper ("figure X: could not write its files")
+    while disk is not None and not (isinstance(disk, OSError) and disk.errno in _DISK_ERRORS):
+        disk = disk.__cause__
+    e = disk if disk is not None else e
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        where = f" writing {e.filename}" if e.filename else ""
+        written = e.filename2 or e.filename  # a copy (shutil) names its source first, the file written second
+        where = f" writing {written}" if written else ""
         return (f"the disk is full{where}; free some space or choose another --out/--cache "
                 f"(finished cache entries are kept, no partial one)", EXIT_CODES["config"])
     if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -379,6 +384,10 @@ def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
         return f"{e.strerror or e}: {e.filename}" if e.filename else str(e), EXIT_CODES["config"]
     return (f"internal error: {type(e).__name__}: {clip(str(e), 500)} (rerun with --debug for the traceback and "
             "report it)", 1)
+
+
+_DISK_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS))
+"""The errors of a full or read-only disk, or a denied write (`_describe`: one line, exit 3)."""
 
 
 def _dispatch(args) -> int:

@@ -140,6 +140,8 @@ def mark_cache(root: Path) -> None:
     as ``results/``) is refused with `UnsafeOutput`."""
     root = Path(root)
     why = _protected(root)
+    if why is None and root.is_symlink() and not root.exists():  # mkdir would say "File exists"
+        why = f"it is a symbolic link to {os.readlink(root)}, which does not exist (create that folder first)"
     if why is None and root.exists():
         if not root.is_dir():
             why = "it is a file, not a directory"
@@ -424,27 +426,6 @@ def site_temp_prefixes(out_dir: Path) -> tuple[str, ...]:
     """Name prefixes of the temporary folders a build of ``out_dir`` creates next to it."""
     n = Path(out_dir).name
     return (f".{n}.tmp-", f".{n}-docs.tmp-", f".{n}.old-")
-
-
-def replace_dir(new: Path, target: Path) -> None:
-    """Put ``new`` in place of ``target`` by renames; the old target is deleted only afterwards. An
-    existing target's mode (setgid included), owner, group and extended attributes (ACLs) pass to
-    ``new`` first (`copy_dir_attrs`): the output keeps them though its inode changes."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.parent / f".{target.name}.old-{tmp_tag()}"
-    had_old = target.exists()
-    if had_old and target.is_dir() and not target.is_symlink():
-        copy_dir_attrs(target, new)
-    if had_old:
-        os.rename(target, old)
-    try:
-        os.rename(new, target)
-    except BaseException:
-        if had_old:
-            os.rename(old, target)
-        raise
-    if had_old:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager

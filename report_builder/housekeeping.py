@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from report_builder import guard, site_marker
+from report_builder.atomic import restore_swapped
 from report_builder.cache import Cache
 from report_builder.cache_lock import remove_if_empty, using
 from report_builder.config import Config
@@ -155,8 +156,10 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     else:
         with using(cache_dir, "clean", exclusive=True, create=False):  # no build of it runs meanwhile
             _clean_cache(cache, done, left)
+    lock_file = site_state.site_state(out, cache_dir).lock_file
+    restore_swapped(out, lock_file)  # a build killed mid-swap: its site (and versions) back, not swept
     if out.exists():
-        with guard.site_lock(out, site_state.site_state(out, cache_dir).lock_file):
+        with guard.site_lock(out, lock_file):
             site_marker.check_replaceable(out, "the output directory", "--out", "clean")
             kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all",
                                     log=log or _warn)

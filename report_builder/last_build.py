@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
-from report_builder import atomic
+from report_builder import atomic, guard
 from report_builder.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -320,7 +320,8 @@ def recorded_config(cache_dir: str | os.PathLike) -> Config:
 
 def clean_inputs(cache_dir: str | os.PathLike) -> tuple[int, list[Path]]:
     """Remove the kept data copies, ``<cache>/inputs/<sha256[:16]>/<name>``: each one whose content's sha256
-    starts with its folder's name (provably the tool's copy); anything else is left and returned. Symbolic
+    starts with its folder's name (provably the tool's copy), and a folder left empty or holding a dead
+    process's temporary copy (a build or clean killed midway); anything else is left and returned. Symbolic
     links are never followed."""
     from report_builder.filehash import sha256_of_file
 
@@ -329,7 +330,12 @@ def clean_inputs(cache_dir: str | os.PathLike) -> tuple[int, list[Path]]:
         return 0, [root] if root.is_symlink() else []
     n, left = 0, []
     for d in sorted(root.iterdir()):
+        if d.is_dir() and not d.is_symlink():
+            guard.sweep([d], legacy_age_s=None)  # a copy killed midway (`atomic.copy_file`'s temporary name)
         files = list(d.iterdir()) if d.is_dir() and not d.is_symlink() else []
+        if not files and d.is_dir() and not d.is_symlink() and re.fullmatch("[0-9a-f]{16}", d.name):
+            d.rmdir()  # emptied by a clean killed before it removed the folder, or by the sweep
+            continue
         if len(files) == 1 and files[0].is_file() and not files[0].is_symlink() \
                 and sha256_of_file(files[0]).startswith(d.name) and len(d.name) == 16:
             files[0].unlink()

@@ -70,6 +70,11 @@ class Versions:
         self._read = earlier_site.read_index(self.out_dir)
         self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)
 
+    def moved(self) -> bool:
+        """Whether the output's versions index is no longer the one this build read (another build of the
+        same output published since)."""
+        return earlier_site.read_index(self.out_dir) != self._read
+
     @property
     def previous_current(self) -> dict[str, str]:
         """The previous site's current version of each figure."""
@@ -147,7 +152,7 @@ class Versions:
         current hash, newer exists)`` -> the version's index.html. Returns the new index.
         """
         tmp_site = Path(tmp_site)
-        if earlier_site.read_index(self.out_dir) != self._read:
+        if self.moved():
             self.log("site: another build published into the output meanwhile; its versions are kept")
             self._read = earlier_site.read_index(self.out_dir)
             self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +39,7 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 from report_builder import guard, site_marker
-from report_builder.atomic import write_text
+from report_builder.atomic import replace_dir, restore_swapped, write_text
 from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
@@ -52,8 +50,9 @@ from report_builder.citations.version_files import write_csv
 from report_builder.site import assets, htmltable, manifest, pages
 from report_builder.site import figure_cache as fcache
 from report_builder.site import publish, svgsafe
+from report_builder.site.digests import can_keep as _can_keep, inputs_digest as _inputs_digest, tree_digest as _tree_digest
 from report_builder.site.figure_cache import FigureCache, ReadTracker, json_safe
-from report_builder.site.site_state import IN_OUT, site_state
+from report_builder.site.site_state import site_state
 from report_builder.site.figure_files import (DEFAULT_INLINE_LIMIT, FigureFiles, Previous, RenderCache, export_title,
                                              write_figure_files)
 from report_builder.site.paths import MKDOCS_YML
@@ -121,13 +120,15 @@ class Section:
     built: bool = False  # the builder ran in this build (inputs new or changed)
 
 
-def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
+def _render_once(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[str, Any], *,
                 out_dir: Path = Path("site"), docs_dir: Path | None = None,
                 log: Callable[[str], Any] = print, figures: Iterable[FigureSpec] | None = None,
                 inline_limit: int = DEFAULT_INLINE_LIMIT, reported: dict[str, Any] | None = None,
                 site_url: str | None = None, extra_files: dict[str, str] | None = None,
                 cache_dir: Path | None = None) -> RenderReport:
-    """Build the whole site from result tables.
+    """Build the whole site from result tables. When another build of the same output publishes while
+    this one renders (its versions or history would be hidden by this build's pages), the render starts
+    again on top of what it published, at most `RENDER_TRIES` times (then `UnsafeOutput`: run it again).
 
     Args:
         tables: result tables by name (see ARCHITECTURE.md), concatenated over models and datasets.
@@ -168,6 +169,8 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     state = site_state(out_dir, cache_dir)
     cache_manifest, build_record = state.manifest, state.record
     kept = False
+    if (back := restore_swapped(out_dir, state.lock_file)) is not None:  # before the sweep, which would remove it
+        log(f"site: put back {out_dir} from {back.name}: a build was killed while it swapped the site in")
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
     declared = readback.DECLARED.set(frozenset(ids))  # this build's figures are known ids of what it reads back
     try:
@@ -230,13 +233,15 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
         figure_cache.prune()
         with guard.site_lock(out_dir, state.lock_file):
             site_marker.check_replaceable(out_dir, "the output directory", "--out")
+            if publish.moved(versions, past):  # this build's pages would hide what the other one published
+                raise publish.OutputMoved(str(out_dir))
             publish.publish(versions, tmp_site, past, entry, charts, log)
             site_marker.write(tmp_site)  # last: it lists every entry the new site holds
-            guard.replace_dir(tmp_site, out_dir)
+            replace_dir(tmp_site, out_dir)
             if docs_dir is not None:
                 (tmp_docs / guard.SITE_MARKER).write_text("generated pages of report_builder\n", encoding="utf-8")
                 site_marker.check_replaceable(docs_dir, "the generated docs directory", "docs_dir")
-                guard.replace_dir(tmp_docs, docs_dir)
+                replace_dir(tmp_docs, docs_dir)
             write_text(cache_manifest, json.dumps(current, indent=1))
             record = {"date": date, "dates": list(dates), "inputs": inputs, "site": _tree_digest(out_dir),
                       "docs": _tree_digest(docs_dir, dates) if docs_dir is not None else None}
@@ -249,86 +254,20 @@ def render_site(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict[
     return _report(specs, sections, changes, out_dir, log)
 
 
-def _tree_digest(root: Path, date: str | tuple[str, ...] = "", known: dict[str, str] | None = None) -> str | None:
-    """SHA-256 over every file of ``root`` (relative path and bytes; ``date`` — one date or several:
-    the build's and the earlier builds' its pages show — replaced by a placeholder when given, so two
-    renders that differ only in their build date digest alike); None if missing.
-
-    ``known``: relative path -> SHA-256 of files whose bytes were just verified (figure files from
-    `figure_cache`, which never hold a build date): taken as they are instead of read again."""
-    if not root.is_dir():
-        return None
-    return _files_digest({p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-                          if (p.is_symlink() or p.is_file()) and p.name != guard.SITE_MARKER
-                          and p.relative_to(root).parts[0] != IN_OUT}, date, known)
+RENDER_TRIES = 3
+"""How many times `render_site` renders on top of another build's publication before it gives up."""
 
 
-def _files_digest(files: dict[str, Path], date: str | tuple[str, ...] = "",
-                  known: dict[str, str] | None = None) -> str:
-    """SHA-256 over ``files`` (relative path -> file), in their order (see `_tree_digest`)."""
-    known = known or {}
-    h = hashlib.sha256()
-    for rel, p in files.items():
-        if rel in known:
-            digest = bytes.fromhex(known[rel])
-        elif p.is_symlink() or not p.is_file() or p.stat().st_size > _DIGEST_IN_MEMORY:
-            digest = _stream_digest(p)  # a link (never followed: the tool makes none) or a large file
-        else:
-            data = p.read_bytes()
-            for d in (date,) if isinstance(date, str) else date:
-                if d:
-                    data = data.replace(d.encode("utf-8"), b"\0DATE\0")
-            digest = hashlib.sha256(data).digest()
-        h.update(rel.encode("utf-8") + b"\0" + digest)
-    return h.hexdigest()
-
-
-_DIGEST_IN_MEMORY = 64 << 20
-"""Files of a site up to this size are digested with their build dates masked (pages); larger ones streamed."""
-
-
-def _stream_digest(p: Path) -> bytes:
-    """SHA-256 of a link's target text (never followed) or of a regular file read in chunks."""
-    if p.is_symlink():
-        return hashlib.sha256(b"link\0" + os.fsencode(os.readlink(p))).digest()
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.digest()
-
-
-def _inputs_digest(docs: Path, date: str | tuple[str, ...], extra_files: dict[str, str], site_url: str | None,
-                   known: dict[str, str] | None = None) -> str:
-    """Everything mkdocs turns into the site: the generated pages and files (build date masked), the
-    site's sources (mkdocs.yml, templates, hand-written pages: `paths.source_files`), the extra files,
-    the site URL and the versions of mkdocs and report_builder (``known``: see `_tree_digest`)."""
-    import mkdocs
-
-    from report_builder import __version__
-    from report_builder.site.paths import RESOURCES, source_files
-
-    h = hashlib.sha256()
-    dates = [d for d in ((date,) if isinstance(date, str) else date) if d]
-    for part in (_tree_digest(docs, date, known), _files_digest(source_files(RESOURCES)), json.dumps(
-            {k: functools.reduce(lambda t, d: t.replace(d, "\0DATE\0"), dates, v) for k, v in sorted(extra_files.items())}),
-            str(site_url), mkdocs.__version__, __version__):
-        h.update(str(part).encode("utf-8") + b"\0")
-    return h.hexdigest()
-
-
-def _can_keep(out_dir: Path, docs_dir: Path | None, record_path: Path, inputs: str) -> str | None:
-    """The date of the previous build when the existing site can be kept: the same inputs, and the
-    site (and generated docs) still exactly as that build left them (not edited, not deleted)."""
-    record = manifest.read_manifest(record_path)
-    if not record or record.get("inputs") != inputs or not (out_dir / guard.SITE_MARKER).is_file():
-        return None
-    if _tree_digest(out_dir) != record.get("site"):
-        return None
-    if docs_dir is not None and _tree_digest(docs_dir, tuple(record.get("dates") or [str(record.get("date") or "")])
-                                             ) != record.get("docs"):
-        return None
-    return str(record.get("date") or "an earlier build")
+@functools.wraps(_render_once)
+def render_site(*args: Any, **kw: Any) -> RenderReport:
+    for _ in range(RENDER_TRIES):
+        try:
+            return _render_once(*args, **kw)
+        except publish.OutputMoved as e:
+            kw.get("log", print)(f"site: another build published into {e} while this one rendered; rendering again "
+                                 "on top of it")
+    raise guard.UnsafeOutput(f"other builds published into {kw.get('out_dir')} {RENDER_TRIES} times while this one "
+                             "rendered; run it again when they have finished")
 
 
 def _report(specs: list[FigureSpec], sections: dict[str, Section], changes: manifest.Changes, out_dir: Path,

@@ -28,6 +28,18 @@ from report_builder.site import svgsafe
 from report_builder.site.write_pages import PAGES, page_html
 
 
+class OutputMoved(Exception):
+    """Another build published into the output after this one read it: this build's pages (the versions'
+    pages, the history, the Changes page) no longer tell what the output holds; `site.build.render_site`
+    renders again on top of it."""
+
+
+def moved(versions: permalinks.Versions, past: earlier_site.History) -> bool:
+    """Whether another build published into the output since this one read its versions index and history
+    (asked under the site lock, right before `publish`)."""
+    return versions.moved() or earlier_site.read_history(versions.out_dir).raw != past.raw
+
+
 def figure_record(spec: Any, result: Any, content_hash: str, display: Any, roles: Any, prov: dict[str, Any],
                   inline_limit: int, counts: dict | None, versions: permalinks.Versions | None,
                   fig_dir: Path | None = None) -> tuple[dict[str, Any], str, str, str]:
