@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -303,3 +304,67 @@ def test_a_build_waiting_for_an_entry_another_build_computes_says_so(tmp_path):
         logger.level = old_level
     assert any(f"waiting for the cache entry k21_mixing/{key}" in line for line in lines), lines
     assert not second.is_alive() and len(got) == 1
+
+
+def _two_reproductions_at_once(tmp_path, monkeypatch) -> tuple[Path, list[BaseException]]:
+    """Two ``reproduce`` runs of one figure into one cache, publishing at the same moment: each removes the
+    target ``reproduced/<id>-<hash>/`` and then waits (up to 1 s) until the other has removed it too, before
+    it renames its drawing there -- the interleaving that two processes meet by chance."""
+    import threading
+
+    from report_builder.citations import reproduce
+
+    base = tmp_path / "cache"
+    target = base / "reproduced" / "k21-fig3-0123456789ab"
+    removed = threading.Barrier(2, timeout=1)
+    remove = atomic.remove_inside
+
+    def remove_then_meet(root, path):
+        remove(root, path)
+        try:
+            removed.wait()
+        except threading.BrokenBarrierError:  # the other run cannot get here meanwhile
+            pass
+
+    monkeypatch.setattr(atomic, "remove_inside", remove_then_meet)
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        folder = guard.make_tmp_dir(base / "reproduced" / "k21-fig3") / "k21-fig3"
+        folder.mkdir()
+        (folder / "data.csv").write_text(f"run {n}\n")
+        try:
+            reproduce._publish(base, folder, target)
+        except BaseException as e:  # noqa: BLE001 - what the run would have shown
+            errors.append(e)
+        finally:
+            shutil.rmtree(folder.parent, ignore_errors=True)
+
+    runs = [threading.Thread(target=run, args=(n,)) for n in (1, 2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join(10)
+    return target, errors
+
+
+def test_two_reproductions_of_one_figure_at_once_both_publish(tmp_path, monkeypatch):
+    """Before: both runs removed the target, the first renamed its drawing there and the second's rename
+    failed, 'internal error: [Errno 39] Directory not empty'. Now the removal and the rename are one step
+    under the lock of ``reproduced/``: the second run replaces the first's drawing with its own."""
+    target, errors = _two_reproductions_at_once(tmp_path, monkeypatch)
+    assert errors == []
+    assert (target / "data.csv").read_text() in ("run 1\n", "run 2\n")
+    assert _debris(target.parent) == []
+
+
+def test_two_reproductions_at_once_where_folders_cannot_be_locked_keep_the_first_drawing(tmp_path, monkeypatch):
+    """Where no folder can be locked (the lock then does nothing), the second rename finds the first run's
+    finished drawing of the same hash in place: it is kept, not 'internal error: Directory not empty'."""
+    from contextlib import nullcontext
+
+    monkeypatch.setattr(guard, "site_lock", lambda *a, **k: nullcontext())
+    target, errors = _two_reproductions_at_once(tmp_path, monkeypatch)
+    assert errors == []
+    assert (target / "data.csv").read_text() in ("run 1\n", "run 2\n")
+    assert _debris(target.parent) == []

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import errno
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,10 +361,26 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
         atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(rec))
         # a name made here: the registry's id and the hash just computed (nothing read from the recipe)
         target = cache.reproduced / f"{spec.id}-{ff.content_hash}"
-        atomic.remove_inside(cache.base, target)
-        atomic.move_inside(cache.base, tmp / spec.id, target)
+        _publish(cache.base, tmp / spec.id, target)
     out.files = str(target)
     return ff.content_hash, texts
+
+
+def _publish(base: Path, folder: Path, target: Path) -> None:
+    """Put the drawn ``folder`` at ``target`` (``<cache>/reproduced/<id>-<hash>/``), replacing an earlier run's.
+
+    The removal and the rename are one step under the lock of ``reproduced/`` (`guard.site_lock`: a
+    ``flock`` of the folder, nothing written), so two runs of one figure into one cache at once never both
+    remove it and then collide on the rename ("Directory not empty"): the later one replaces the earlier
+    one's drawing with its own. Where folders cannot be locked (some network filesystems) a rename that
+    finds the target back keeps that other run's finished drawing: the same figure, by its content hash."""
+    with guard.site_lock(target):
+        atomic.remove_inside(base, target)
+        try:
+            atomic.move_inside(base, folder, target)
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir() or target.is_symlink():
+                raise
 
 
 def _reasons(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, check: verify.FolderCheck) -> None:
