@@ -86,11 +86,12 @@ def remove_dir(path: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def restore_swapped(target: Path, lock_file: Path | None = None) -> Path | None:
+def restore_swapped(target: Path, lock_file: Path | None = None, *, lock_of: Path | None = None) -> Path | None:
     """Put ``target`` back when a process killed between the two renames of `replace_dir` left it missing:
     the newest ``.<name>.old-<pid>@<host>-…`` folder of a dead process of this host beside it is renamed to
-    ``target`` (the swap never happened), under the target's lock (`guard.site_lock`, ``lock_file`` its
-    fallback). Returns the folder put back, or None. A live process's folder is never touched, nor anything
+    ``target`` (the swap never happened), under the lock the swap takes (`guard.site_lock` of ``lock_of``,
+    default ``target``; ``lock_file`` its fallback: the site's generated pages are swapped under the site's
+    lock). Returns the folder put back, or None. A live process's folder is never touched, nor anything
     when ``target`` exists (a stale ``.old-`` beside it is a swap that ended: `guard.sweep` removes it)."""
     target = Path(target)
 
@@ -100,7 +101,7 @@ def restore_swapped(target: Path, lock_file: Path | None = None) -> Path | None:
 
     if os.path.lexists(target) or not stale():  # the common case: no lock taken (the folder may not exist yet)
         return None
-    with guard.site_lock(target, lock_file):
+    with guard.site_lock(lock_of or target, lock_file):
         olds = stale()
         if os.path.lexists(target) or not olds:
             return None

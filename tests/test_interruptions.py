@@ -368,3 +368,22 @@ def test_two_reproductions_at_once_where_folders_cannot_be_locked_keep_the_first
     assert errors == []
     assert (target / "data.csv").read_text() in ("run 1\n", "run 2\n")
     assert _debris(target.parent) == []
+
+
+def test_generated_pages_of_a_render_killed_mid_swap_are_put_back_not_left(tmp_path):
+    """``render_site(..., docs_dir=...)`` swaps the generated pages with the same two renames as the site.
+    Before: a process killed between them left ``.generated.old-<pid>@<host>-…`` (and one killed while it
+    deleted the old pages ``.generated.tmp-…``) beside the pages for ever: neither put back nor swept. Now
+    the next render puts the pages back under the lock, as the site's, and sweeps the dead process's rest."""
+    h.render_dummy_site(tmp_path)
+    docs, dead = tmp_path / "docs" / "generated", f"{_dead_pid()}@{guard.host_tag()}"
+    docs.rename(docs.parent / f".generated.old-{dead}-0a1b2c3d")
+    (docs.parent / f".generated.tmp-{dead}-4e5f6a7b").mkdir()  # an old copy whose deletion was cut short
+    (docs.parent / f".generated.tmp-{dead}-4e5f6a7b" / "index.md").write_text("half deleted")
+    logs: list[str] = []
+    build_mod.render_site(
+        h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=tmp_path / "site", docs_dir=docs,
+        log=logs.append, figures=h.DUMMY_FIGURES)
+    assert _debris(docs.parent) == [] and _debris(tmp_path) == []
+    assert any("put back" in line and str(docs) in line for line in logs), logs
+    assert (docs / "index.md").is_file()

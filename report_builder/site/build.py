@@ -172,6 +172,10 @@ def _render_once(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict
     if (back := restore_swapped(out_dir, state.lock_file)) is not None:  # before the sweep, which would remove it
         log(f"site: put back {out_dir} from {back.name}: a build was killed while it swapped the site in")
     guard.sweep([out_dir.parent], guard.site_temp_prefixes(out_dir), legacy_age_s=None)
+    if docs_dir is not None:  # its swap is the site's (`replace_dir`, under the site's lock): the same repair
+        if (back := restore_swapped(docs_dir, state.lock_file, lock_of=out_dir)) is not None:
+            log(f"site: put back {docs_dir} from {back.name}: a build was killed while it swapped the pages in")
+        guard.sweep([docs_dir.parent], (f".{docs_dir.name}.tmp-", f".{docs_dir.name}.old-"), legacy_age_s=None)
     declared = readback.DECLARED.set(frozenset(ids))  # this build's figures are known ids of what it reads back
     try:
         versions = permalinks.Versions(out_dir, site_url, log, svgsafe.is_safe)  # earlier versions, carried (verified)
