@@ -101,14 +101,14 @@ def _copy(results: Path, to: Path) -> Path:
 
 @pytest.mark.parametrize("payload", ["results/exp1/metrics.csv", "models/bert/config.json", "freq/counts.txt",
                                      "locks/a.lock", "last_build.json"])
-def test_no_folder_is_adopted_as_a_cache(tmp_path, payload):
+def test_no_folder_is_adopted_as_a_cache(tmp_path, payload, capsys, monkeypatch):
     exp = tmp_path / "experiment"
     (exp / payload).parent.mkdir(parents=True, exist_ok=True)
     (exp / payload).write_text("{}" if payload.endswith(".json") else "epoch,acc\n1,0.9\n")
     before = _tree(exp)
     cmds = [["clean"]] + ([["render"]] if payload.startswith(("results", "last")) else [])
     for cmd in cmds:
-        r = _cli(*cmd, "--cache", str(exp), "--out", str(tmp_path / "site"), cwd=tmp_path)
+        r = _here(capsys, monkeypatch, tmp_path, *cmd, "--cache", str(exp), "--out", str(tmp_path / "site"))
         _refused(r, 3, "refusing to use", "as the cache")
         assert _tree(exp) == before and not (exp / guard.CACHE_MARKER).exists()
     assert not (tmp_path / "site").exists()
