@@ -22,12 +22,27 @@ except ImportError:  # the render-only tests need no torch
     pass
 
 
-def smoke_build(tmp: Path, *extra: str) -> tuple[str, float]:
+NO_TORCH = ("torch", "transformers", "scipy")
+"""What a rebuild from the cache never imports (`render` and a no-op `build` run where they are not installed)."""
+
+RECORD_IMPORTS = f"""
+import sys
+from report_builder.cli import main
+code = main()
+print("imported:", *sorted(m for m in {NO_TORCH!r} if m in sys.modules), file=sys.stderr)
+raise SystemExit(code)
+"""
+"""``python -c RECORD_IMPORTS ARGS`` runs ``report-builder ARGS`` as ``python -m report_builder`` does, then
+prints which of `NO_TORCH` it imported (``imported:`` alone when none) as the last line on stderr."""
+
+
+def smoke_build(tmp: Path, *extra: str, record_imports: bool = False) -> tuple[str, float]:
     """``report-builder build --preset smoke`` into ``tmp/cache`` and ``tmp/site`` through the CLI, as
-    the README runs it; (its stdout + stderr, seconds)."""
+    the README runs it (through `RECORD_IMPORTS` with ``record_imports``); (its stdout + stderr, seconds)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    cli = ["-c", RECORD_IMPORTS] if record_imports else ["-m", "report_builder"]
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--preset", "smoke", "--no-progress",
+    r = subprocess.run([sys.executable, *cli, "build", "--preset", "smoke", "--no-progress",
                         "--cache", str(tmp / "cache"), "--out", str(tmp / "site"), *extra],
                        capture_output=True, text=True, env=env, timeout=1800, cwd=tmp)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -66,12 +81,13 @@ def render_key_folder(tmp_path_factory):
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory):
     """The smoke build from an empty cache (default threads and batch size), then the same command
-    again: (folder, first log, second log, first seconds, second seconds). Built once per test run:
+    again, its imports recorded (`RECORD_IMPORTS`: tests/test_smoke_build.py's no-op rebuild checks read
+    it): (folder, first log, second log, first seconds, second seconds). Built once per test run:
     under pytest-xdist the first worker to need it builds it in the run's shared temporary folder
     while another waits on a file lock, then both read it. Tests only read it (or rebuild it as a
     no-op, which keeps the site and every table as they are)."""
     def twice(tmp: Path) -> list:
-        (first, t1), (second, t2) = smoke_build(tmp), smoke_build(tmp)
+        (first, t1), (second, t2) = smoke_build(tmp), smoke_build(tmp, record_imports=True)
         return [first, second, t1, t2]
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):

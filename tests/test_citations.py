@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -35,6 +36,25 @@ def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProce
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "report_builder", *args], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=cwd)
+
+
+def _here(capsys, monkeypatch, *args: str, cwd: Path) -> SimpleNamespace:
+    """`_cli` in this process (`cli.main` from ``cwd``): the same returncode, stdout and stderr without an
+    interpreter start importing torch and transformers (~3 s of CPU per `reproduce`). The CPU engine's
+    worker count, which a reproduction sets, is put back for the tests after."""
+    from report_builder import cli, engine
+
+    monkeypatch.chdir(cwd)
+    workers = engine.cpu_workers()
+    capsys.readouterr()
+    try:
+        code = cli.main(list(args))
+    except SystemExit as e:  # argparse's usage errors
+        code = e.code
+    finally:
+        engine.set_cpu_workers(workers)
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def _version_files(folder: Path) -> dict[str, bytes]:
@@ -118,16 +138,16 @@ def test_the_history_lists_both_builds_with_the_changed_inputs_and_the_numbers(b
     assert "datasets.wiki.hash" in changes and "largest change" in changes
 
 
-def test_reproduce_from_another_directory_with_an_empty_cache(builds, tmp_path):
+def test_reproduce_from_another_directory_with_an_empty_cache(builds, tmp_path, capsys, monkeypatch):
     work, model, h1, _, _ = builds
     version = work / "site" / "figures" / FIG / h1
-    r = _cli("reproduce", str(version / "provenance.json"), "--cache", str(tmp_path / "cache"), "--no-progress",
-             cwd=tmp_path)
+    r = _here(capsys, monkeypatch, "reproduce", str(version / "provenance.json"), "--cache", str(tmp_path / "cache"),
+              "--no-progress", cwd=tmp_path)
     assert r.returncode == 4, r.stderr  # the recorded source is a folder of the build's directory
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("error:")]
     assert "tiny-a" in line and "fingerprint" in line and "--model tiny=PATH" in line
-    r = _cli("reproduce", str(version / "provenance.json"), "--cache", str(tmp_path / "cache"), "--no-progress",
-             "--model", f"tiny={model}", cwd=tmp_path)
+    r = _here(capsys, monkeypatch, "reproduce", str(version / "provenance.json"), "--cache", str(tmp_path / "cache"),
+              "--no-progress", "--model", f"tiny={model}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == f"reproduced {FIG} {h1}: identical"
     # an edited recipe: another parameter, or another hash, is refused before any work (its seal: exit 7)
@@ -140,20 +160,20 @@ def test_reproduce_from_another_directory_with_an_empty_cache(builds, tmp_path):
         else:
             rec["content_hash"] = "0" * 12
         (copy / "provenance.json").write_text(json.dumps(rec), encoding="utf-8")
-        r = _cli("reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress", "--json",
-                 "--model", f"tiny={model}", cwd=tmp_path)
+        r = _here(capsys, monkeypatch, "reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress",
+                  "--json", "--model", f"tiny={model}", cwd=tmp_path)
         out = json.loads(r.stdout)
         assert r.returncode == 7 and out["status"] == "altered" and not out["identical"], r.stderr[-2000:]
         assert out["recipe_intact"] is False and any("edited" in x for x in out["reasons"])
         assert out["reproduced"] is None and out["computed"] == 0
     rec["config"]["datasets"][0]["n"] = 2  # (and the hash edited) another dataset: stopped before any work
     (copy / "provenance.json").write_text(json.dumps(rec), encoding="utf-8")
-    r = _cli("reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress", "--model", f"tiny={model}",
-             cwd=tmp_path)
+    r = _here(capsys, monkeypatch, "reproduce", str(copy), "--cache", str(tmp_path / "cache"), "--no-progress",
+              "--model", f"tiny={model}", cwd=tmp_path)
     assert r.returncode == 7 and "cannot verify" in r.stderr and "edited" in r.stderr, r.stderr
 
 
-def test_reproduce_refuses_a_model_folder_that_needs_its_own_code(builds, tmp_path):
+def test_reproduce_refuses_a_model_folder_that_needs_its_own_code(builds, tmp_path, capsys, monkeypatch):
     """A recipe's model pointed at a folder with `auto_map` (`--model NAME=DIR`) gets the custom-code refusal,
     one line, exit 4 (before: "not available here", as if the folder were missing); its code never runs."""
     import shutil
@@ -165,27 +185,27 @@ def test_reproduce_refuses_a_model_folder_that_needs_its_own_code(builds, tmp_pa
     (evil / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     cfg = json.loads((evil / "config.json").read_text())
     (evil / "config.json").write_text(json.dumps({**cfg, "auto_map": {"AutoModel": "modeling_evil.EvilModel"}}))
-    r = _cli("reproduce", str(work / "site" / "figures" / FIG / h1), "--cache", str(tmp_path / "cache"),
-             "--no-progress", "--model", f"tiny={evil}", cwd=tmp_path)
+    r = _here(capsys, monkeypatch, "reproduce", str(work / "site" / "figures" / FIG / h1), "--cache",
+              str(tmp_path / "cache"), "--no-progress", "--model", f"tiny={evil}", cwd=tmp_path)
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 4 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "needs its own Python code to load (`auto_map` in its config.json" in lines[0], lines[0]
     assert "not available" not in lines[0] and not marker.exists()
 
 
-def test_diff_names_the_changed_input(builds):
+def test_diff_names_the_changed_input(builds, capsys, monkeypatch):
     work, _, h1, h2, _ = builds
     a, b = work / "site" / "figures" / FIG / h1, work / "site" / "figures" / FIG / h2
-    r = _cli("diff", str(a), str(b), cwd=work)
+    r = _here(capsys, monkeypatch, "diff", str(a), str(b), cwd=work)
     assert r.returncode == 0, r.stderr
     assert f"{FIG} {h1} -> {h2}: changed" in r.stdout and "data: datasets.wiki.hash" in r.stdout
     assert "datasets.wiki.n 3 -> 4" in r.stdout and "largest change" in r.stdout and "top_k" not in r.stdout
-    r = _cli("diff", str(a / "provenance.json"), str(b / "provenance.json"), "--json", cwd=work)
+    r = _here(capsys, monkeypatch, "diff", str(a / "provenance.json"), str(b / "provenance.json"), "--json", cwd=work)
     d = json.loads(r.stdout)
     assert d["kind"] == "version" and ("data", "datasets.wiki.hash") in {(x["kind"], x["what"]) for x in d["inputs"]}
-    r = _cli("diff", str(a), str(a), cwd=work)
+    r = _here(capsys, monkeypatch, "diff", str(a), str(a), cwd=work)
     assert r.returncode == 0 and "identical" in r.stdout and "no recorded input differs" in r.stdout
-    r = _cli("diff", str(a), str(work), cwd=work)
+    r = _here(capsys, monkeypatch, "diff", str(a), str(work), cwd=work)
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
 

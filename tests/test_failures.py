@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -27,6 +28,24 @@ def _cli(*args, cwd=None, timeout=600):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "report_builder", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=cwd)
+
+
+def _here(capsys, *args) -> SimpleNamespace:
+    """`_cli` in this process (`cli.main`), for `check` on a broken model folder: the same returncode, stdout
+    and stderr without an interpreter start importing torch and transformers (3 s of CPU each). The CPU
+    engine's worker count, which `check` sets, is put back for the tests after."""
+    from report_builder import engine
+
+    workers = engine.cpu_workers()
+    capsys.readouterr()
+    try:
+        code = cli.main(list(args))
+    except SystemExit as e:  # argparse's usage errors
+        code = e.code
+    finally:
+        engine.set_cpu_workers(workers)
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def _one_error_line(stderr: str) -> str:
@@ -145,38 +164,38 @@ def _copy_model(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_truncated_and_missing_weights_are_model_errors(tmp_path, tiny_dir):
+def test_truncated_and_missing_weights_are_model_errors(tmp_path, tiny_dir, capsys):
     bad = _copy_model(tiny_dir, tmp_path / "truncated")
     w = bad / "model.safetensors"
     w.write_bytes(w.read_bytes()[:5000])
-    r = _cli("check", "--model", str(bad))
+    r = _here(capsys, "check", "--model", str(bad))
     assert r.returncode == EXIT_CODES["model"] == 4, r.stderr
     line = _one_error_line(r.stderr)
     assert "truncated or damaged" in line and "truncated" in line
     none = _copy_model(tiny_dir, tmp_path / "noweights")
     (none / "model.safetensors").unlink()
-    r = _cli("check", "--model", str(none))
+    r = _here(capsys, "check", "--model", str(none))
     assert r.returncode == 4 and "no weights" in _one_error_line(r.stderr)
     r = _cli("--debug", "check", "--model", str(none))  # --debug: the traceback is shown
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
-def test_a_model_folder_without_its_tokenizer_is_a_model_error(tmp_path, tiny_dir):
+def test_a_model_folder_without_its_tokenizer_is_a_model_error(tmp_path, tiny_dir, capsys):
     """`model.save_pretrained(dir)` without `tokenizer.save_pretrained(dir)`: transformers builds a tokenizer
     of the special tokens alone, every word became [UNK] and `check` (and a build) went on, exit 0."""
     bare = _copy_model(tiny_dir, tmp_path / "no-tokenizer")
     for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
         (bare / f).unlink()
-    r = _cli("check", "--model", str(bare))
+    r = _here(capsys, "check", "--model", str(bare))
     assert r.returncode == EXIT_CODES["model"] == 4, r.stdout + r.stderr
     line = _one_error_line(r.stderr)
     assert "tokenizer" in line and "30522" in line and "save_pretrained" in line, line
 
 
-def test_a_check_text_longer_than_the_positions_is_a_usage_line(tiny_dir):
+def test_a_check_text_longer_than_the_positions_is_a_usage_line(tiny_dir, capsys):
     """`check --text` over the model's positions was exit 4 (a model error) advising "the dataset's
     max_length in the config", which `check` has neither of; now a usage line naming --text, exit 2."""
-    r = _cli("check", "--model", str(tiny_dir), "--text", "word " * 200)
+    r = _here(capsys, "check", "--model", str(tiny_dir), "--text", "word " * 200)
     line = _one_error_line(r.stderr)
     assert r.returncode == EXIT_CODES["usage"] == 2, r.stderr
     assert line == f"error: --text: text 1 has 202 tokens, more than {tiny_dir}'s 128 positions; give a shorter text", line

@@ -1,12 +1,15 @@
 """`report-builder build --preset paper` end to end on stand-ins, as a user who downloaded the papers'
 models and data once: every paper-preset hub id is a tiny random model in a real HF hub cache, SST-2 /
 MNLI / CoNLL-2003 come from `--data-dir`, `HF_HUB_OFFLINE=1`, and every socket connection or DNS
-lookup fails the build (a `sitecustomize` blocks them in the subprocess and records each attempt)."""
+lookup fails the build (a `sitecustomize` blocks them in the subprocess and records each attempt). To keep
+it fast: the frequency ranks map `FREQ_WORDS` words, and the user cache starts with this machine's Vega
+bundle and evaluation sets (`seed_user_cache`)."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -44,7 +47,18 @@ BLOCK_NETWORK = textwrap.dedent('''
     socket.socket.connect = _blocked_connect
     socket.socket.connect_ex = _blocked_connect
     socket.getaddrinfo = _blocked_lookup
+
+    if os.environ.get("RB_TEST_FREQ_WORDS"):  # see FREQ_WORDS
+        from report_builder.data import frequency
+
+        frequency.frequency_ranks.__kwdefaults__["n_words"] = int(os.environ["RB_TEST_FREQ_WORDS"])
 ''')
+
+FREQ_WORDS = 10_000
+"""How many wordfreq words the build's frequency ranks map (`data.frequency.N_WORDS`: 150,000): tokenizing
+150,000 words (300,000 for the cased BPE ones) for each of the 3 stand-in tokenizers was 20-35 s of this module;
+10,000 cover the 600-token stand-in vocabularies as well. The ranks at `N_WORDS` on a real vocabulary:
+tests/data/test_frequency.py. `test_frequency_ranks_in_the_user_cache` checks that this took effect."""
 
 SMALL = {
     "preset": "paper",
@@ -62,8 +76,22 @@ SMALL = {
 }
 
 
-def network_env(tmp: Path, hub: Path) -> dict[str, str]:
-    """Environment of a subprocess with the network blocked and the stand-in hub cache."""
+def seed_user_cache(tmp: Path) -> None:
+    """``tmp/user-cache`` (the subprocess's `REPORT_BUILDER_CACHE`, `network_env`) starts with this
+    machine's derived data, as tests/test_regenerate.py's does: the Vega bundle (``vendor/``, seconds of
+    bundling) and the evaluation sets (``evalsets/``: the offline Wikipedia set, 3 s of stripping markup per
+    process). No results, and no frequency ranks (`test_frequency_ranks_in_the_user_cache` counts them)."""
+    from report_builder import guard
+
+    for memo in ("vendor", "evalsets"):
+        src = guard.user_cache_dir() / memo
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, tmp / "user-cache" / memo, symlinks=False)
+
+
+def network_env(tmp: Path, hub: Path, freq_words: int | None = None) -> dict[str, str]:
+    """Environment of a subprocess with the network blocked and the stand-in hub cache (and frequency
+    ranks of ``freq_words`` words, `FREQ_WORDS`, when given)."""
     block = tmp / "netblock"
     block.mkdir(exist_ok=True)
     (block / "sitecustomize.py").write_text(BLOCK_NETWORK)
@@ -74,6 +102,8 @@ def network_env(tmp: Path, hub: Path) -> dict[str, str]:
                HF_HOME=str(tmp / "hf-home"), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1",
                RB_NETWORK_LOG=str(log), REPORT_BUILDER_CACHE=str(tmp / "user-cache"),
                OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), TOKENIZERS_PARALLELISM="false")
+    if freq_words:
+        env["RB_TEST_FREQ_WORDS"] = str(freq_words)
     return env
 
 
@@ -83,7 +113,8 @@ def paper(tmp_path_factory):
     revs = paper_standins.build_hub_cache(tmp / "hub")
     paper_standins.write_data_dir(tmp / "data")
     (tmp / "paper.yaml").write_text(yaml.safe_dump(SMALL, sort_keys=False))
-    env = network_env(tmp, tmp / "hub")
+    seed_user_cache(tmp)
+    env = network_env(tmp, tmp / "hub", FREQ_WORDS)
     r = subprocess.run([sys.executable, "-m", "report_builder", "build", "--config", str(tmp / "paper.yaml"),
                         "--data-dir", str(tmp / "data"), "--no-progress", "--cache", str(tmp / "cache"),
                         "--out", str(tmp / "site")], capture_output=True, text=True, env=env, timeout=1500, cwd=tmp)
@@ -95,6 +126,15 @@ def test_no_network_attempt(paper):
     tmp, log, _ = paper
     assert (tmp / "network.log").read_text() == ""
     assert "network blocked by the test" not in log
+
+
+def test_frequency_ranks_in_the_user_cache(paper):
+    """k21_frequency ranked each stand-in tokenizer's tokens (WordPiece for the BERT family, byte-level BPE
+    for RoBERTa and GPT-2) once, into the user cache, over `FREQ_WORDS` words (the seed took effect)."""
+    tmp = paper[0]
+    files = sorted(p.name for p in (tmp / "user-cache" / "freq").glob("*.json"))
+    assert len(files) == len(set(paper_standins.paper_ids().values())) == 3, files
+    assert all(f"-{FREQ_WORDS}-" in f for f in files), files
 
 
 def test_network_block_is_real(tmp_path):
@@ -197,9 +237,8 @@ def test_plan_before_download(tmp_path):
     hub.mkdir()
     paper_standins.write_data_dir(tmp_path / "data", n=5)
     for gone in ("MNLI", "conll2003"):
-        import shutil
-
         shutil.rmtree(tmp_path / "data" / gone)
+    seed_user_cache(tmp_path)
     env = network_env(tmp_path, hub)
     r = subprocess.run([sys.executable, "-m", "report_builder", "plan", "--preset", "paper", "--json",
                         "--data-dir", str(tmp_path / "data"), "--cache", str(tmp_path / "cache"), "--gpu", "H200"],
