@@ -25,6 +25,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import yaml
+from cli_here import cli_here
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE_URL = "https://example.org/report/"
@@ -39,22 +40,8 @@ def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProce
 
 
 def _here(capsys, monkeypatch, *args: str, cwd: Path) -> SimpleNamespace:
-    """`_cli` in this process (`cli.main` from ``cwd``): the same returncode, stdout and stderr without an
-    interpreter start importing torch and transformers (~3 s of CPU per `reproduce`). The CPU engine's
-    worker count, which a reproduction sets, is put back for the tests after."""
-    from report_builder import cli, engine
-
-    monkeypatch.chdir(cwd)
-    workers = engine.cpu_workers()
-    capsys.readouterr()
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:  # argparse's usage errors
-        code = e.code
-    finally:
-        engine.set_cpu_workers(workers)
-    out, err = capsys.readouterr()
-    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    """`_cli` in this process (`cli_here`: no interpreter start importing torch, ~3 s of CPU per `reproduce`)."""
+    return cli_here(capsys, *args, monkeypatch=monkeypatch, cwd=cwd)
 
 
 def _version_files(folder: Path) -> dict[str, bytes]:

@@ -19,6 +19,7 @@ from report_builder import api, cli
 from report_builder.config import ConfigError, from_dict, parse_size, replace
 from report_builder.errors import EXIT_CODES
 from report_builder.housekeeping import check_ids
+from cli_here import cli_here
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = {"preset": "smoke"}
@@ -31,21 +32,8 @@ def _cli(*args, cwd=None, timeout=600):
 
 
 def _here(capsys, *args) -> SimpleNamespace:
-    """`_cli` in this process (`cli.main`), for `check` on a broken model folder: the same returncode, stdout
-    and stderr without an interpreter start importing torch and transformers (3 s of CPU each). The CPU
-    engine's worker count, which `check` sets, is put back for the tests after."""
-    from report_builder import engine
-
-    workers = engine.cpu_workers()
-    capsys.readouterr()
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:  # argparse's usage errors
-        code = e.code
-    finally:
-        engine.set_cpu_workers(workers)
-    out, err = capsys.readouterr()
-    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    """`_cli` in this process (`cli_here`), for `check` on a broken model folder (3 s of CPU each as a process)."""
+    return cli_here(capsys, *args)
 
 
 def _one_error_line(stderr: str) -> str:

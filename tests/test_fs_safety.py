@@ -21,6 +21,7 @@ import yaml
 
 from report_builder import guard
 from report_builder.cache import Cache
+from cli_here import cli_here
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE_DIR = "site"  # `site_state.SITE_DIR`: where a results cache keeps each output's state
@@ -41,18 +42,8 @@ def _cli(*args, cwd, env_extra=None, timeout=300):
 
 
 def _here(capsys, monkeypatch, cwd: Path, *args: str) -> SimpleNamespace:
-    """`_cli` in this process (`cli.main` from ``cwd``), for commands refused before any work: no interpreter
-    start importing torch and pandas (a `build --plan` 5 s of CPU, 2.5 s here; a refusal 0.5 s, ms here)."""
-    from report_builder import cli
-
-    monkeypatch.chdir(cwd)
-    capsys.readouterr()
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:  # argparse's usage errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    """`_cli` in this process (`cli_here`), for commands refused before any work."""
+    return cli_here(capsys, *args, monkeypatch=monkeypatch, cwd=cwd)
 
 
 def _refused(r, code: int, *words: str) -> str:

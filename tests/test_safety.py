@@ -21,6 +21,7 @@ from report_builder import api, guard
 from report_builder.cache import Cache
 from report_builder.config import from_dict
 from tests import site_helpers as h
+from cli_here import cli_here
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,21 +34,8 @@ def _cli(*args, cwd=None, env_extra=None, timeout=600):
 
 
 def _here(capsys, monkeypatch, *args, cwd: Path) -> SimpleNamespace:
-    """`_cli` in this process (`cli.main` from ``cwd``), for commands refused before any work: the same
-    returncode, stdout and stderr without an interpreter start (0.5-3 s of CPU: pandas, torch)."""
-    from report_builder import cli, engine
-
-    monkeypatch.chdir(cwd)
-    workers = engine.cpu_workers()
-    capsys.readouterr()
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:  # argparse's usage errors
-        code = e.code
-    finally:
-        engine.set_cpu_workers(workers)
-    out, err = capsys.readouterr()
-    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    """`_cli` in this process (`cli_here`), for commands refused before any work."""
+    return cli_here(capsys, *args, monkeypatch=monkeypatch, cwd=cwd)
 
 
 def _victim(tmp_path: Path) -> Path:
