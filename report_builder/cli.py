@@ -371,12 +371,12 @@ def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
     while disk is not None and not (isinstance(disk, OSError) and disk.errno in _DISK_ERRORS):
         disk = disk.__cause__
     e = disk if disk is not None else e
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+    if isinstance(e, OSError) and e.errno in _DISK_FULL:
         written = e.filename2 or e.filename  # a copy (shutil) names its source first, the file written second
         where = f" writing {written}" if written else ""
         return (f"the disk is full{where}; free some space or choose another --out/--cache "
                 f"(finished cache entries are kept, no partial one)", EXIT_CODES["config"])
-    if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if isinstance(e, OSError) and e.errno in _DENIED:
         where = f" {e.filename}" if e.filename else ""
         return (f"permission denied{where} ({e.strerror}); choose another --out/--cache or fix the permissions",
                 EXIT_CODES["config"])
@@ -386,7 +386,9 @@ def _describe(e: Exception, cmd: str | None = None) -> tuple[str, int]:
             "report it)", 1)
 
 
-_DISK_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS))
+_DISK_FULL = frozenset((errno.ENOSPC, errno.EDQUOT))
+_DENIED = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
+_DISK_ERRORS = _DISK_FULL | _DENIED
 """The errors of a full or read-only disk, or a denied write (`_describe`: one line, exit 3)."""
 
 
