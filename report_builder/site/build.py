@@ -239,7 +239,7 @@ def _render_once(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict
             site_marker.check_replaceable(out_dir, "the output directory", "--out")
             if publish.moved(versions, past):  # this build's pages would hide what the other one published
                 raise publish.OutputMoved(str(out_dir))
-            publish.publish(versions, tmp_site, past, entry, charts, log)
+            publish.publish(versions, tmp_site, past, entry, charts)
             site_marker.write(tmp_site)  # last: it lists every entry the new site holds
             replace_dir(tmp_site, out_dir)
             if docs_dir is not None:
@@ -270,8 +270,8 @@ def render_site(*args: Any, **kw: Any) -> RenderReport:
         except publish.OutputMoved as e:
             kw.get("log", print)(f"site: another build published into {e} while this one rendered; rendering again "
                                  "on top of it")
-    raise guard.UnsafeOutput(f"other builds published into {kw.get('out_dir')} {RENDER_TRIES} times while this one "
-                             "rendered; run it again when they have finished")
+    raise guard.UnsafeOutput(f"other builds published into {kw.get('out_dir', Path('site'))} {RENDER_TRIES} times "
+                             "while this one rendered; run it again when they have finished")
 
 
 def _report(specs: list[FigureSpec], sections: dict[str, Section], changes: manifest.Changes, out_dir: Path,

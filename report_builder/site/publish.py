@@ -36,8 +36,8 @@ class OutputMoved(Exception):
 
 def moved(versions: permalinks.Versions, past: earlier_site.History) -> bool:
     """Whether another build published into the output since this one read its versions index and history
-    (asked under the site lock, right before `publish`)."""
-    return versions.moved() or earlier_site.read_history(versions.out_dir).raw != past.raw
+    (asked under the site lock, right before `publish`, which then writes the history it read: ``past``)."""
+    return versions.moved() or earlier_site.read_history(versions.out_dir) != past
 
 
 def figure_record(spec: Any, result: Any, content_hash: str, display: Any, roles: Any, prov: dict[str, Any],
@@ -162,30 +162,27 @@ def _write_page(versions: permalinks.Versions) -> Callable[..., str]:
 
 
 def publish(versions: permalinks.Versions, tmp_site: Path, past: earlier_site.History, entry: dict[str, Any] | None,
-            charts: dict[str, str], log: Callable[[str], Any]) -> None:
-    """Write the versions, their pages, the history and its charts into ``tmp_site`` (under the site lock).
+            charts: dict[str, str]) -> None:
+    """Write the versions, their pages, the history and its charts into ``tmp_site`` (under the site lock, once
+    the caller has found that no other build published since this one read the output: `moved`).
 
-    The output's history is read again (another build may have appended meanwhile): its entries are
-    written back as they were, this build's appended; an unreadable one is kept as it was (no entry
-    added). Earlier charts are carried only with their recorded SHA-256 (`earlier_site.carry`)."""
+    The history's entries (``past``, read at the start) are written back as they were, this build's appended;
+    an unreadable one is kept as it was (no entry added). Earlier charts are carried only with their recorded
+    SHA-256 (`earlier_site.carry`)."""
     versions.publish(tmp_site, _write_page(versions))
-    latest = earlier_site.read_history(versions.out_dir)
-    if latest.raw[: len(past.raw)] != past.raw or len(latest.raw) < len(past.raw):
-        log("warning: the output's history.json is not the one this build started from; the output's is kept")
-    base = latest if len(latest.raw) >= len(past.raw) else past
-    for rel, digest in _kept_charts(base.entries).items():
+    for rel, digest in _kept_charts(past.entries).items():
         if _chart_ok(versions.out_dir, rel, digest):
             earlier_site.carry(versions.out_dir, rel, tmp_site, sha256=digest)
     for rel, svg in charts.items():
         if not (tmp_site / rel).exists():
             atomic.replace_inside(tmp_site, tmp_site / rel, svg)
-    if base.damaged is not None:
-        if base.raw_bytes is not None:  # kept as it was: this build's entry is not added to it
-            atomic.replace_inside(tmp_site, tmp_site / history.HISTORY, base.raw_bytes)
+    if past.damaged is not None:
+        if past.raw_bytes is not None:  # kept as it was: this build's entry is not added to it
+            atomic.replace_inside(tmp_site, tmp_site / history.HISTORY, past.raw_bytes)
             return
         entries = [entry] if entry else []
     else:
-        entries = base.raw + ([entry] if entry else [])
+        entries = past.raw + ([entry] if entry else [])
     if entries:
         atomic.replace_inside(tmp_site, tmp_site / history.HISTORY, history.dumps(entries))
 
