@@ -105,11 +105,3 @@ def setup_logging(verbose: int = 0, quiet: bool = False, progress: bool = True) 
     log.addHandler(handler)
     log.setLevel(level)
     log.propagate = False
-
-
-def no_library_bars():
-    """transformers' own progress bars off for the block (`models.quiet.library_bars`): the notebook's model
-    loads show the notebook's progress only, without changing the user's settings."""
-    from report_builder.models.quiet import library_bars
-
-    return library_bars(False)

@@ -357,7 +357,7 @@ def test_a_plot_draws_offline_and_keeps_the_users_altair_theme(tiny_bert, tmp_pa
 
 def test_loading_in_a_kernel_without_ipywidgets_prints_no_tqdm_warning():
     """transformers' first import imports tqdm.auto, which in a Jupyter kernel without ipywidgets warns
-    "IProgress not found" into the user's cell; `load_model` imports it through `no_library_bars` (a kernel
+    "IProgress not found" into the user's cell; `load_model` imports it through `library_bars` (a kernel
     faked: tqdm looks for ``ipykernel.zmqshell`` among the modules)."""
     code = (
         "import sys, types, warnings\n"
@@ -366,8 +366,8 @@ def test_loading_in_a_kernel_without_ipywidgets_prints_no_tqdm_warning():
         "sys.modules['ipywidgets'] = None\n"
         "with warnings.catch_warnings(record=True) as got:\n"
         "    warnings.simplefilter('always')\n"
-        "    from report_builder.logsetup import no_library_bars\n"
-        "    with no_library_bars():\n"
+        "    from report_builder.models.quiet import library_bars\n"
+        "    with library_bars(False):\n"
         "        pass\n"
         "    import tqdm.auto\n"
         "print([str(w.message)[:40] for w in got if 'IProgress' in str(w.message)])\n")

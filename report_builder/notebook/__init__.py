@@ -70,8 +70,8 @@ def load_model(source: str, *, device: str = "cpu", dtype: str = "float32", name
         TypeError: ``source`` is not a string or path (a ``(model, tokenizer)`` pair goes to `decompose` itself).
         ValueError: An unknown mode, or a reduced one on a CPU.
     """
-    from report_builder.logsetup import no_library_bars
     from report_builder.models import loading
+    from report_builder.models.quiet import library_bars
 
     if not isinstance(source, (str, os.PathLike)):
         pair = " (to decompose your own model, pass rb.decompose((model, tokenizer), texts) the pair itself)" \
@@ -79,7 +79,7 @@ def load_model(source: str, *, device: str = "cpu", dtype: str = "float32", name
         raise TypeError(f"source: expected an embedded name, a local directory or a hub id, got "
                         f"{type(source).__name__}{pair}")
     mode = _precision(dtype, device)
-    with no_library_bars():
+    with library_bars(False):  # the notebook's own progress only; the user's setting as it was afterwards
         lm = loading.load(source, name=name, device=device, dtype="float32")
     lm.precision = mode
     return lm
