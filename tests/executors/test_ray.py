@@ -369,7 +369,7 @@ def test_could_not_join_names_the_address_and_token_authentication(monkeypatch):
     with pytest.raises(DistributedError) as e:
         ex._connect(NoCluster)
     msg = str(e.value)
-    assert "\n" not in msg and "--address 10.0.0.9:6379 (Failed to connect to Ray cluster at 10.0.0.9:6379.)" in msg
+    assert "\n" not in msg and "address=10.0.0.9:6379 (Failed to connect to Ray cluster at 10.0.0.9:6379.)" in msg
     assert "`ray start --head`" in msg and "RAY_AUTH_MODE=token" in msg and "RAY_AUTH_TOKEN" in msg
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     with pytest.raises(DistributedError) as e:
