@@ -401,6 +401,13 @@ def test_nothing_listening_at_the_address_fails_at_once():
     ex = ray_executor.RayExecutor(address=f"127.0.0.1:{port}", log=lambda *_: None, progress=False)
     with pytest.raises(DistributedError) as e:
         ex._connect(Untouched)
+    assert str(e.value) == (f"could not join the Ray cluster at address=127.0.0.1:{port}: nothing accepts "
+                            "connections there (Connection refused); check the head's address and port "
+                            "(`ray status` on the head prints them), or leave out address to start a local Ray")
+    from report_builder.errors import cli_vocabulary
+
+    with cli_vocabulary(), pytest.raises(DistributedError) as e:  # `report-builder build --address ...`
+        ex._connect(Untouched)
     assert str(e.value) == (f"could not join the Ray cluster at --address 127.0.0.1:{port}: nothing accepts "
                             "connections there (Connection refused); check the head's address and port "
                             "(`ray status` on the head prints them), or leave out --address to start a local Ray")
