@@ -140,3 +140,12 @@ def test_every_option_of_the_vocabulary_is_the_clis():
     assert set(errors.OPTIONS.values()) <= flags, set(errors.OPTIONS.values()) - flags
     with pytest.raises(KeyError):
         errors.option("out")  # a keyword the vocabulary does not declare is a bug, not a message
+
+
+def test_where_a_local_dataset_goes_names_data_dir():
+    """A hub set not on this machine (`data.hub`) says where a local copy goes: ``data_dir=DIR`` from Python."""
+    from report_builder.data.layout import data_dir_hint
+
+    _speaks_python(data_dir_hint("sst2"), "data_dir=DIR with DIR/SST-2/dev.tsv")
+    with errors.cli_vocabulary():
+        assert data_dir_hint("sst2") == "--data-dir DIR (config key data_dir) with DIR/SST-2/dev.tsv"
