@@ -98,10 +98,10 @@ def test_a_config_file_path_that_cannot_be_one_names_config():
     _speaks_python(_refused(lambda: rb.build("a\x00b.yaml", log=None)), "config")
 
 
-def test_a_bad_gpu_to_plan_names_gpu():
-    from report_builder.costs.devices import device_rate
-
-    _speaks_python(_refused(lambda: device_rate("cpu", "float32", gpu="X9000")), "gpu", "gpu_flops")
+def test_a_bad_gpu_to_plan_names_gpu(tmp_path):
+    cfg = api.configure(preset="smoke", out_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"))
+    _speaks_python(_refused(lambda: api.plan(cfg, gpu="X9000")), "gpu", "gpu_flops=TFLOPS")
+    _speaks_python(_refused(lambda: api.plan(cfg, gpus=0)), "gpus")
 
 
 def test_the_cli_keeps_its_flags(tmp_path, capsys):
