@@ -1,6 +1,7 @@
 """Every error a user can act on, under one root: the CLI prints a `ReportBuilderError` as one line.
 
-Each message says what went wrong and what to do. Expected failures (bad config, missing data, an
+Each message says what went wrong and what to do, and names a setting as the caller gave it (`option`: the
+keyword through the Python API, the option through the CLI). Expected failures (bad config, missing data, an
 unsupported model, a decomposition that misses the error bound) raise one of these, never a bare
 ``ValueError``/``KeyError``. Pitfall: `ConfigError` and `DataError` also subclass ``ValueError`` (they
 did before the tree existed); catch them by their own class, not by ``ValueError``.
