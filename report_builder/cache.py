@@ -39,7 +39,7 @@ from report_builder.filehash import sha256_of_fd, sha256_of_file
 from report_builder import guard
 from report_builder import atomic
 from report_builder.atomic import atomic_dir
-from report_builder.errors import UnsafeOutput, shown
+from report_builder.errors import UnsafeOutput, option, shown
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
@@ -111,7 +111,8 @@ class Cache:
         for p in (self.root, self.root / analysis):
             if p.is_symlink():
                 raise UnsafeOutput(f"refusing to use {p}: it is a symbolic link, which report_builder never makes "
-                                   "in a results cache; remove it (its results are computed again) or use another --cache")
+                                   "in a results cache; remove it (its results are computed again) or use another "
+                                   f"{option('cache_dir')}")
         return self.root / analysis / key
 
     def lock(self, analysis: str, key: str):
@@ -293,7 +294,8 @@ def _held(lock: Any, what: str) -> Iterator[None]:
             lock.acquire(timeout=guard.LOCK_TIMEOUT_S)
         except Timeout:
             raise UnsafeOutput(f"another build has held the cache entry {what} for {guard.LOCK_TIMEOUT_S / 3600:g} h "
-                               "(stopped with Ctrl-Z?); let it finish or end it, or give another --cache") from None
+                               f"(stopped with Ctrl-Z?); let it finish or end it, or give another {option('cache_dir')}"
+                               ) from None
     try:
         yield
     finally:

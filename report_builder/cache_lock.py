@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from report_builder import guard
-from report_builder.errors import UnsafeOutput
+from report_builder.errors import UnsafeOutput, option
 
 try:
     import fcntl
@@ -118,11 +118,11 @@ def _acquire(base: Path, command: str, exclusive: bool, create: bool, wait: floa
                                    f"{path}); choose another {guard.cache_option(base)} or fix its permissions") from None
             raise UnsafeOutput(f"the lock file {path} of the cache cannot be opened ({e.strerror or e}"
                                f"{'; it is a symbolic link, which report_builder never makes' if path.is_symlink() else ''}); "
-                               "remove it or choose another --cache") from None
+                               f"remove it or choose another {option('cache_dir')}") from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted in its place
                 raise UnsafeOutput(f"the lock file {path} of the cache is not a regular file, which report_builder "
-                                   "never makes; remove it or choose another --cache")
+                                   f"never makes; remove it or choose another {option('cache_dir')}")
             if _lock(fd, exclusive, deadline):
                 st, now = os.fstat(fd), _stat(path)
                 if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
@@ -139,7 +139,7 @@ def _acquire(base: Path, command: str, exclusive: bool, create: bool, wait: floa
             "another report-builder command"
         raise CacheBusy(f"the results cache {base} is in use by {shown}; `{command}` waited {wait:g} s for it "
                         f"(REPORT_BUILDER_LOCK_WAIT sets how long): run it again when that command has finished, "
-                        f"or give another --cache")
+                        f"or give another {option('cache_dir')}")
 
 
 def _lock(fd: int, exclusive: bool, deadline: float) -> bool:

@@ -20,6 +20,7 @@ import os
 import time
 from pathlib import Path
 
+from report_builder.errors import option
 from report_builder.guard import CACHE_MARKER, RESULTS_DIR, user_cache_dir
 
 LEGACY = os.path.join(".cache", "report_builder")
@@ -54,7 +55,7 @@ def legacy_note(cache_dir: str) -> str | None:
     if legacy is None or os.path.abspath(cache_dir) != os.path.abspath(default_dir()):
         return None
     return (f"this directory holds a results cache of an earlier version, {LEGACY}, which this build does not "
-            f"read: the default is now {default_dir()} (the same from any directory); pass --cache {LEGACY} to "
+            f"read: the default is now {default_dir()} (the same from any directory); pass {option('cache_dir', LEGACY)} to "
             f"use it, or `report-builder clean --cache {LEGACY}` to remove it")
 
 
@@ -122,6 +123,6 @@ def where_builds_are(cache_dir: str | os.PathLike) -> str:
     others = [p for p in known() if p != here]
     if not others:
         return ("no results cache with a recorded build is known here (the default is "
-                f"{default_dir()}); run `report-builder build` first, or pass --cache DIR")
+                f"{default_dir()}); run `report-builder build` first, or pass {option('cache_dir', 'DIR')}")
     shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-    return f"builds are recorded in {shown}; pass --cache DIR to render one of them"
+    return f"builds are recorded in {shown}; pass {option('cache_dir', 'DIR')} to render one of them"

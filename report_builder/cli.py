@@ -18,8 +18,8 @@ import sys
 from report_builder import __version__, api, cli_citations
 from report_builder.caches import default_dir
 from report_builder.config import DEVICE_MAPS, DTYPES
-from report_builder.errors import (EXIT_CODES, ReportBuilderError, UsageError, clip, exit_code, for_terminal,
-                                    terminal_table)
+from report_builder.errors import (EXIT_CODES, ReportBuilderError, UsageError, clip, cli_vocabulary, exit_code,
+                                    for_terminal, terminal_table)
 from report_builder.logsetup import library_noise, log, setup_logging  # noqa: F401 - cli.setup_logging
 from report_builder.schema import CHUNK_RULES, PRECISIONS
 
@@ -317,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
 
     install_sigterm()  # SIGTERM cleans up like Ctrl-C: no temp dirs left behind
     debug = getattr(args, "debug", False)
+    with cli_vocabulary():  # messages name the options typed here (`errors.option`), not the API's keywords
+        return _run(args, debug)
+
+
+def _run(args, debug: bool) -> int:
+    """Run the parsed command: its exit code; a failure is one `error:` line (`_describe`)."""
     try:
         _check_preset(getattr(args, "preset", None))
         return _dispatch(args)

@@ -16,7 +16,7 @@ from typing import Any
 
 from report_builder import papers
 from report_builder.schema import CHUNK_RULES
-from report_builder.errors import ConfigError, for_terminal, shown
+from report_builder.errors import ConfigError, for_terminal, option, shown
 from report_builder.yamlsafe import load_yaml
 from report_builder.values import (DEVICE_FORM, SITE_URL_MAX, TEMP_SIBLING_ROOM, check_path,  # noqa: F401
                                    check_site_url, plain_text)  # SITE_URL_MAX re-exported
@@ -376,7 +376,7 @@ CONFIG_FILE_MAX = 16 << 20  # the most bytes of a configuration file read (a dev
 def load_config(path: str | Path | None = None, *, preset: str | None = None) -> Config:
     """Load a YAML config file, or a preset by name (``default`` when neither is given)."""
     if path is not None:
-        check_path(str(path), "--config")
+        check_path(str(path), option("config"))
         p = Path(path)
         if not p.exists():  # `rb.build("smok")`: a preset's name misspelt reads as a file name
             guess = did_you_mean(str(path), list(PRESETS)) if not p.suffix and len(p.parts) == 1 else None

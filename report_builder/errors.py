@@ -1,6 +1,7 @@
 """Every error a user can act on, under one root: the CLI prints a `ReportBuilderError` as one line.
 
-Each message says what went wrong and what to do. Expected failures (bad config, missing data, an
+Each message says what went wrong and what to do, and names a setting as the caller gave it (`option`: the
+keyword through the Python API, the option through the CLI). Expected failures (bad config, missing data, an
 unsupported model, a decomposition that misses the error bound) raise one of these, never a bare
 ``ValueError``/``KeyError``. Pitfall: `ConfigError` and `DataError` also subclass ``ValueError`` (they
 did before the tree existed); catch them by their own class, not by ``ValueError``.
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import reprlib
 import unicodedata
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 
 class ReportBuilderError(Exception):
@@ -106,7 +108,8 @@ class ReconstructionError(ReportBuilderError):
 __all__ = ["ReportBuilderError", "ConfigError", "DataError", "DataNotHere", "ModelError", "UnknownModel", "HubUnreachable",
            "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "MissingDependency",
            "DistributedError", "DatasetsLibraryMissing", "EXIT_CODES",
-           "exit_code", "shown", "clip", "for_terminal", "terminal_width", "terminal_table", "MAX_SHOWN"]
+           "exit_code", "shown", "clip", "for_terminal", "terminal_width", "terminal_table", "MAX_SHOWN",
+           "OPTIONS", "option", "speaking_cli", "cli_vocabulary"]
 
 
 EXIT_CODES = {"usage": 2, "config": 3, "model": 4, "reconstruction": 5, "differs": 6, "altered": 7,
@@ -249,3 +252,56 @@ def terminal_table(rows: list[list[Any]], *, right: frozenset[int] | set[int] = 
         return fill + c if k in right else c + fill
 
     return ["  ".join(pad(k, c) for k, c in enumerate(r)).rstrip() for r in cells]
+
+
+# ------------------------------------------------------------------ how a message names a setting
+
+OPTIONS: dict[str, str] = {
+    # configuration keys: `Config` fields, the keywords of `rb.build`/`rb.render`/`api.configure`
+    "config": "--config", "out_dir": "--out", "cache_dir": "--cache", "data_dir": "--data-dir",
+    "device": "--device", "dtype": "--dtype", "chunk_rule": "--chunk-rule", "max_memory": "--max-memory",
+    "device_memory": "--device-memory",
+    # the other front functions' keywords (`api.check`, `reproduce`, `serve`, `cite`, `plan`, `bench`, `clean`)
+    "texts": "--text", "models": "--model", "data": "--data", "site_dir": "--dir", "port": "--port",
+    "host": "--host", "gpu": "--gpu", "gpu_flops": "--gpu-flops", "gpus": "--gpus", "shape": "--shape",
+    "layers": "--layers", "versions_older_than": "--versions-older-than", "executor": "--executor",
+}
+"""The one vocabulary of settings a message names: each keyword of the Python API (a configuration key or
+a front function's argument) and the ``report-builder`` option that sets it (`option`). A test checks that
+each option is the CLI's (`tests/test_api_vocabulary.py`); executors declare their own options
+(`executors.base.Option`: ``flag``, ``dest``) and name them through `option` too."""
+LISTS = frozenset({"texts", "models", "data"})
+"""Keywords that take a list, each item one use of a repeatable option (``--model A=X --model B=Y``)."""
+
+_cli = 0  # > 0 while `cli.main` runs a command: messages name its options (process-wide: its worker threads too)
+
+
+def speaking_cli() -> bool:
+    """Whether a message now names command-line options (inside `cli_vocabulary`) or keywords (the Python API)."""
+    return _cli > 0
+
+
+@contextmanager
+def cli_vocabulary() -> Iterator[None]:
+    """While the CLI runs a command: `option` names the options the user typed (``--out``), not keywords."""
+    global _cli
+    _cli += 1
+    try:
+        yield
+    finally:
+        _cli -= 1
+
+
+def option(key: str, value: Any = None, *, flag: str | None = None) -> str:
+    """How a message names the setting ``key`` (an `OPTIONS` keyword): as the caller gave it. Through the
+    CLI its option, ``--out`` (with ``value``: ``--out DIR``); through the Python API the keyword,
+    ``out_dir`` (``out_dir=DIR``; a list keyword's item ``models=['A=X']``). ``flag``: the option when it is
+    not ``OPTIONS[key]`` (an executor's own, or a command's form such as ``serve --dir``)."""
+    if flag is None and key not in OPTIONS:
+        raise KeyError(f"{key}: not in errors.OPTIONS (declare its option there)")
+    if speaking_cli():
+        flag = flag or OPTIONS[key]
+        return flag if value is None else f"{flag} {value}"
+    if value is None:
+        return key
+    return f"{key}=[{str(value)!r}]" if key in LISTS else f"{key}={value}"

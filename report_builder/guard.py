@@ -41,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: the site lock falls back to a lock file
     fcntl = None  # type: ignore[assignment]
 
-from report_builder.errors import UnsafeOutput
+from report_builder.errors import UnsafeOutput, option
 
 SITE_MARKER = ".report_builder-site"
 CACHE_MARKER = ".report_builder-cache"
@@ -90,10 +90,10 @@ def placed_by(cache_dir: str | os.PathLike) -> str | None:
 
 
 def cache_option(cache_dir: str | os.PathLike) -> str:
-    """How a message says to choose another results cache: ``--cache``, and the environment variable that
-    placed ``cache_dir`` when it did (`placed_by`)."""
+    """How a message says to choose another results cache: ``--cache`` (``cache_dir`` through the API:
+    `errors.option`), and the environment variable that placed ``cache_dir`` when it did (`placed_by`)."""
     env = placed_by(cache_dir)
-    return f"--cache (or {env}, which places the default one)" if env else "--cache"
+    return f"{option('cache_dir')} (or {env}, which places the default one)" if env else option("cache_dir")
 
 
 # ------------------------------------------------------------------ what may be replaced
@@ -180,12 +180,14 @@ def check_not_nested(out_dir: Path, cache_dir: Path) -> None:
     out_r, cache_r = out.resolve(), cache.resolve()
     for a, b in ((out, cache), (out_r, cache_r)):
         if a == b:
-            raise UnsafeOutput(f"--cache {cache} and --out {out} are the same folder; give them separate folders")
+            raise UnsafeOutput(f"{option('cache_dir', cache)} and {option('out_dir', out)} are the same folder; give "
+                               "them separate folders")
         if a in b.parents:
-            raise UnsafeOutput(f"--cache {cache} is inside --out {out}: the site swap would delete it; choose a "
-                               f"cache outside the output")
+            raise UnsafeOutput(f"{option('cache_dir', cache)} is inside {option('out_dir', out)}: the site swap would "
+                               "delete it; choose a cache outside the output")
         if b in a.parents:
-            raise UnsafeOutput(f"--out {out} is inside --cache {cache}; choose an output outside the cache")
+            raise UnsafeOutput(f"{option('out_dir', out)} is inside {option('cache_dir', cache)}; choose an output "
+                               "outside the cache")
 
 
 def check_input_outside(out_dir: Path, path: str | os.PathLike, what: str) -> None:
@@ -195,8 +197,8 @@ def check_input_outside(out_dir: Path, path: str | os.PathLike, what: str) -> No
     out = Path(os.path.abspath(os.path.expanduser(out_dir)))
     p = Path(os.path.abspath(os.path.expanduser(path)))
     if any(a == b or a in b.parents for a, b in ((out, p), (out.resolve(), p.resolve()))):
-        raise UnsafeOutput(f"{what} {path} is inside --out {out_dir}: the site swap would delete it; move it out "
-                           "of the output folder, or choose another --out")
+        raise UnsafeOutput(f"{what} {path} is inside {option('out_dir', out_dir)}: the site swap would delete it; "
+                           f"move it out of the output folder, or choose another {option('out_dir')}")
 
 
 def check_no_symlink(path: Path, what: str) -> None:
@@ -284,8 +286,8 @@ def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK
         try:
             fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError as e:
-            raise UnsafeOutput(f"the output's parent directory {parent} cannot be opened to lock --out "
-                               f"({e.strerror or e}); fix its permissions or choose another --out") from None
+            raise UnsafeOutput(f"the output's parent directory {parent} cannot be opened to lock {option('out_dir')} "
+                               f"({e.strerror or e}); fix its permissions or choose another {option('out_dir')}") from None
         deadline = time.monotonic() + timeout
         try:
             while True:
@@ -295,7 +297,7 @@ def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
                         raise UnsafeOutput(f"another build holds the lock of {out_dir} (waited {timeout:.0f} s); "
-                                           f"wait for it or choose another --out") from None
+                                           f"wait for it or choose another {option('out_dir')}") from None
                     time.sleep(0.05)
                 except OSError as e:
                     if e.errno in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
@@ -322,7 +324,7 @@ def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK
             yield
     except Timeout:
         raise UnsafeOutput(f"another build holds the lock of {out_dir} ({fallback}); wait for it or choose "
-                           f"another --out") from None
+                           f"another {option('out_dir')}") from None
 
 
 def check_site_lock(out_dir: Path, fallback: Path | None = None) -> None:
@@ -335,8 +337,8 @@ def check_site_lock(out_dir: Path, fallback: Path | None = None) -> None:
         if "another build holds" not in str(e):
             raise
     except OSError as e:
-        raise UnsafeOutput(f"the lock of --out {out_dir} cannot be taken ({e.strerror or e}); fix the "
-                           f"permissions or choose another --out") from None
+        raise UnsafeOutput(f"the lock of {option('out_dir', out_dir)} cannot be taken ({e.strerror or e}); fix "
+                           f"the permissions or choose another {option('out_dir')}") from None
 
 
 # ------------------------------------------------------------------ temporary dirs

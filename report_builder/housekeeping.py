@@ -20,7 +20,7 @@ from report_builder.atomic import restore_swapped
 from report_builder.cache import Cache
 from report_builder.cache_lock import remove_if_empty, using
 from report_builder.config import Config
-from report_builder.errors import ConfigError, UsageError, shown
+from report_builder.errors import ConfigError, UsageError, option, shown
 
 
 def check_ids(cfg: Config) -> Config:
@@ -54,7 +54,7 @@ def checks(cfg: Config, *, site: bool = True) -> None:
     check_ids(cfg)
     out = Path(cfg.out_dir)
     if site:
-        site_marker.check_replaceable(out, "the output directory", "--out")
+        site_marker.check_replaceable(out, "the output directory", option("out_dir"))
         inputs = [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets)),
                   *((f"models[{k}].source", m.source) for k, m in enumerate(cfg.models)
                     if os.path.exists(os.path.expanduser(str(m.source))))]  # a local folder, not a hub id
@@ -83,12 +83,13 @@ def preflight(cfg: Config, *, cache: bool = True, site: bool = True) -> Cache | 
         c.sweep()
         sweep_user_cache()
     if site:
-        guard.check_writable(Path(os.path.abspath(out)).parent, "the output's parent directory", "--out")
+        guard.check_writable(Path(os.path.abspath(out)).parent, "the output's parent directory", option("out_dir"))
         state = site_state(out, Path(cfg.cache_dir))
         check_state(state)  # no link or special file in it: nothing below is written through one
         if not state.in_out:
             state.ensure()  # no link on the way from the cache (refused, never written through)
-            guard.check_writable(state.root, "the output's state folder in the cache", "--cache")
+            guard.check_writable(state.root, "the output's state folder in the cache",
+                                option("cache_dir"))
         guard.check_site_lock(out, state.lock_file)
         # the temporary files of its records (manifest, build record, the render key)
         guard.sweep([state.root] if state.in_out else [state.root.parent, state.root], legacy_age_s=None)
@@ -141,7 +142,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
 
     out, cache_dir = Path(cfg.out_dir), Path(cfg.cache_dir)
     guard.check_no_symlink(out, "the output directory")
-    site_marker.check_replaceable(out, "the output directory", "--out", "clean")
+    site_marker.check_replaceable(out, "the output directory", option("out_dir"), "clean")
     guard.check_not_nested(out, cache_dir)
     cache = Cache.existing(cache_dir)  # refuses a foreign directory, creates nothing
     repro = _reproduce_cache(cache_dir) if all else None
@@ -160,7 +161,7 @@ def clean(cfg: Config, *, all: bool = False, versions_older_than: str | None = N
     restore_swapped(out, lock_file)  # a build killed mid-swap: its site (and versions) back, not swept
     if out.exists():
         with guard.site_lock(out, lock_file):
-            site_marker.check_replaceable(out, "the output directory", "--out", "clean")
+            site_marker.check_replaceable(out, "the output directory", option("out_dir"), "clean")
             kept, gone = clean_site(out, cutoff, current_too=str(versions_older_than).strip() == "all",
                                     log=log or _warn)
         done.append(f"the site {out}/" + (f" (kept its {kept} published figure versions and the history)"

@@ -35,7 +35,7 @@ from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
 from report_builder import atomic, guard
-from report_builder.errors import ConfigError, DataError
+from report_builder.errors import ConfigError, DataError, option
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -267,7 +267,7 @@ def render_config(config: Any = None, *, overrides: list[str] | tuple = (), **ch
 
                 logging.getLogger("report_builder").info(
                     f"render: writing {for_terminal(cfg.out_dir)}/ (the recorded build wrote "
-                    f"{for_terminal(base.out_dir)}/; --out chooses the folder)")
+                    f"{for_terminal(base.out_dir)}/; {option('out_dir')} chooses the folder)")
         else:
             cfg = as_config("default", **changes)
     else:
@@ -280,7 +280,8 @@ def render_config(config: Any = None, *, overrides: list[str] | tuple = (), **ch
     if diff:
         shown = ", ".join(diff[:6]) + (f" and {len(diff) - 6} more" if len(diff) > 6 else "")
         raise ConfigError(f"render: the configuration differs from the build recorded in {record_path(cfg.cache_dir)} "
-                          f"on {shown}; render without --config/--preset/--set to use the recorded configuration, "
+                          f"on {shown}; render without {option('config', flag='--config/--preset/--set')} to use "
+                          "the recorded configuration, "
                           "or run `report-builder build` with this one")
     recorded = from_dict(meta["config"])  # every key but the render-time ones is the build's own
     return replace(recorded, **{k: getattr(cfg, k) for k in RENDER_KEYS})

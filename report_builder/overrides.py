@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from report_builder.errors import ConfigError, for_terminal, shown
+from report_builder.errors import ConfigError, for_terminal, option, shown
 from report_builder.yamlsafe import load_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -139,20 +139,20 @@ def split_model_items(items: list[str] | tuple[str, ...], cfg: "Config") -> tupl
             continue
         name, source = name.strip(), source.strip()
         if not name or not source:
-            raise UsageError(f"--model {shown(item)}: expected NAME=SOURCE (a configured model's name, then the "
+            raise UsageError(f"{option('models')} {shown(item)}: expected NAME=SOURCE (a configured model's name, then the "
                              "embedded name, local folder or hub id to analyse under that name)")
         if name not in names:
             close = difflib.get_close_matches(name, names, n=1, cutoff=0.6) or difflib.get_close_matches(
                 name.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
             guess = next((n for n in names if n.lower() == close[0]), close[0]) if close else None
-            raise UsageError(f"--model {shown(name)}=...: no configured model is named {shown(name)}"
+            raise UsageError(f"{option('models')} {shown(name)}=...: no configured model is named {shown(name)}"
                              + (f"; did you mean {for_terminal(guess)}?" if guess else "")
                              + f" (configured: {', '.join(for_terminal(n) for n in names)})")
         if name in swaps:
-            raise UsageError(f"--model {shown(name)}=...: given twice; swap each model once")
+            raise UsageError(f"{option('models')} {shown(name)}=...: given twice; swap each model once")
         swaps[name] = source
     if swaps and bare:
-        raise UsageError("--model: give either NAME=SOURCE items (swap a configured model's source, keeping its "
+        raise UsageError(f"{option('models')}: give either NAME=SOURCE items (swap a configured model's source, keeping its "
                          "name and figures) or bare SOURCE items (a report of only those models), not both")
     return swaps, bare
 
@@ -185,9 +185,9 @@ def with_model_items(cfg: "Config", items: list[str] | tuple[str, ...], causal: 
         want = {"primary_encoder": False, "primary_causal": True}.get(roles[name])
         if want is not None and causal(source) != want:
             kind = "an encoder" if want is False else "a causal model"
-            raise UsageError(f"--model {for_terminal(name)}={shown(source)}: {for_terminal(name)} is the "
+            raise UsageError(f"{option('models')} {for_terminal(name)}={shown(source)}: {for_terminal(name)} is the "
                              f"{roles[name].replace('_', ' ')}, so its source must be {kind}; swap another model, "
-                             "or give bare --model SOURCE items for a report of other models")
+                             f"or give bare {option('models', 'SOURCE')} items for a report of other models")
     return with_sources(cfg, swaps)
 
 
@@ -217,7 +217,7 @@ def with_models(cfg: "Config", sources: list[str], causal: list[bool]) -> "Confi
         if first is not m:
             from report_builder.errors import UsageError
 
-            raise UsageError(f"--model: {for_terminal(first.source)} and {for_terminal(m.source)} would both be named "
+            raise UsageError(f"{option('models')}: {for_terminal(first.source)} and {for_terminal(m.source)} would both be named "
                              f"{shown(m.name)} in the report; rename a folder, or name each model in a configuration "
                              "file (models: - {name: ..., source: ...})")
     return validate(_replace(cfg, models=ms))

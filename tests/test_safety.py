@@ -456,10 +456,10 @@ def test_unwritable_output_or_cache_fails_before_any_analysis(tmp_path, monkeypa
         return real(*a, dir=dir, **k)
 
     monkeypatch.setattr(guard.tempfile, "mkstemp", mkstemp)
-    with pytest.raises(guard.UnsafeOutput, match="not writable.*--out"):
+    with pytest.raises(guard.UnsafeOutput, match="not writable.*with out_dir "):
         api.build(cfg, log=lambda *_: None, progress=False)
     cfg2 = from_dict({**cfg.to_dict(), "preset": "custom", "cache_dir": str(tmp_path / "ro" / "cache"),
                       "out_dir": str(tmp_path / "site")})
-    with pytest.raises(guard.UnsafeOutput, match="cache directory .* not writable.*--cache"):
+    with pytest.raises(guard.UnsafeOutput, match="cache directory .* not writable.*with cache_dir "):
         api.build(cfg2, log=lambda *_: None, progress=False)
     assert ran == []

@@ -348,9 +348,9 @@ def test_an_unwritable_default_cache_names_the_variable(tmp_path, monkeypatch):
 
     (tmp_path / "notes.txt").write_text("mine")
     monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "notes.txt" / "x"))  # not a folder: cannot be made
-    with pytest.raises(UnsafeOutput, match=r"with --cache \(or REPORT_BUILDER_CACHE, which places the default one\) "):
+    with pytest.raises(UnsafeOutput, match=r"with cache_dir \(or REPORT_BUILDER_CACHE, which places the default one\) "):
         guard.mark_cache(tmp_path / "notes.txt" / "x" / "results")
-    with pytest.raises(UnsafeOutput, match=r"with --cache or fix"):  # a cache the user gave
+    with pytest.raises(UnsafeOutput, match=r"with cache_dir or fix"):  # a cache the user gave (API: its keyword)
         guard.mark_cache(tmp_path / "notes.txt" / "mine")
 
 

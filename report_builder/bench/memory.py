@@ -22,8 +22,9 @@ def parse_bytes(v: str | int | None) -> int | None:
     if v is None:
         return None
     from report_builder.config import parse_size
+    from report_builder.errors import option
 
-    return parse_size(v, key="--max-memory")
+    return parse_size(v, key=option("max_memory"))
 
 
 def fmt_bytes(b: int | float | None) -> str:

@@ -7,6 +7,7 @@ fit); every line reads what is there and says "skipped" or "n/a" for the rest.
 from __future__ import annotations
 
 from report_builder.bench.memory import fmt_bytes
+from report_builder.errors import option
 
 
 def _f(v, spec: str, none: str = "n/a") -> str:
@@ -64,7 +65,7 @@ def format_bench(result: dict) -> str:
         f"= batch x n / (s/layer x {c['layers_total']}))",
         _chunks_line(result)
         + f"; forward batch for this budget: {c['recommended_batch']}"
-        + (f"; --max-memory {fmt_bytes(c['max_memory_bytes'])}" if c["max_memory_bytes"] else ""),
+        + (f"; {option('max_memory', fmt_bytes(c['max_memory_bytes']))}" if c["max_memory_bytes"] else ""),
         "",
         f"{'method':<44}{'s/layer':>10}{'tokens/s':>11}{'x fwd':>8}{'vs naive':>10}",
     ]

@@ -56,7 +56,7 @@ from report_builder.decompose.attention import is_causal
 from report_builder.decompose.chunks import ff_tiles, gpu_plan, rule_class
 from report_builder.decompose.layouts import decompose_batch, decompose_layer
 from report_builder.decompose.precision import HALF
-from report_builder.errors import UsageError, shown
+from report_builder.errors import UsageError, option, shown
 from report_builder.schema import K21_METHODS, PRECISIONS
 
 DEFAULT_TIMED_LAYERS = 2
@@ -83,11 +83,11 @@ once)."""
 def _setup(dtype: str, chunk_rule: str, device: str) -> tuple[str, str]:
     """The precision mode and the device class, or one `UsageError` line."""
     if dtype not in PRECISIONS:
-        raise UsageError(f"--dtype: unknown precision {shown(dtype)}; use {', '.join(PRECISIONS)}")
+        raise UsageError(f"{option('dtype')}: unknown precision {shown(dtype)}; use {', '.join(PRECISIONS)}")
     try:
         return dtype, rule_class(chunk_rule, "cpu" if device == "cpu" else device.split(":")[0], dtype)
     except ValueError as e:
-        raise UsageError(f"--chunk-rule: {e}") from None
+        raise UsageError(f"{option('chunk_rule')}: {e}") from None
 
 
 def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: int = 128, batch: int = 1,
@@ -122,7 +122,7 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         A JSON-serialisable dict (see `format_bench`); every number the report prints is in it.
     """
     if layers is not None and layers < 1:
-        raise UsageError(f"--layers: expected a positive number of layers, got {layers}")
+        raise UsageError(f"{option('layers')}: expected a positive number of layers, got {layers}")
     mode, rule = _setup(dtype, chunk_rule, device)
     if threads:
         torch.set_num_threads(int(threads))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from report_builder.errors import UsageError, shown
+from report_builder.errors import UsageError, option, shown
 
 # name -> (family, config overrides, description); configs use HF defaults otherwise
 SHAPES: dict[str, tuple[str, dict, str]] = {
@@ -57,7 +57,7 @@ def parse_dtype(name: str) -> tuple[torch.dtype, bool]:
     try:
         return getattr(torch, name), False
     except AttributeError:
-        raise UsageError(f"--dtype: unknown dtype {shown(name)}; use float32, bfloat16, float16 or tf32") from None
+        raise UsageError(f"{option('dtype')}: unknown dtype {shown(name)}; use float32, bfloat16, float16 or tf32") from None
 
 
 def build(shape: str | None, model: str | None, device: str, dtype: str):
@@ -73,7 +73,7 @@ def build(shape: str | None, model: str | None, device: str, dtype: str):
     if model:
         return load(model, device=device, dtype="float32" if tdt == torch.float32 else dtype)
     if shape not in SHAPES:
-        raise UsageError(f"--shape: unknown shape {shown(shape)}; choose one of {', '.join(SHAPES)}")
+        raise UsageError(f"{option('shape')}: unknown shape {shown(shape)}; choose one of {', '.join(SHAPES)}")
     family, over, _ = SHAPES[shape]
     m = random_model(family, over).to(device=device, dtype=tdt).eval()
     return from_model(m, None, name=shape)

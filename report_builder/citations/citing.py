@@ -30,7 +30,7 @@ from typing import Any, Callable
 from report_builder.citations import cite as cite_mod
 from report_builder.citations import earlier_site, readback
 from report_builder.citations.version_files import HASH, permalink, permalink_url
-from report_builder.errors import UsageError, shown
+from report_builder.errors import UsageError, option, shown
 from report_builder.values import check_path
 
 
@@ -69,10 +69,10 @@ def _versions(site: Path, log: Callable[[str], Any]) -> tuple[earlier_site.Index
     """The versions ``site`` holds (`earlier_site.load_versions`: the index and the folders that verify) and
     whether its index was usable (else one warning line to ``log``); `UsageError` when ``site`` is no built site."""
     if site.is_symlink():  # read through no link (`readback`): say so, not "no versions.json"
-        raise UsageError(f"{site}: a symbolic link; give the site folder it points to with --dir")
+        raise UsageError(f"{site}: a symbolic link; give the site folder it points to with {option('site_dir')}")
     listed = os.path.lexists(site / earlier_site.INDEX)
     if not listed and not earlier_site.version_folders(site):
-        raise UsageError(f"{site}: not a built site (no {earlier_site.INDEX}); give the site folder with --dir "
+        raise UsageError(f"{site}: not a built site (no {earlier_site.INDEX}); give the site folder with {option('site_dir')} "
                          f"(default: site), or build one first")
     index = earlier_site.load_versions(site, lambda _line: None)  # its lines speak of a build: cite's own below
     usable = listed and index.damaged is None
@@ -94,7 +94,7 @@ def cite(fig_id: str, content_hash: str | None = None, site_dir: str | Path = "s
     version unless ``content_hash`` names another); `UsageError` otherwise (see the module docstring).
     ``log`` gets the warning line of a damaged index (default: the ``report_builder`` logger)."""
     fig_id = _known_id(fig_id)
-    check_path(str(site_dir), "cite --dir", error=UsageError)  # a name too long to look up: one line, not an OSError
+    check_path(str(site_dir), option("site_dir", flag="cite --dir"), error=UsageError)  # a name too long to look up: one line, not an OSError
     site = Path(site_dir).expanduser()
     if content_hash is not None and not HASH.fullmatch(str(content_hash)):
         raise UsageError(f"{shown(content_hash)} is not a content hash (12 lowercase hex digits, e.g. 3b9d428b72e8)")

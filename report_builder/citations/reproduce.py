@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import atomic, guard
-from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal, shown
+from report_builder.errors import EXIT_CODES, ConfigError, DataError, ModelError, UsageError, for_terminal, option, shown
 from report_builder import precision
 from report_builder.overrides import split_named
 from report_builder.citations import figure_diff, readback, recipe, verify
@@ -139,7 +139,7 @@ def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: 
     ms = [m for m in conf["models"] if m.get("name") in used_m] or conf["models"]
     for name, source in models.items():
         if name not in {m["name"] for m in ms}:
-            raise UsageError(f"--model {name}=...: the recipe has no model {name!r} (its models: "
+            raise UsageError(f"{option('models', f'{name}=...')}: the recipe has no model {name!r} (its models: "
                              f"{', '.join(m['name'] for m in ms)})")
     conf["models"] = [{**m, "source": models.get(m["name"], m["source"])} for m in ms]
     used_d = set(rec.get("datasets") or {})
@@ -147,7 +147,7 @@ def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: 
     ds = [d for d in conf.get("datasets") or [] if d["id"] in used_d or d["id"] == first]
     for did in data:
         if did not in {d["id"] for d in ds}:
-            raise UsageError(f"--data {did}=...: the recipe has no dataset {did!r}")
+            raise UsageError(f"{option('data', f'{did}=...')}: the recipe has no dataset {did!r}")
     conf["datasets"] = [{**d, "path": data.get(d["id"], d.get("path"))} for d in ds]
     conf.update(preset="custom", cache_dir=str(cache_dir), figures=[rec["figure"]["id"]])
     if device:
@@ -158,7 +158,7 @@ def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: 
         why = device_problem(conf["device"])
         if why is not None:
             raise UsageError(f"the recipe ran on {shown(conf['device'])}, which this machine cannot run ({why}): add "
-                             f"--device cpu (a result from another device is compared within the published precision)")
+                             f"{option('device', 'cpu')} (a result from another device is compared within the published precision)")
     if chunk_rule:
         conf["chunk_rule"] = chunk_rule
     try:
@@ -182,7 +182,7 @@ def _check_inputs(rec: dict[str, Any], cfg, out: Reproduction) -> bool:
         except (ModelError, OSError) as e:
             out.status = "model"
             out.reasons.append(f"model {mc.name!r} is not available here: source {mc.source}, weights fingerprint "
-                               f"{want}; pass --model {mc.name}=PATH to a copy with these weights"
+                               f"{want}; pass {option('models', f'{mc.name}=PATH')} to a copy with these weights"
                                + ("" if isinstance(e, ModelError) else f" ({_first_line(e)})"))
             return False
         out.models[mc.name] = {"source": mc.source, "fingerprint": have, "recorded": want}
@@ -198,7 +198,7 @@ def _check_inputs(rec: dict[str, Any], cfg, out: Reproduction) -> bool:
         except (DataError, OSError) as e:
             out.status = "data"
             out.reasons.append(f"dataset {dc.id!r} is not available here (hash {want}): {_first_line(e)}; pass "
-                               f"--data {dc.id}=PATH to a copy")
+                               f"{option('data', f'{dc.id}=PATH')} to a copy")
             return False
         out.datasets[dc.id] = {"hash": have, "recorded": want}
         if want and have != want:
@@ -331,7 +331,7 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     from report_builder.site.build import figure_files
 
     cache = Cache(cfg.cache_dir)
-    guard.check_writable(cache.base, "the cache directory", "--cache")
+    guard.check_writable(cache.base, "the cache directory", option("cache_dir"))
     with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
         pass  # reproduced/ is a real folder of the cache, not a link: refused before any work
     plan = planning.plan(cfg, cache)

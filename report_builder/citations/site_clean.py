@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from report_builder import atomic, guard
+from report_builder.errors import option
 from report_builder.citations import earlier_site, readback
 from report_builder.citations.permalinks import INDEX, INDEX_FORMAT, permalink
 
@@ -49,7 +50,7 @@ def parse_age(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
     try:
         t = _dt.datetime.fromisoformat(s)
     except ValueError:
-        raise ValueError(f"--versions-older-than: cannot read {text!r}; give a number of days (30d), a date "
+        raise ValueError(f"{option('versions_older_than')}: cannot read {text!r}; give a number of days (30d), a date "
                          f"(2025-06-01) or all") from None
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
 
@@ -81,7 +82,7 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
             index.damaged is not None or not os.path.lexists(out / INDEX)):
         # no usable index: which version is each figure's current one is not known, so none is removed by date
         log(f"warning: {out / INDEX} cannot be used, so each figure's current version is not known: "
-            f"--versions-older-than removes no version (build the site again to rebuild its index, then clean)")
+            f"{option('versions_older_than')} removes no version (build the site again to rebuild its index, then clean)")
         older_than = None
     keep = {(v.figure, v.hash): v for v in index.all() if (v.figure, v.hash) in on_disk}
     unverified = on_disk - set(keep)  # kept as they are (a figure this install does not declare, or damaged)

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from report_builder.errors import option
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -129,7 +131,7 @@ def device_rate(device: str, dtype: str, *, threads: int = 1, gpu: str | None = 
     kind = "cuda" if str(device).startswith("cuda") else "cpu"
     if gpu_flops is not None:
         return {"flops_per_s": float(gpu_flops) * 1e12, "kind": "cuda", "source": "given",
-                "how": f"--gpu-flops {gpu_flops:g} TFLOP/s (a matmul's rate, as given)", "memory_bytes": None}
+                "how": f"{option('gpu_flops', f'{gpu_flops:g}')} TFLOP/s (a matmul's rate, as given)", "memory_bytes": None}
     if gpu is not None:
         from report_builder.costs.measured import find
 
@@ -151,9 +153,9 @@ def device_rate(device: str, dtype: str, *, threads: int = 1, gpu: str | None = 
 
         if not torch.cuda.is_available():
             return {"flops_per_s": None, "kind": "cuda", "source": None, "memory_bytes": None,
-                    "note": f"no CUDA device here, so no time estimate for --device {device}: pass --gpu "
-                            f"{'|'.join(GPUS)} (datasheet peak x {ASSUMED_GPU_MATMUL_EFFICIENCY:g}) or --gpu-flops "
-                            "TFLOPS (a matmul's rate)"}
+                    "note": f"no CUDA device here, so no time estimate for {option('device', device)}: pass "
+                            f"{option('gpu', '|'.join(GPUS))} (datasheet peak x {ASSUMED_GPU_MATMUL_EFFICIENCY:g}) or "
+                            f"{option('gpu_flops', 'TFLOPS')} (a matmul's rate)"}
         cal = calibrate(device, dtype)
         total = torch.cuda.get_device_properties(torch.device(device)).total_memory
         return {"flops_per_s": cal["flops_per_s"], "kind": "cuda", "source": "calibrated", "calibration": cal,
@@ -169,7 +171,8 @@ def _gpu(name: str) -> GPU:
     for k, g in GPUS.items():
         if name.lower() == k.lower():
             return g
-    raise UsageError(f"--gpu: unknown GPU {shown(name)}; known: {', '.join(GPUS)} (or give --gpu-flops TFLOPS)")
+    raise UsageError(f"{option('gpu')}: unknown GPU {shown(name)}; known: {', '.join(GPUS)} (or give "
+                     f"{option('gpu_flops', 'TFLOPS')})")
 
 
 def _available_bytes() -> int | None:

@@ -16,6 +16,7 @@ from report_builder.costs.flops import (Shape, default_factors, expansion_flops,
 from report_builder.costs.footprint import (GIB, capture_bytes, chunk_bytes, disk_bytes, layer_fixed_bytes,
                                             table_rows)
 from report_builder.costs.sizing import FLAGS, Sizing, SizedSet
+from report_builder.errors import option
 from report_builder.costs.text import fmt_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -271,9 +272,9 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     from report_builder.errors import UsageError
 
     if int(gpus) < 1:
-        raise UsageError(f"--gpus: {gpus} is not a number of GPUs; give 1 or more")
+        raise UsageError(f"{option('gpus')}: {gpus} is not a number of GPUs; give 1 or more")
     if gpu_flops is not None and not gpu_flops > 0:
-        raise UsageError(f"--gpu-flops: {gpu_flops:g} TFLOP/s is not a rate; give a positive number, e.g. 50")
+        raise UsageError(f"{option('gpu_flops')}: {gpu_flops:g} TFLOP/s is not a rate; give a positive number, e.g. 50")
     cfg = plan.cfg
     kind = "cuda" if (gpu or gpu_flops is not None or str(cfg.device).startswith("cuda")) else "cpu"
     if threads is None:
@@ -354,7 +355,7 @@ def estimate(plan: "Plan", cache: "Cache | None" = None, *, gpu: str | None = No
     mem = dev.get("memory_bytes")
     if mem and totals["peak_bytes"] > mem:
         notes.append(f"the largest task's peak memory ({fmt_bytes(totals['peak_bytes'])}) exceeds the device's "
-                     f"{fmt_bytes(mem)}: lower --max-memory or batch_size")
+                     f"{fmt_bytes(mem)}: lower {option('max_memory')} or batch_size")
     estimates = None
     if sizing is not None:
         estimates = {**sizing.summary(), "flags": dict(FLAGS)}
@@ -403,7 +404,7 @@ def _estimate_notes(est: dict[str, Any]) -> list[str]:
         out.append(f"estimated ({', '.join(flags)}): models {shown}" + (f": {why}" if why else ""))
     if est["datasets"]:
         sets = ", ".join(f"{k}" + (f" ({v['why']})" if v["why"] else "") for k, v in est["datasets"].items())
-        out.append(f"estimated (items, lengths): datasets {sets} are not here; --data-dir DIR reads them from there")
+        out.append(f"estimated (items, lengths): datasets {sets} are not here; {option('data_dir', 'DIR')} reads them from there")
     out.append("estimated = " + "; ".join(f"{k}: {v}" for k, v in est["flags"].items()))
     return out
 

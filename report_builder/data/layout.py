@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from report_builder.errors import option, speaking_cli
+
 DATA_DIR_LAYOUT: dict[str, tuple[str, str]] = {
     "sst2": ("SST-2", "dev.tsv"),
     "mnli": ("MNLI", "dev_matched.tsv"),
@@ -19,11 +21,13 @@ DATA_DIR_LAYOUT: dict[str, tuple[str, str]] = {
 
 
 def data_dir_hint(set_id: str) -> str:
-    """``--data-dir DIR with DIR/SST-2/dev.tsv`` for messages ("" for sets not read from a data dir)."""
+    """``--data-dir DIR (config key data_dir) with DIR/SST-2/dev.tsv`` for messages, through the API
+    ``data_dir=DIR with DIR/SST-2/dev.tsv`` (`errors.option`); "" for sets not read from a data dir."""
     if set_id not in DATA_DIR_LAYOUT:
         return ""
     folder, name = DATA_DIR_LAYOUT[set_id]
-    return f"--data-dir DIR (config key data_dir) with DIR/{folder}/{name}"
+    key = " (config key data_dir)" if speaking_cli() else ""  # the CLI's option, or a config file's key
+    return f"{option('data_dir', 'DIR')}{key} with DIR/{folder}/{name}"
 
 
 def data_dir_path(set_id: str, data_dir: str | None) -> str | None:

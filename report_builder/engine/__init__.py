@@ -328,9 +328,9 @@ def check_model(source: str, texts: list[str] | None = None, *, device: str = "c
     for k, t in enumerate(texts, 1):
         enc = tok(t, verbose=False)
         if len(enc["input_ids"]) > lm.max_positions():  # `check` has no dataset max_length to advise
-            from report_builder.errors import UsageError, for_terminal
+            from report_builder.errors import UsageError, for_terminal, option
 
-            raise UsageError(f"--text: text {k} has {len(enc['input_ids'])} tokens, more than "
+            raise UsageError(f"{option('texts')}: text {k} has {len(enc['input_ids'])} tokens, more than "
                              f"{for_terminal(lm.name)}'s {lm.max_positions()} positions; give a shorter text")
         seqs.append(Tokens(enc["input_ids"], enc.get("token_type_ids")))
     rows: dict[tuple[int, str], float] = {}

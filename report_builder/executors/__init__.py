@@ -16,7 +16,7 @@ import argparse
 import importlib
 from typing import Any, Callable
 
-from report_builder.errors import UsageError, shown
+from report_builder.errors import UsageError, option, shown
 from report_builder.executors.base import Executor, Option, Registered
 
 __all__ = ["DEFAULT", "MODULES", "Executor", "Option", "add_arguments", "create", "executors", "options_of"]
@@ -75,6 +75,7 @@ def create(name: str = DEFAULT, *, log: Callable[[str], Any] = print, progress: 
         raise TypeError(f"unknown executor option(s): {', '.join(sorted(set(options) - known))}")
     for other in reg.values():
         if other is not cls and any(options.get(o.dest) is not None for o in other.options):
-            raise UsageError(f"{' and '.join(o.flag for o in other.options)} need --executor {other.name}")
+            raise UsageError(f"{' and '.join(o.named() for o in other.options)} need "
+                             f"{option('executor', other.name)}")
     own = {o.dest for o in cls.options}
     return cls.from_options(log=log, progress=progress, **{k: v for k, v in options.items() if k in own})

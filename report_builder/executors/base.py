@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Protocol
 
 from report_builder.analyses.base import Run, shard_id
+from report_builder.errors import option
 from report_builder.cache import Cache, Entry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,6 +38,11 @@ class Option:
     help: str
     metavar: str
     type: Callable[[str], Any] = str
+
+    def named(self, value: Any = None) -> str:
+        """How a message names this option: ``--address ADDR`` through the CLI, ``address=ADDR`` through
+        the API (`errors.option`)."""
+        return option(self.dest, value, flag=self.flag)
 
 
 class Executor(Protocol):

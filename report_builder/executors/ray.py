@@ -40,7 +40,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
-from report_builder.errors import DistributedError, MissingDependency, UsageError, first_line
+from report_builder.errors import DistributedError, MissingDependency, UsageError, first_line, option
 from report_builder.extras import install_line
 from report_builder.executors.base import Option
 from report_builder.executors.ray_local import (LOOPBACK, LocalRayEnvironment, is_loopback, loopback_only,
@@ -51,6 +51,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from report_builder.cache import Cache
 
 INSTALL = "the [distributed] extra: " + install_line("distributed")
+ADDRESS = Option("--address", "address", metavar="ADDR",
+                 help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here; "
+                      "HOST:PORT of a cluster with token authentication also needs RAY_AUTH_MODE=token and "
+                      "its token: docs/guide/cluster.md); default: start a local Ray on 127.0.0.1 (never the "
+                      "cluster RAY_ADDRESS names)")
+NUM_CPUS = Option("--ray-num-cpus", "num_cpus", type=int, metavar="N",
+                  help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)")
+"""The Ray executor's own options (`RayExecutor.options`; messages name them with `Option.named`)."""
 MAX_RETRIES = 3
 """How often Ray reruns a task whose worker died (a killed process, a lost node) before giving up."""
 WEIGHTS_ONLY_SHARE = 0.5
@@ -66,8 +74,8 @@ def require_ray():
     try:
         import ray
     except ImportError:
-        raise MissingDependency(f"--executor ray needs Ray, which is not installed: {INSTALL} "
-                                "(or build with the default --executor local)") from None
+        raise MissingDependency(f"{option('executor', 'ray')} needs Ray, which is not installed: {INSTALL} "
+                                f"(or build with the default {option('executor', 'local')})") from None
     return ray
 
 
@@ -217,9 +225,9 @@ def _check_reachable(address: str, timeout: float = REACH_TIMEOUT_S) -> None:
             why = f"no answer within {timeout:g} s"
         except OSError as e:
             why = e.strerror or type(e).__name__
-    raise DistributedError(f"could not join the Ray cluster at --address {address}: nothing accepts "
+    raise DistributedError(f"could not join the Ray cluster at {ADDRESS.named(address)}: nothing accepts "
                            f"connections there ({why}); check the head's address and port (`ray status` on "
-                           "the head prints them), or leave out --address to start a local Ray")
+                           f"the head prints them), or leave out {ADDRESS.named()} to start a local Ray")
 
 
 def _gcs_address(ray) -> str | None:
@@ -257,22 +265,15 @@ class RayExecutor:
     name: ClassVar[str] = "ray"
     summary: ClassVar[str] = ("every task as a Ray task on a cluster (needs the [distributed] extra; "
                               "docs/guide/cluster.md)")
-    options: ClassVar[tuple[Option, ...]] = (
-        Option("--address", "address", metavar="ADDR",
-               help="with --executor ray: the cluster to join (auto: the one `ray start --head` runs here; "
-                    "HOST:PORT of a cluster with token authentication also needs RAY_AUTH_MODE=token and "
-                    "its token: docs/guide/cluster.md); default: start a local Ray on 127.0.0.1 (never the "
-                    "cluster RAY_ADDRESS names)"),
-        Option("--ray-num-cpus", "num_cpus", type=int, metavar="N",
-               help="with --executor ray and no --address: CPUs of the local Ray (default: all cores)"),
-    )
+    options: ClassVar[tuple[Option, ...]] = (ADDRESS, NUM_CPUS)
 
     @classmethod
     def from_options(cls, *, log: Callable[[str], Any], progress: bool, address: str | None = None,
                      num_cpus: int | None = None) -> "RayExecutor":
         """The executor ``--executor ray [--address ADDR | --ray-num-cpus N]`` asks for."""
         if address is not None and num_cpus is not None:
-            raise UsageError("--ray-num-cpus sizes a Ray started here; a cluster joined with --address has its own")
+            raise UsageError(f"{NUM_CPUS.named()} sizes a Ray started here; a cluster joined with {ADDRESS.named()} "
+                             "has its own")
         return cls(address=address, num_cpus=num_cpus, log=log, progress=progress)
 
     def __init__(self, *, address: str | None = None, num_cpus: int | None = None,
@@ -301,10 +302,10 @@ class RayExecutor:
                 ray.init(address=self.address, **kw)
             except (ConnectionError, TimeoutError) as e:
                 self._release()
-                raise DistributedError(f"could not join the Ray cluster at --address {self.address} "
+                raise DistributedError(f"could not join the Ray cluster at {ADDRESS.named(self.address)} "
                                        f"({first_line(e)}); "
-                                       "start one with `ray start --head`, or leave out --address to start a "
-                                       f"local Ray{_auth_hint()}") from e
+                                       f"start one with `ray start --head`, or leave out {ADDRESS.named()} to "
+                                       f"start a local Ray{_auth_hint()}") from e
             where = f"joined the Ray cluster at {_gcs_address(ray) or self.address}"
         else:
             self._env = start_local(ray, self.num_cpus, **kw)
@@ -418,7 +419,7 @@ class RayExecutor:
                         raise DistributedError(
                             f"{task.label} finished on {info['host']} but its entry is not in the cache "
                             f"{cache.base}: the cache must be a path on a filesystem every Ray node and this "
-                            f"machine share (--cache /shared/...)")
+                            f"machine share ({option('cache_dir', '/shared/...')})")
                     entry.reused = info["reused"]
                     entries[i] = entry
                     self.workers.add((info["host"], info["pid"]))

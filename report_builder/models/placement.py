@@ -29,7 +29,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from report_builder.errors import MissingDependency, ModelError, shown
+from report_builder.errors import MissingDependency, ModelError, option, shown
 
 STORAGE_OFFLOAD = ("cpu", "disk")
 """Map values that keep weights off the execution device (streamed to it when the layer runs)."""
@@ -183,7 +183,7 @@ def infer_map(meta_model: nn.Module, *, mode: str, device: str, dtype: torch.dty
     dmap = {k: device_name(v) for k, v in dmap.items()}
     if str(device).startswith("cuda") and not any(v.startswith("cuda") for v in dmap.values()):
         raise ModelError(f"device_memory {_size(device_memory, mem)} per GPU holds no layer of the model; raise "
-                         f"--device-memory (each GPU needs room for at least one layer plus max_memory for "
+                         f"{option('device_memory')} (each GPU needs room for at least one layer plus max_memory for "
                          f"the decomposition)")
     return dmap
 

@@ -40,6 +40,7 @@ import pandas as pd
 
 from report_builder import guard, site_marker
 from report_builder.atomic import replace_dir, restore_swapped, write_text
+from report_builder.errors import option
 from report_builder.values import check_site_url
 from report_builder.figures.spec import FigureContext, FigureResult, FigureSpec, NotConfigured, Roles
 from report_builder.figures import compare
@@ -151,7 +152,7 @@ def _render_once(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict
     out_dir = Path(out_dir).resolve()
     docs_dir = Path(docs_dir).resolve() if docs_dir is not None else None
     site_url = check_site_url(site_url) if site_url is not None else None  # reaches every page: parsed, not trusted
-    site_marker.check_replaceable(out_dir, "the output directory", "--out")
+    site_marker.check_replaceable(out_dir, "the output directory", option("out_dir"))
     if docs_dir is not None:
         site_marker.check_replaceable(docs_dir, "the generated docs directory", "docs_dir")
     if figures is None:
@@ -236,7 +237,7 @@ def _render_once(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict
         render_cache.prune()  # before the swap: in the fallback the renders are carried inside the new site
         figure_cache.prune()
         with guard.site_lock(out_dir, state.lock_file):
-            site_marker.check_replaceable(out_dir, "the output directory", "--out")
+            site_marker.check_replaceable(out_dir, "the output directory", option("out_dir"))
             if publish.moved(versions, past):  # this build's pages would hide what the other one published
                 raise publish.OutputMoved(str(out_dir))
             publish.publish(versions, tmp_site, past, entry, charts)

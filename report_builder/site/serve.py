@@ -32,7 +32,7 @@ import urllib.parse
 from http import HTTPStatus
 from pathlib import Path
 
-from report_builder.errors import for_terminal
+from report_builder.errors import for_terminal, option
 
 IDLE_TIMEOUT_S = 20.0
 """Seconds a connection may stay silent (before or within a request) before it is closed."""
@@ -123,7 +123,7 @@ def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1", *,
     """An HTTP server for ``site_dir`` (not started; ``port=0`` picks a free port)."""
     from report_builder.values import check_path
 
-    check_path(str(site_dir), "serve --dir")
+    check_path(str(site_dir), option("site_dir", flag="serve --dir"))
     site_dir = Path(site_dir)
     if not (site_dir / "index.html").is_file():
         raise FileNotFoundError(f"no built site in {site_dir} (run `report-builder build` first)")
@@ -243,7 +243,7 @@ def serve(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
     from report_builder.errors import UsageError
 
     if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a port number (0 to 65535; 0 picks a free one)")
+        raise UsageError(f"{option('port', port)} is not a port number (0 to 65535; 0 picks a free one)")
     try:
         server = make_server(site_dir, port, host)
     except FileNotFoundError:
@@ -251,10 +251,11 @@ def serve(site_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise UsageError(f"port {port} on {host} is already in use (another server?); choose another with "
-                             f"--port, or --port 0 for a free one") from None
+                             f"{option('port')}, or {option('port', 0)} for a free one") from None
         if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EACCES):
-            raise UsageError(f"cannot listen on {for_terminal(host)} port {port} ({e.strerror or e}); give --host an "
-                             "address of this machine (default 127.0.0.1) and a free --port") from None
+            raise UsageError(f"cannot listen on {for_terminal(host)} port {port} ({e.strerror or e}); give "
+                             f"{option('host')} an address of this machine (default 127.0.0.1) and a free "
+                             f"{option('port')}") from None
         raise
     shown = f"[{host}]" if ":" in host else host
     print(f"Serving {for_terminal(Path(site_dir).resolve())} at http://{shown}:{server.server_address[1]}/ "

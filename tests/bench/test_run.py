@@ -101,7 +101,7 @@ def test_gpu_rule_and_a_reduced_mode_on_a_cpu():
 def test_bad_mode_or_rule_is_one_line():
     from report_builder.errors import UsageError
 
-    with pytest.raises(UsageError, match="--dtype: unknown precision 'float8'; use float32, tf32"):
+    with pytest.raises(UsageError, match="^dtype: unknown precision 'float8'; use float32, tf32"):
         run_bench(shape="tiny", dtype="float8")
-    with pytest.raises(UsageError, match="--chunk-rule: .*GPU rule"):
+    with pytest.raises(UsageError, match="^chunk_rule: .*GPU rule"):
         run_bench(shape="tiny", dtype="tf32", chunk_rule="cpu")

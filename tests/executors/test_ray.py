@@ -369,7 +369,7 @@ def test_could_not_join_names_the_address_and_token_authentication(monkeypatch):
     with pytest.raises(DistributedError) as e:
         ex._connect(NoCluster)
     msg = str(e.value)
-    assert "\n" not in msg and "--address 10.0.0.9:6379 (Failed to connect to Ray cluster at 10.0.0.9:6379.)" in msg
+    assert "\n" not in msg and "address=10.0.0.9:6379 (Failed to connect to Ray cluster at 10.0.0.9:6379.)" in msg
     assert "`ray start --head`" in msg and "RAY_AUTH_MODE=token" in msg and "RAY_AUTH_TOKEN" in msg
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     with pytest.raises(DistributedError) as e:
@@ -400,6 +400,13 @@ def test_nothing_listening_at_the_address_fails_at_once():
 
     ex = ray_executor.RayExecutor(address=f"127.0.0.1:{port}", log=lambda *_: None, progress=False)
     with pytest.raises(DistributedError) as e:
+        ex._connect(Untouched)
+    assert str(e.value) == (f"could not join the Ray cluster at address=127.0.0.1:{port}: nothing accepts "
+                            "connections there (Connection refused); check the head's address and port "
+                            "(`ray status` on the head prints them), or leave out address to start a local Ray")
+    from report_builder.errors import cli_vocabulary
+
+    with cli_vocabulary(), pytest.raises(DistributedError) as e:  # `report-builder build --address ...`
         ex._connect(Untouched)
     assert str(e.value) == (f"could not join the Ray cluster at --address 127.0.0.1:{port}: nothing accepts "
                             "connections there (Connection refused); check the head's address and port "
