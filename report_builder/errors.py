@@ -58,6 +58,12 @@ class DataNotHere(DataError):
     """
 
 
+class NotBuilt(ReportBuilderError, FileNotFoundError):
+    """What a command reads from an earlier build is not there: no build recorded in the cache (``render``,
+    ``load_results``), results its record names are gone, or no built site in the folder (``serve``). Still a
+    ``FileNotFoundError`` for callers that catch one; one line in the CLI (exit 3) and in a notebook."""
+
+
 class ModelError(ReportBuilderError):
     """A model cannot be loaded or decomposed as configured."""
 
@@ -105,7 +111,7 @@ class ReconstructionError(ReportBuilderError):
     """A decomposition's terms do not sum to the model's own tensor within `schema.ERROR_BOUND`."""
 
 
-__all__ = ["ReportBuilderError", "ConfigError", "DataError", "DataNotHere", "ModelError", "UnknownModel", "HubUnreachable",
+__all__ = ["ReportBuilderError", "ConfigError", "DataError", "DataNotHere", "NotBuilt", "ModelError", "UnknownModel", "HubUnreachable",
            "UnsupportedArchitecture", "FusedAttention", "SequenceTooLong", "ReconstructionError", "UnsafeOutput", "UsageError", "MissingDependency",
            "DistributedError", "DatasetsLibraryMissing", "EXIT_CODES",
            "exit_code", "shown", "clip", "for_terminal", "terminal_width", "terminal_table", "MAX_SHOWN",

@@ -35,7 +35,7 @@ from report_builder.atomic import write_text
 from report_builder.cache import Cache, frame_hash
 from report_builder.config import Config, as_config, from_dict, replace
 from report_builder import atomic, guard
-from report_builder.errors import ConfigError, DataError, option
+from report_builder.errors import ConfigError, DataError, NotBuilt, option
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -159,7 +159,7 @@ def tables_from_cache(cfg: "Config | str | os.PathLike") -> "tuple[dict[str, pd.
     no data library). ``cfg``: a `Config` (its ``cache_dir``) or the cache folder itself.
 
     Raises:
-        FileNotFoundError: no build is recorded there, or entries it names are missing (one line each).
+        NotBuilt: no build is recorded there, or entries it names are missing (one line each).
     """
     cache_dir = cfg.cache_dir if isinstance(cfg, Config) else str(cfg)
     p = record_path(cache_dir)
@@ -167,7 +167,7 @@ def tables_from_cache(cfg: "Config | str | os.PathLike") -> "tuple[dict[str, pd.
     if meta is None:
         from report_builder.caches import where_builds_are
 
-        raise FileNotFoundError(f"no previous build recorded in {p}; {where_builds_are(cache_dir)}")
+        raise NotBuilt(f"no previous build recorded in {p}; {where_builds_are(cache_dir)}")
     from report_builder.analyses.assemble import concat_tables
 
     entries = meta.get("entries")
@@ -185,7 +185,7 @@ def tables_from_cache(cfg: "Config | str | os.PathLike") -> "tuple[dict[str, pd.
         else:
             parts.append(e.tables)
     if missing:
-        raise FileNotFoundError(
+        raise NotBuilt(
             f"the cache {cache_dir} lacks {len(missing)} of the {len(meta['entries'])} results its last build "
             f"recorded ({', '.join(missing[:3])}{', …' if len(missing) > 3 else ''}); copy the whole cache folder, "
             "or run `report-builder build` again")
@@ -292,7 +292,7 @@ def recorded_config(cache_dir: str | os.PathLike) -> Config:
     build) replaced by the copy kept in the cache, so the build can run again elsewhere.
 
     Raises:
-        FileNotFoundError: no build recorded. DataError: a data file is missing and no copy was kept.
+        NotBuilt: no build recorded. DataError: a data file is missing and no copy was kept.
     """
     import dataclasses
 
@@ -300,7 +300,7 @@ def recorded_config(cache_dir: str | os.PathLike) -> Config:
 
     meta = read(cache_dir)
     if meta is None or not isinstance(meta.get("config"), dict):
-        raise FileNotFoundError(f"no build recorded in {record_path(cache_dir)} with its configuration; run "
+        raise NotBuilt(f"no build recorded in {record_path(cache_dir)} with its configuration; run "
                                 "`report-builder build` first")
     cfg = replace(from_dict(meta["config"]), cache_dir=str(cache_dir))
     inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}

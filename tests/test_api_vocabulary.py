@@ -149,3 +149,25 @@ def test_where_a_local_dataset_goes_names_data_dir():
     _speaks_python(data_dir_hint("sst2"), "data_dir=DIR with DIR/SST-2/dev.tsv")
     with errors.cli_vocabulary():
         assert data_dir_hint("sst2") == "--data-dir DIR (config key data_dir) with DIR/SST-2/dev.tsv"
+
+
+def test_nothing_built_is_one_line_in_a_notebook(tmp_path):
+    """``rb.render`` on a cache with no recorded build, ``rb.load_results`` on a folder holding neither a build nor a
+    site, and ``api.serve`` on a folder with no site raised a bare ``FileNotFoundError``: a notebook drew the
+    package's frames. Each is now the package's one-line error (still a ``FileNotFoundError`` for callers that
+    catch it), naming the keyword, and the CLI's line and exit code are as before."""
+    from report_builder.site.serve import make_server
+
+    calls = {
+        "render": lambda: rb.render("smoke", out_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c")),
+        "load_results": lambda: rb.load_results(tmp_path / "empty"),
+        "serve": lambda: make_server(tmp_path / "nosite"),
+    }
+    (tmp_path / "empty").mkdir()
+    for name, call in calls.items():
+        with pytest.raises(ReportBuilderError) as e:
+            call()
+        assert isinstance(e.value, FileNotFoundError), name
+        lines = e.value._render_traceback_()
+        assert len(lines) == 1 and lines[0].startswith("NotBuilt: "), (name, lines)
+        _speaks_python(str(e.value))

@@ -384,7 +384,7 @@ def load_results(path: str | os.PathLike | None = None) -> dict[str, pd.DataFram
         Name -> DataFrame.
 
     Raises:
-        FileNotFoundError: ``path`` is neither a cache with a recorded build nor a built site.
+        NotBuilt: ``path`` is neither a cache with a recorded build nor a built site.
     """
     if path is None:
         from report_builder.caches import default_dir
@@ -410,5 +410,7 @@ def load_results(path: str | os.PathLike | None = None) -> dict[str, pd.DataFram
                 out[fig_id] = frame
         if out:
             return out
-    raise FileNotFoundError(f"{p} is neither a results cache with a recorded build (last_build.json) nor a "
+    from report_builder.errors import NotBuilt
+
+    raise NotBuilt(f"{p} is neither a results cache with a recorded build (last_build.json) nor a "
                             f"built site (figures/<id>/data.csv); run `report-builder build` first")

@@ -32,7 +32,7 @@ import urllib.parse
 from http import HTTPStatus
 from pathlib import Path
 
-from report_builder.errors import for_terminal, option
+from report_builder.errors import NotBuilt, for_terminal, option
 
 IDLE_TIMEOUT_S = 20.0
 """Seconds a connection may stay silent (before or within a request) before it is closed."""
@@ -126,7 +126,7 @@ def make_server(site_dir: Path, port: int = 8000, host: str = "127.0.0.1", *,
     check_path(str(site_dir), option("site_dir", flag="serve --dir"))
     site_dir = Path(site_dir)
     if not (site_dir / "index.html").is_file():
-        raise FileNotFoundError(f"no built site in {site_dir} (run `report-builder build` first)")
+        raise NotBuilt(f"no built site in {site_dir} (run `report-builder build` first)")
     root = os.path.realpath(site_dir)
     names, any_ip = allowed_hosts(host)
 
