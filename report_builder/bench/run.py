@@ -153,9 +153,10 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
         else:
             budget = 512 * MIB if rule == "cpu" else None
         plan = None
-        if rule == "gpu":
+        if rule == "gpu":  # sized once, as the engine does: the timed steps take it as given
             from report_builder.decompose.layouts.common import gpu_budget
-            plan = gpu_plan(n, d, dff, budget_bytes=gpu_budget(caps[0].x, budget), batch=batch, causal=causal,
+            budget = gpu_budget(caps[0].x.device, budget)
+            plan = gpu_plan(n, d, dff, budget_bytes=budget, batch=batch, causal=causal,
                             gated=gated, reduced=mode in HALF)
             chunk, tile = plan.rows, n
         else:

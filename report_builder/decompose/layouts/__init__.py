@@ -23,7 +23,7 @@ from report_builder.decompose.chunks import rule_class
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult, LayerWeights, relative_error
 from report_builder.decompose.layouts import parallel, post_pre, sandwich
-from report_builder.decompose.layouts.common import gpu_errors, resolve_causal
+from report_builder.decompose.layouts.common import gpu_budget, gpu_errors, resolve_causal
 from report_builder.schema import K21_METHODS, PARALLEL, POST_LN, PRE_LN, SANDWICH, Layout
 
 DEFAULT_BUDGET = 512 << 20
@@ -82,12 +82,14 @@ def _record_errors(res: LayerResult, refs: dict[str, Tensor] | None) -> None:
 
 
 def _setup(x: Tensor, causal: bool | None, chunk_rule: str, precision: str,
-           budget_bytes: int | None) -> tuple[str, int | None, bool]:
-    """The device class, the budget (the CPU rule's default filled in) and whether the GPU rule checks
-    ``causal=True`` with the errors (deferred: no host read mid-layer; a batch's after its pads are masked)."""
+           budget_bytes: int | None) -> tuple[str, int, bool]:
+    """The device class, the budget (a default filled in: the CPU rule's `DEFAULT_BUDGET`; the GPU rule's
+    `common.gpu_budget`, read here, at the call, when the caller did not size it) and whether the GPU rule
+    checks ``causal=True`` with the errors (deferred: no host read mid-layer; a batch's after its pads are
+    masked)."""
     rule = rule_class(chunk_rule, x.device.type, precision)
-    if rule == "cpu" and budget_bytes is None:
-        budget_bytes = DEFAULT_BUDGET
+    if budget_bytes is None:
+        budget_bytes = DEFAULT_BUDGET if rule == "cpu" else gpu_budget(x.device, None)
     return rule, budget_bytes, rule == "gpu" and causal is True
 
 
@@ -121,7 +123,9 @@ def decompose_layer(
         ig: IG options (closed form by default).
         chunk_rows: query rows per chunk of the FF step (default: from ``budget_bytes``).
         budget_bytes: memory for the FF step's chunks (default: 512 MiB by the CPU rule, half the
-            device's free memory by the GPU rule; a given budget caps the GPU rule's too).
+            device's free memory by the GPU rule, read at the call: `common.gpu_budget`). The GPU rule takes
+            a given budget as it is: a caller running layer after layer sizes it once with `gpu_budget` (which
+            also caps it by the memory free), so that no layer step reads the device's memory state.
         causal: None (default) finds out whether ``alpha`` is causal (every probability above the
             diagonal exactly zero): then every n^2 step covers only the pairs j <= i (SPEC §8), and
             the maps hold exact zeros for j > i, as the full computation gives them. False computes
@@ -184,7 +188,7 @@ def decompose_batch(
     if maths.batch is None or (len(set(lengths)) > 1 and rule == "cpu"):  # the CPU rule runs a ragged batch one sequence at a time: no pad work
         return [decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
                                 refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
-                                chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal,
+                                chunk_rows=chunk_rows, budget_bytes=budget, causal=causal,
                                 chunk_rule=chunk_rule, precision=precision)
                 for b, n in enumerate(lengths)]
     check = check and refs is not None  # read with the errors; without them, by the caller's own check

@@ -45,14 +45,16 @@ def gpu_errors(results: list[LayerResult], sums: dict[str, Tensor], refs: dict[s
         r.errors.update(e)
 
 
-def gpu_budget(x: Tensor, budget_bytes: int | None) -> int:
-    """The GPU rule's buffer budget on ``x``'s device: `GPU_FREE_FRACTION` of the memory free there (CUDA:
-    the device's free memory plus what torch's allocator holds unused; CPU: the available RAM), capped by
-    ``budget_bytes`` when one is given (``max_memory``)."""
+def gpu_budget(device: torch.device, budget_bytes: int | None) -> int:
+    """The GPU rule's buffer budget on ``device``: `GPU_FREE_FRACTION` of the memory free there (CUDA: the
+    device's free memory plus what torch's allocator holds unused; CPU: the available RAM), capped by
+    ``budget_bytes`` when one is given (``max_memory``). A read of the device's (or host's) memory state:
+    sized once per run or batch, outside the layer step, which takes the number as given (a step that read it
+    would also recompile, compiled, whenever the free memory changed)."""
     free = None
-    if x.device.type == "cuda":
-        free_dev, _ = torch.cuda.mem_get_info(x.device)
-        free = free_dev + torch.cuda.memory_reserved(x.device) - torch.cuda.memory_allocated(x.device)
+    if device.type == "cuda":
+        free_dev, _ = torch.cuda.mem_get_info(device)
+        free = free_dev + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     elif budget_bytes is None:
         try:
             import psutil

@@ -25,7 +25,7 @@ from report_builder.decompose.chunks import ff_tiles, gpu_plan
 from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, gated_integrals
 from report_builder.decompose.layer import LayerResult, LayerWeights, real_rows
 from report_builder.decompose.layouts import ff_blocks
-from report_builder.decompose.layouts.common import add_diag, gpu_budget, gpu_errors, norm32, ratios_of, resolve_causal
+from report_builder.decompose.layouts.common import add_diag, gpu_errors, norm32, ratios_of, resolve_causal
 from report_builder.decompose.precision import HALF
 from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
 
@@ -178,7 +178,7 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
                                      "ATTNRESLN-N": (m_ctx, m_self)}))
 
     if ff_wanted and rule == "gpu":
-        plan = gpu_plan(n, d, lw.ff.d_ff, budget_bytes=gpu_budget(x, budget_bytes), batch=B, causal=causal,
+        plan = gpu_plan(n, d, lw.ff.d_ff, budget_bytes=budget_bytes, batch=B, causal=causal,
                         gated=lw.ff.gated, itemsize=x.element_size(), reduced=precision in HALF, rows=chunk_rows,
                         lengths=lengths)
         ff_blocks.ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan, extras, causal,
