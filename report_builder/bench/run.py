@@ -54,7 +54,8 @@ from report_builder.bench.short import K21_N_MAPS
 from report_builder.bench.timing import cpu_name, time_call
 from report_builder.decompose.attention import is_causal
 from report_builder.decompose.chunks import ff_tiles, gpu_plan, rule_class
-from report_builder.decompose.layouts import decompose_batch, decompose_layer
+from report_builder.decompose.layouts import batch_step, decompose_batch, decompose_layer
+from report_builder.decompose.layouts.common import read_checks
 from report_builder.decompose.precision import HALF
 from report_builder.errors import UsageError, shown
 from report_builder.schema import K21_METHODS, PRECISIONS
@@ -181,9 +182,9 @@ def run_bench(*, shape: str | None = "base", model: str | None = None, seq_len: 
             "forward": lambda: lm.model(**inputs),
             "fast_ratios": batched(ratios=True),
             "fast_k21_maps": batched(maps=K21_N_MAPS),
-            "fast_full": lambda: [decompose_batch(lw, cap.x, cap.alpha, [n] * batch, maps=lw.scopes + K21_METHODS,
-                                                  ratios=True, refs=cap.refs, **kw)
-                                  for lw, cap in zip(lws, caps)],
+            "fast_full": lambda: read_checks([batch_step(lw, cap.x, cap.alpha, [n] * batch, maps=lw.scopes + K21_METHODS,
+                                                         ratios=True, refs=cap.refs, **kw)
+                                              for lw, cap in zip(lws, caps)]),  # the check read once, after the layers
             "fast_ff": batched(maps=(ff_scope,)),
         }
         if reduced:  # the same step in float32, same rule: does the mode pay?

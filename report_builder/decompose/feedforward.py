@@ -202,12 +202,19 @@ def ff_forward(fw: FFWeights, u: Tensor) -> Tensor:
 # ---------------------------------------------------------------- element-wise IG
 
 
-@lru_cache(maxsize=None)
-def at_zero(act_name: str) -> tuple[float, float]:
-    """``(g(0), g'(0))`` of an activation, as float32 numbers computed once (Python floats: no device op)."""
-    act = activation(act_name)
+def _at_zero(act: Callable[[Tensor], Tensor]) -> tuple[float, float]:
     zero = torch.zeros((), dtype=torch.float32)
     return float(act(zero)), float(derivative(act, zero.reshape(1))[0])
+
+
+_AT_ZERO = {name: _at_zero(act) for name, act in ACTIVATIONS.items()}
+
+
+def at_zero(act_name: str) -> tuple[float, float]:
+    """``(g(0), g'(0))`` of an activation, as float32 numbers computed once, at import (Python floats: no
+    device op, and nothing a compiled layer step would have to read back from a tensor)."""
+    activation(act_name)  # an unknown name: its one error
+    return _AT_ZERO[act_name]
 
 
 def elementwise_kappa(act_name: str, p: Tensor, opts: IGOptions = IGOptions()) -> tuple[Tensor, float]:
