@@ -140,19 +140,30 @@ def decompose_layer(
     Returns:
         A `LayerResult`.
     """
+    res, check = _one_step(lw, x, alpha, maps=maps, ratios=ratios, refs=refs, extras=extras, ig=ig,
+                           chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal, chunk_rule=chunk_rule,
+                           precision=precision, check_causal=True)
+    check.read([res])
+    return res
+
+
+def _one_step(lw: LayerWeights, x: Tensor, alpha: Tensor, *, maps, ratios, refs, extras, ig, chunk_rows,
+              budget_bytes, causal, chunk_rule, precision, check_causal: bool) -> tuple[LayerResult, DeviceCheck]:
+    """`decompose_layer` with the GPU rule's check left on the device (the CPU rule's errors recorded, its check
+    empty). ``check_causal``: the GPU rule checks ``causal=True`` even without ``refs`` (`decompose_layer`);
+    else only with them, as a batch does (without them, by the caller's own check)."""
     maths = _maths(lw)
     rule, budget_bytes, check = _setup(x, causal, chunk_rule, precision, budget_bytes)
-    flag = causal_violation(alpha) if check else None
+    flag = causal_violation(alpha) if check and (check_causal or refs is not None) else None
     res = maths.one(lw, x, alpha, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig, chunk_rows=chunk_rows,
                     budget_bytes=budget_bytes, causal=resolve_causal(alpha, causal, rule), rule=rule,
                     precision=precision)
     if rule == "cpu":
         _record_errors(res, refs)
-    else:
-        device_check({k: v.unsqueeze(0) for k, v in res.sums.items() if v.dim() == 2},
-                     None if refs is None else {k: t.unsqueeze(0) for k, t in refs.items()}, [x.shape[0]],
-                     flag).read([res])
-    return res
+        return res, DeviceCheck()
+    return res, device_check({k: v.unsqueeze(0) for k, v in res.sums.items() if v.dim() == 2},
+                             None if refs is None else {k: t.unsqueeze(0) for k, t in refs.items()}, [x.shape[0]],
+                             flag)
 
 
 def decompose_batch(
@@ -217,17 +228,19 @@ def batch_step(
     where ``check.read(results)`` fills in their errors (and raises for a non-causal ``alpha`` given as
     causal) in one host read, once per batch after the layers. By the GPU rule with a sized ``budget_bytes``
     (`common.gpu_budget`) and ``causal`` given, nothing here reads the host or the device's state: the step
-    traces as one graph (``torch.compile(..., fullgraph=True)``, tests/decompose/test_compiled_step.py). The
-    CPU rule, and layouts without a batched path, record their errors as `decompose_batch` does (the check
-    returned is empty)."""
+    traces as one graph (``torch.compile(..., fullgraph=True)``, tests/decompose/test_compiled_step.py). Layouts
+    without a batched path run one sequence at a time, their checks gathered into the one returned (the causal
+    flag, as for a batch, only with ``refs``). The CPU rule records its errors as `decompose_batch` does (the
+    check returned is empty)."""
     maths = _maths(lw)
     rule, budget, check = _setup(x, causal, chunk_rule, precision, budget_bytes)
     if maths.batch is None or (len(set(lengths)) > 1 and rule == "cpu"):  # the CPU rule runs a ragged batch one sequence at a time: no pad work
-        return [decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
-                                refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
-                                chunk_rows=chunk_rows, budget_bytes=budget, causal=causal,
-                                chunk_rule=chunk_rule, precision=precision)
-                for b, n in enumerate(lengths)], DeviceCheck()
+        steps = [_one_step(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
+                           refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
+                           chunk_rows=chunk_rows, budget_bytes=budget, causal=causal, chunk_rule=chunk_rule,
+                           precision=precision, check_causal=False)
+                 for b, n in enumerate(lengths)]
+        return [r for r, _ in steps], DeviceCheck.of_sequences([c for _, c in steps])
     check = check and refs is not None  # read with the errors; without them, by the caller's own check
     out, dev_check = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
                                  chunk_rows=chunk_rows, budget_bytes=budget, causal=causal, rule=rule,

@@ -48,6 +48,15 @@ class DeviceCheck:
     errors: Tensor | None = None
     flag: Tensor | None = None
 
+    @staticmethod
+    def of_sequences(checks: list["DeviceCheck"]) -> "DeviceCheck":
+        """One check for a batch from its sequences' checks (each over a batch of one): the errors side by
+        side, the flag raised if any sequence's is."""
+        errs = [c.errors for c in checks if c.errors is not None]
+        flags = [c.flag for c in checks if c.flag is not None]
+        return DeviceCheck(checks[0].keys if errs else (), torch.cat(errs, 1) if errs else None,
+                           torch.stack(flags).any() if flags else None)
+
     def rows(self) -> Tensor | None:
         """``errors`` with the flag as one more row ((points [+ 1], B) float32 on the device), or None."""
         rows = [] if self.errors is None else [self.errors]
