@@ -6,8 +6,9 @@ of the free memory) is one — and the traced step gives the eager step's number
 The steps: the K21 ratios, the FF decomposition of an encoder (post-LN) and of a causal model (pre-LN, gated:
 row blocks over source prefixes), and the full layer (every scope's map, the K21 maps and ratios, the extras,
 and the reconstruction check, whose errors stay on the device until `DeviceCheck.read`), on equal-length and
-ragged batches; also the full layer of a parallel-attention model (GPT-NeoX), whose layout runs one sequence
-at a time (its sequences' checks gathered, not read one by one). The budget is sized once, outside the step (`gpu_budget`), as the engine does.
+ragged batches; also the full layer of a parallel-attention model (GPT-NeoX) and of a sandwich-norm model with
+a GeGLU (Gemma-3), whose layouts run one sequence at a time (their sequences' checks gathered, not read one by
+one; the GeGLU's quadrature constants made in the graph). The budget is sized once, outside the step (`gpu_budget`), as the engine does.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ STEPS = {  # name -> (tiny family, what the step computes)
     "causal_ff": ("llama", "ff"),
     "full_layer": ("bert", "full"),
     "causal_full_layer": ("llama", "full"),
-    "parallel_full_layer": ("neox", "full"),  # a layout without a batched path: one sequence at a time
+    "parallel_full_layer": ("neox", "full"),  # layouts without a batched path: one sequence at a time
+    "sandwich_full_layer": ("gemma3", "full"),  # and a GeGLU: the gated integrals' quadrature ladder
 }
 
 
