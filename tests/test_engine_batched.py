@@ -3,6 +3,8 @@ per batch, errors computed with the batch, a reduce step instead of the results,
 asked for moved to the host; its results equal the deterministic path's within 1e-6."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -135,3 +137,22 @@ def test_a_missed_error_bound_names_the_layer_counted_from_1(monkeypatch, batche
     monkeypatch.setattr("report_builder.engine.ERROR_BOUND", 0.0)
     with pytest.raises(ReconstructionError, match=r": layer 2, scope \w+: relative reconstruction error"):
         list(decompose_sequences(lm, SEQS[:2], layers=[1], maps=("ATB",), batched=batched))
+
+
+def test_the_gpu_rule_budget_is_sized_once_per_run_outside_the_layer_steps(monkeypatch):
+    """The batched path sizes the GPU rule's budget once (per layer device), beside the batch rule; every layer
+    step of every batch takes that number as given and reads no memory state itself (a step that did would
+    recompile, compiled, whenever the free memory changed: issue #29)."""
+    lm = tiny("bert")
+    sized, seen = [], []
+    monkeypatch.setattr(B, "gpu_budget", lambda dev, b: sized.append((str(dev), b)) or 12_345_678)
+
+    def no_read(*a, **k):
+        raise AssertionError("the layer step read the memory free")
+    for mod in ("report_builder.decompose.layouts", "report_builder.decompose.layouts.common"):
+        monkeypatch.setattr(sys.modules[mod], "gpu_budget", no_read)
+    real = B.decompose_batch
+    monkeypatch.setattr(B, "decompose_batch", lambda *a, **k: seen.append(k["budget_bytes"]) or real(*a, **k))
+    got = list(decompose_sequences(lm, SEQS, maps=("ATBFF",), batched=True, batch_size=2, chunk_rule="gpu"))
+    assert len(got) == len(SEQS) * lm.n_layers and sized == [("cpu", 512 << 20)]
+    assert seen == [12_345_678] * (3 * lm.n_layers)  # 3 batches x 2 layers, each with the one sized budget

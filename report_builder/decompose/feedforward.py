@@ -202,12 +202,19 @@ def ff_forward(fw: FFWeights, u: Tensor) -> Tensor:
 # ---------------------------------------------------------------- element-wise IG
 
 
-@lru_cache(maxsize=None)
-def at_zero(act_name: str) -> tuple[float, float]:
-    """``(g(0), g'(0))`` of an activation, as float32 numbers computed once (Python floats: no device op)."""
-    act = activation(act_name)
+def _at_zero(act: Callable[[Tensor], Tensor]) -> tuple[float, float]:
     zero = torch.zeros((), dtype=torch.float32)
     return float(act(zero)), float(derivative(act, zero.reshape(1))[0])
+
+
+_AT_ZERO = {name: _at_zero(act) for name, act in ACTIVATIONS.items()}
+
+
+def at_zero(act_name: str) -> tuple[float, float]:
+    """``(g(0), g'(0))`` of an activation, as float32 numbers computed once, at import (Python floats: no
+    device op, and nothing a compiled layer step would have to read back from a tensor)."""
+    activation(act_name)  # an unknown name: its one error
+    return _AT_ZERO[act_name]
 
 
 def elementwise_kappa(act_name: str, p: Tensor, opts: IGOptions = IGOptions()) -> tuple[Tensor, float]:
@@ -327,10 +334,25 @@ rule for the usual |A| <= 4), then ``[4, 8]``, ``[8, 16]``, ``[16, 32]`` with `L
 LADDER_OUTER_NODES = 8
 
 
-@lru_cache(maxsize=8)
+_LADDER_RULES = {k: tuple(tuple(float(v) for v in arr) for arr in _gl_rule(k, 1))
+                 for k in (IGOptions().gl_nodes, LADDER_OUTER_NODES)}
+"""The ladder's Gauss-Legendre rules on [0, 1] as Python floats, made at import (``nodes`` -> (nodes, weights)):
+what a compiled step builds its constants from (TorchDynamo does not keep an lru_cache's memo, and cannot
+trace numpy's ``leggauss``)."""
+
+
 def _ladder_constants(nodes: int, device: str) -> tuple[Tensor, ...]:
-    """The ladder's nodes, weights and edges as float64 tensors on ``device``, made once per device (a copy
-    from host memory to a GPU on every call would wait for the device mid-layer)."""
+    """The ladder's nodes, weights and edges as float64 tensors on ``device``: made once per device (a copy
+    from host memory to a GPU on every call would wait for the device mid-layer); in a compiled step, the
+    graph's own constants (the same numbers)."""
+    if torch.compiler.is_compiling() and nodes in _LADDER_RULES:
+        return tuple(torch.tensor(v, dtype=torch.float64, device=device)
+                     for v in (*_LADDER_RULES[nodes], *_LADDER_RULES[LADDER_OUTER_NODES], LADDER_EDGES))
+    return _ladder_made(nodes, device)
+
+
+@lru_cache(maxsize=8)
+def _ladder_made(nodes: int, device: str) -> tuple[Tensor, ...]:
     x16, w16 = (torch.as_tensor(v, dtype=torch.float64, device=device) for v in _gl_rule(nodes, 1))
     x8, w8 = (torch.as_tensor(v, dtype=torch.float64, device=device) for v in _gl_rule(LADDER_OUTER_NODES, 1))
     return x16, w16, x8, w8, torch.tensor(LADDER_EDGES, dtype=torch.float64, device=device)

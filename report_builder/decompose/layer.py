@@ -119,26 +119,3 @@ def error_rows(outs: list[Tensor], refs: list[Tensor], lengths: list[int]) -> Te
         e = (o - r).norm(dim=-1) / r.norm(dim=-1).clamp_min(1e-12)
         rows.append((e if pad is None else torch.where(pad, e, 0.0)).amax(-1))
     return torch.stack(rows)
-
-
-def batch_errors(sums: dict[str, Tensor], refs: dict[str, Tensor], lengths: list[int],
-                 flag: Tensor | None = None) -> tuple[list[dict[str, float]], bool]:
-    """`relative_error` of every check point of a padded batch at once, read on the host in one step.
-
-    Args:
-        sums: check point -> (B, n, d) our sums; refs: check point -> (B, n, d) the HF tensors; lengths:
-            each sequence's real rows (pads do not count); flag: an extra 0-dim tensor read in the same
-            step (the GPU rule's deferred causality check).
-    Returns:
-        ``(errors per sequence, flag)``: for each sequence check point -> its max relative error, and the
-        flag's value (False without one).
-    """
-    keys = [k for k in refs if k in sums]
-    if not keys and flag is None:
-        return [{} for _ in lengths], False
-    rows = list(error_rows([sums[k] for k in keys], [refs[k] for k in keys], lengths)) if keys else []
-    if flag is not None:
-        rows.append(flag.to(torch.float32).expand(len(lengths)).to(rows[0].device if rows else flag.device))
-    vals = torch.stack(rows).tolist()  # the one host read
-    flagged = bool(vals.pop()[0]) if flag is not None else False
-    return [{k: vals[c][b] for c, k in enumerate(keys)} for b in range(len(lengths))], flagged

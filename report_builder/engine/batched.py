@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 from report_builder.decompose.layer import LayerResult, error_rows, real_rows
-from report_builder.decompose.layouts import decompose_batch
+from report_builder.decompose.chunks import rule_class
+from report_builder.decompose.layouts import decompose_batch, gpu_budget
 from report_builder.engine.common import Tokens, enforce_bound, inputs, on_device
 from report_builder.engine.host import HostCopy
 from report_builder.models.capture import LayerCapture, capture_hooks
@@ -199,12 +200,21 @@ def decompose_batches(lm: LoadedModel, seqs: list[Tokens], idxs: list[int], kw: 
     else:
         groups = plan_batches(lengths, lambda n: max(1, batch_size_cap or CPU_BATCH))
     causal = lm.causal  # the model's own (never causal for an encoder; a causal one's checked by the errors)
+    # the GPU rule's budget per layer device, sized once for the run beside the batch rule (capped by the memory
+    # free there): the layer steps take it as given and never read a device's memory state
+    budgets = {}
+    for layer in idxs:
+        ld = lm.layer_device(layer)
+        if str(ld) not in budgets:
+            gpu = rule_class(kw.get("chunk_rule", "auto"), ld.type, kw.get("precision", "float32")) == "gpu"
+            budgets[str(ld)] = gpu_budget(ld, budget_bytes) if gpu else budget_bytes
     current: list[Batch] = []
 
     def step(pos: int, c: LayerCapture):
         batch, layer = current[0], idxs[pos]
-        c = on_device(c, lm.layer_device(layer))
-        rs = decompose_batch(lm.layer_weights(layer), c.x, c.alpha, batch.lengths, budget_bytes=budget_bytes,
+        ld = lm.layer_device(layer)
+        c = on_device(c, ld)
+        rs = decompose_batch(lm.layer_weights(layer), c.x, c.alpha, batch.lengths, budget_bytes=budgets[str(ld)],
                              causal=causal, **kw)
         keys, errs = _errors(rs, c.refs, batch) if check else ([], None)
         return layer, reduce(batch, layer, rs), keys, errs

@@ -11,8 +11,8 @@ progress; either way the run goes on. The JSON is rewritten after every step, so
 outside still leaves what it measured. Output: ``--out FILE``, else ``$OUT/gpu-check.json`` when
 ``$OUT`` is set, else ``./gpu-check.json``; the log is the same name with ``.log``.
 
-A run on a GPU leaves out the steps of `gpu_steps.ON_REQUEST` (``compile``: `torch.compile` of the two
-launch-bound steps, whose compile alone can take minutes) unless ``--steps`` names them:
+A run on a GPU leaves out the steps of `gpu_steps.ON_REQUEST` (``compile``: `torch.compile` of four layer
+steps, whose compile alone can take minutes) unless ``--steps`` names them:
 ``gpu_check.sh --steps compile --budget 300`` as a second call.
 
 ``--dry-run``: the same steps (all of them) on the CPU with tiny sizes (the suite runs it: tests/tools/test_gpu_check.py).
@@ -333,9 +333,9 @@ def table(records: dict, meta: dict) -> dict:
                             ("eager_ms", "graph_ms", "graph_vs_eager", "graph_vs_naive", "graph_max_abs_diff", "graph")}
                         for k in ("k21_ratios", "causal_ff")},
         "torch_compile": {k: {m: _get(_res(records, "compile"), f"{k}.{m}") for m in
-                              ("graph_breaks", "break_reasons", "graphs_compiled", "backend", "compile_s", "eager_ms", "compiled_ms",
-                               "compiled_vs_eager", "compiled_max_abs_diff", "compiled")}
-                          for k in ("k21_ratios", "causal_ff")},
+                              ("graphs", "graph_breaks", "break_reasons", "graphs_compiled", "backend", "compile_s",
+                               "eager_ms", "compiled_ms", "compiled_vs_eager", "compiled_max_abs_diff", "compiled")}
+                          for k in ("k21_ratios", "causal_ff", "encoder_ff", "full_layer")},
     }
 
 

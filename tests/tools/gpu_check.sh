@@ -5,7 +5,8 @@
 #   n = 4096 one layer (float32), TF32 and bfloat16 at n = 128, --max-memory 32GiB vs the default;
 #   the FF decomposition's kernels per layer and GPU busy time (torch.profiler);
 #   a probe of CUDA graphs: K21 ratios and the causal FF step, eager vs replayed from one graph (gpu_graphs.py);
-#   on request only (--steps compile): the same two steps through torch.compile, with their graph breaks;
+#   on request only (--steps compile): those two steps, the BERT-base FF step and the fast full layer (with its
+#   check) through torch.compile, with their graph breaks;
 #   the K24 paper pass 992 x 128 (float32 with its statistics, and TF32) and the K21 paper pass 992 x 86;
 #   a device map over the GPU(s), CPU memory and disk.
 # Needs only python3 with torch (CUDA), transformers, pandas, pyarrow, jinja2, pyyaml, filelock, psutil,

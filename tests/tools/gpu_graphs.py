@@ -11,9 +11,12 @@ where capture fails, the error (for example a host synchronisation or a host-to-
 layer, which a graph cannot hold): what the engine would have to change before a graph can run it.
 
 The step ``compile`` (`compile_probe`, taken on a GPU only when asked: ``gpu_check.sh --steps compile``)
-does the same with `torch.compile` (inductor: element-wise ops fused into few kernels) and lists the graph
-breaks TorchDynamo finds in each step (host reads, untraceable calls: what stops one compiled graph per
-layer step); on the CPU it traces with the ``eager`` backend, so the dry run counts the breaks too.
+does the same with `torch.compile` (inductor: element-wise ops fused into few kernels) for those two steps,
+the BERT-base FF decomposition and the fast full layer with its check (`STEPS`), and lists the graph breaks
+TorchDynamo finds in each step (host reads, untraceable calls: what stops one compiled graph per layer step);
+on the CPU it traces with the ``eager`` backend, so the dry run counts the breaks too. Every step is
+`layouts.batch_step` with the budget sized beforehand, as the engine runs it: none breaks today
+(tests/decompose/test_compiled_step.py keeps it so).
 
 Nothing here changes the engine; the answer decides whether graphs are the way to the targets. On the CPU
 (the dry run) there are no CUDA graphs: the eager half runs, at tiny sizes, and ``graph`` says why not.
@@ -36,8 +39,10 @@ def _median_s(fn, sync, repeats: int) -> float:
 
 
 def _tensors(out) -> list:
-    """Every tensor of ``decompose_batch``'s results, in a fixed order."""
-    flat = []
+    """Every tensor of a layer step's results (`batch_step`: the results and the check's rows on the device), in a
+    fixed order."""
+    out, check = out
+    flat = [] if check.rows() is None else [check.rows()]
     for r in out:
         for part in ("maps", "ratios", "sums", "bias", "extras"):
             d = getattr(r, part)
@@ -90,25 +95,41 @@ def probe(torch, fn, device: str, repeats: int, naive=None) -> dict:
     return out
 
 
-def _steps(ctx: dict, size):
-    """The two probed steps, one at a time: ``(name, shape, lm, fn, naive)``; ``fn()`` is one layer's
-    decomposition of the captured batch by the GPU rule, also on the CPU (K21 ratios of the BERT-base
-    shape; the causal FF step of the SmolLM2 shape), ``naive`` the K21 baseline (None for the FF step). The model is freed after each."""
+STEPS = {  # name -> (shape role, what the layer step computes)
+    "k21_ratios": ("base", "ratios"),
+    "causal_ff": ("causal", "ff"),
+    "encoder_ff": ("base", "ff"),
+    "full_layer": ("base", "full"),
+}
+"""The probed layer steps: K21 ratios (BERT-base shape), the FF decomposition of the SmolLM2 shape (causal) and
+of the BERT-base shape, and the fast full layer of the BERT-base shape (every scope's map, the K21 maps and
+ratios, the reconstruction check: its errors on the device, read after the step)."""
+
+
+def _steps(ctx: dict, size, names=("k21_ratios", "causal_ff")):
+    """The probed steps ``names`` (`STEPS`), one at a time: ``(name, shape, lm, fn, naive)``; ``fn()`` is one
+    layer's step (`layouts.batch_step`) on the captured batch by the GPU rule, also on the CPU, with the budget
+    sized once beforehand as the engine does (`gpu_budget`), ``naive`` the K21 baseline (None for the others).
+    The model is freed after each."""
     import torch
 
     from report_builder.bench.naive import naive_k21
     from report_builder.bench.shapes import build, capture_layers, random_inputs
-    from report_builder.decompose.layouts import decompose_batch
+    from report_builder.decompose.layouts import batch_step, gpu_budget
+    from report_builder.schema import K21_METHODS
 
     dev, n, b = ctx["device"], size(ctx, "n"), size(ctx, "batch")
-    for name, shape, kw in (("k21_ratios", size(ctx, "base"), {"ratios": True}),
-                            ("causal_ff", size(ctx, "causal"), None)):
+    for name in names:
+        role, what = STEPS[name]
+        shape = size(ctx, role)
         lm = build(shape, None, dev, "float32")
         lw = lm.layer_weights(0)
         cap = capture_layers(lm, random_inputs(lm, n, b), [0])[0]
-        opts = kw if kw is not None else {"maps": (lw.layout.ff_after,)}
-        fn = lambda lw=lw, cap=cap, opts=opts, lm=lm: decompose_batch(  # noqa: E731
-            lw, cap.x, cap.alpha, [n] * b, causal=lm.causal, chunk_rule="gpu", **opts)
+        opts = {"ratios": {"ratios": True}, "ff": {"maps": (lw.layout.ff_after,)},
+                "full": {"maps": lw.scopes + K21_METHODS, "ratios": True, "refs": cap.refs}}[what]
+        budget = gpu_budget(cap.x.device, None)  # outside the step: it reads the memory free
+        fn = lambda lw=lw, cap=cap, opts=opts, lm=lm, budget=budget: batch_step(  # noqa: E731
+            lw, cap.x, cap.alpha, [n] * b, causal=lm.causal, chunk_rule="gpu", budget_bytes=budget, **opts)
         naive = None
         if name == "k21_ratios":
             naive = lambda lw=lw, cap=cap: [naive_k21(lw, cap.x[i], cap.alpha[i], maps=False, ratios=True)  # noqa: E731
@@ -185,13 +206,14 @@ def compiled(torch, fn, device: str, repeats: int) -> dict:
 
 
 def compile_probe(ctx: dict, size) -> dict:
-    """The step ``compile``: the same two steps as `graphs`, eager vs `torch.compile` (`compiled`), with the
-    graph breaks TorchDynamo finds in each (what stops one compiled graph per layer step)."""
+    """The step ``compile``: the two steps of `graphs`, the BERT-base FF decomposition and the fast full layer
+    (`STEPS`), eager vs `torch.compile` (`compiled`), with the graph breaks TorchDynamo finds in each (what stops
+    one compiled graph per layer step)."""
     import torch
 
     repeats = max(3, size(ctx, "repeats"))
     result = {"n": size(ctx, "n"), "batch": size(ctx, "batch"), "float32": True}
     with torch.no_grad():
-        for name, shape, lm, fn, _ in _steps(ctx, size):
+        for name, shape, lm, fn, _ in _steps(ctx, size, tuple(STEPS)):
             result[name] = {"shape": shape, "causal": bool(lm.causal), **compiled(torch, fn, ctx["device"], repeats)}
     return result

@@ -326,8 +326,8 @@ def graphs(ctx: dict) -> dict:
 
 
 def compile_step(ctx: dict) -> dict:
-    """K21 ratios and the causal FF decomposition, eager vs `torch.compile`, and their graph breaks
-    (`gpu_graphs.compile_probe`)."""
+    """K21 ratios, the causal and the BERT-base FF decomposition and the fast full layer (with its check), eager
+    vs `torch.compile`, and their graph breaks (`gpu_graphs.compile_probe`)."""
     from tests.tools.gpu_graphs import compile_probe
 
     return compile_probe(ctx, size)

@@ -23,7 +23,7 @@ from report_builder.decompose.chunks import rule_class
 from report_builder.decompose.feedforward import IGOptions
 from report_builder.decompose.layer import LayerResult, LayerWeights, relative_error
 from report_builder.decompose.layouts import parallel, post_pre, sandwich
-from report_builder.decompose.layouts.common import gpu_errors, resolve_causal
+from report_builder.decompose.layouts.common import DeviceCheck, device_check, gpu_budget, resolve_causal
 from report_builder.schema import K21_METHODS, PARALLEL, POST_LN, PRE_LN, SANDWICH, Layout
 
 DEFAULT_BUDGET = 512 << 20
@@ -39,10 +39,11 @@ class LayoutMaths:
             rule, precision)`` -> `LayerResult` of one unpadded sequence (errors not yet recorded); ``causal``:
             alpha is causal, so the n^2 steps may cover the pairs j <= i only; ``rule``: the device class
             (``cpu``/``gpu``, `chunks.rule_class`); ``precision``: the pair-GEMM mode.
-        batch: the same for a right-padded batch, with the real ``lengths`` after alpha, -> one result
-            per sequence (``causal`` as given: None is resolved after the pads are masked), its errors
-            recorded against ``refs`` when the rule is ``gpu`` (one host read for the batch); None: the
-            batch runs one sequence at a time through ``one``.
+        batch: the same for a right-padded batch, with the real ``lengths`` after alpha, ->
+            ``(one result per sequence, DeviceCheck)`` (``causal`` as given: None is resolved after the pads
+            are masked), its errors against ``refs`` when the rule is ``gpu`` kept on the device (the
+            `common.DeviceCheck`, read by the caller); None: the batch runs one sequence at a time through
+            ``one``.
     """
 
     one: Callable[..., LayerResult]
@@ -57,14 +58,17 @@ MATHS: dict[Layout, LayoutMaths] = {
     PARALLEL: LayoutMaths(parallel.decompose_one),
 }
 """Layout -> its mathematics (every row of `schema.LAYOUTS`)."""
+_BY_ID = {lay.id: m for lay, m in MATHS.items()}
+"""`MATHS` by layout id: the layer step looks a layout up by its id (a string), not by the `Layout` (whose own
+hash TorchDynamo cannot trace: a lookup by it fails inside a compiled layer step)."""
 
 
 def _maths(lw: LayerWeights) -> LayoutMaths:
-    try:
-        return MATHS[lw.layout]
-    except KeyError:
+    maths = _BY_ID.get(lw.layout.id)
+    if maths is None:
         raise ValueError(f"layout {lw.layout.id!r} has no mathematics in decompose.layouts "
-                         f"(known: {', '.join(lay.id for lay in MATHS)})") from None
+                         f"(known: {', '.join(lay.id for lay in MATHS)})")
+    return maths
 
 
 def _wanted(lw: LayerWeights, maps: Iterable[str]) -> set[str]:
@@ -82,12 +86,14 @@ def _record_errors(res: LayerResult, refs: dict[str, Tensor] | None) -> None:
 
 
 def _setup(x: Tensor, causal: bool | None, chunk_rule: str, precision: str,
-           budget_bytes: int | None) -> tuple[str, int | None, bool]:
-    """The device class, the budget (the CPU rule's default filled in) and whether the GPU rule checks
-    ``causal=True`` with the errors (deferred: no host read mid-layer; a batch's after its pads are masked)."""
+           budget_bytes: int | None) -> tuple[str, int, bool]:
+    """The device class, the budget (a default filled in: the CPU rule's `DEFAULT_BUDGET`; the GPU rule's
+    `common.gpu_budget`, read here, at the call, when the caller did not size it) and whether the GPU rule
+    checks ``causal=True`` with the errors (deferred: no host read mid-layer; a batch's after its pads are
+    masked)."""
     rule = rule_class(chunk_rule, x.device.type, precision)
-    if rule == "cpu" and budget_bytes is None:
-        budget_bytes = DEFAULT_BUDGET
+    if budget_bytes is None:
+        budget_bytes = DEFAULT_BUDGET if rule == "cpu" else gpu_budget(x.device, None)
     return rule, budget_bytes, rule == "gpu" and causal is True
 
 
@@ -121,7 +127,9 @@ def decompose_layer(
         ig: IG options (closed form by default).
         chunk_rows: query rows per chunk of the FF step (default: from ``budget_bytes``).
         budget_bytes: memory for the FF step's chunks (default: 512 MiB by the CPU rule, half the
-            device's free memory by the GPU rule; a given budget caps the GPU rule's too).
+            device's free memory by the GPU rule, read at the call: `common.gpu_budget`). The GPU rule takes
+            a given budget as it is: a caller running layer after layer sizes it once with `gpu_budget` (which
+            also caps it by the memory free), so that no layer step reads the device's memory state.
         causal: None (default) finds out whether ``alpha`` is causal (every probability above the
             diagonal exactly zero): then every n^2 step covers only the pairs j <= i (SPEC §8), and
             the maps hold exact zeros for j > i, as the full computation gives them. False computes
@@ -132,18 +140,30 @@ def decompose_layer(
     Returns:
         A `LayerResult`.
     """
+    res, check = _one_step(lw, x, alpha, maps=maps, ratios=ratios, refs=refs, extras=extras, ig=ig,
+                           chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal, chunk_rule=chunk_rule,
+                           precision=precision, check_causal=True)
+    check.read([res])
+    return res
+
+
+def _one_step(lw: LayerWeights, x: Tensor, alpha: Tensor, *, maps, ratios, refs, extras, ig, chunk_rows,
+              budget_bytes, causal, chunk_rule, precision, check_causal: bool) -> tuple[LayerResult, DeviceCheck]:
+    """`decompose_layer` with the GPU rule's check left on the device (the CPU rule's errors recorded, its check
+    empty). ``check_causal``: the GPU rule checks ``causal=True`` even without ``refs`` (`decompose_layer`);
+    else only with them, as a batch does (without them, by the caller's own check)."""
     maths = _maths(lw)
     rule, budget_bytes, check = _setup(x, causal, chunk_rule, precision, budget_bytes)
-    flag = causal_violation(alpha) if check else None
+    flag = causal_violation(alpha) if check and (check_causal or refs is not None) else None
     res = maths.one(lw, x, alpha, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig, chunk_rows=chunk_rows,
                     budget_bytes=budget_bytes, causal=resolve_causal(alpha, causal, rule), rule=rule,
                     precision=precision)
     if rule == "cpu":
         _record_errors(res, refs)
-    else:
-        gpu_errors([res], {k: v.unsqueeze(0) for k, v in res.sums.items() if v.dim() == 2},
-                    None if refs is None else {k: t.unsqueeze(0) for k, t in refs.items()}, [x.shape[0]], flag)
-    return res
+        return res, DeviceCheck()
+    return res, device_check({k: v.unsqueeze(0) for k, v in res.sums.items() if v.dim() == 2},
+                             None if refs is None else {k: t.unsqueeze(0) for k, t in refs.items()}, [x.shape[0]],
+                             flag)
 
 
 def decompose_batch(
@@ -177,21 +197,55 @@ def decompose_batch(
         layout without a batched path (`LayoutMaths.batch`) runs its sequences one at a time, and so
         does the CPU rule for sequences of different lengths (bit for bit `decompose_layer`'s: on a CPU,
         pads cost arithmetic and one sequence at a time costs nothing); the GPU rule cuts such a batch
-        per sequence when that saves pairs (`chunks.gpu_plan`).
+        per sequence when that saves pairs (`chunks.gpu_plan`). The GPU rule's errors are read on the host
+        once, at the end (`batch_step` leaves them on the device).
     """
+    out, check = batch_step(lw, x, alpha, lengths, maps=maps, ratios=ratios, refs=refs, extras=extras, ig=ig,
+                            chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal, chunk_rule=chunk_rule,
+                            precision=precision)
+    check.read(out)
+    return out
+
+
+def batch_step(
+    lw: LayerWeights,
+    x: Tensor,
+    alpha: Tensor,
+    lengths: list[int],
+    *,
+    maps: Iterable[str] = (),
+    ratios: bool = False,
+    refs: dict[str, Tensor] | None = None,
+    extras: bool = False,
+    ig: IGOptions = IGOptions(),
+    chunk_rows: int | None = None,
+    budget_bytes: int | None = None,
+    causal: bool | None = None,
+    chunk_rule: str = "auto",
+    precision: str = "float32",
+) -> tuple[list[LayerResult], DeviceCheck]:
+    """`decompose_batch`'s layer step, with the GPU rule's check left on the device: ``(results, check)``,
+    where ``check.read(results)`` fills in their errors (and raises for a non-causal ``alpha`` given as
+    causal) in one host read, once per batch after the layers. By the GPU rule with a sized ``budget_bytes``
+    (`common.gpu_budget`) and ``causal`` given, nothing here reads the host or the device's state: the step
+    traces as one graph (``torch.compile(..., fullgraph=True)``, tests/decompose/test_compiled_step.py). Layouts
+    without a batched path run one sequence at a time, their checks gathered into the one returned (the causal
+    flag, as for a batch, only with ``refs``). The CPU rule records its errors as `decompose_batch` does (the
+    check returned is empty)."""
     maths = _maths(lw)
     rule, budget, check = _setup(x, causal, chunk_rule, precision, budget_bytes)
     if maths.batch is None or (len(set(lengths)) > 1 and rule == "cpu"):  # the CPU rule runs a ragged batch one sequence at a time: no pad work
-        return [decompose_layer(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
-                                refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
-                                chunk_rows=chunk_rows, budget_bytes=budget_bytes, causal=causal,
-                                chunk_rule=chunk_rule, precision=precision)
-                for b, n in enumerate(lengths)]
+        steps = [_one_step(lw, x[b, :n], alpha[b, :, :n, :n], maps=maps, ratios=ratios, extras=extras, ig=ig,
+                           refs=None if refs is None else {k: t[b, :n] for k, t in refs.items()},
+                           chunk_rows=chunk_rows, budget_bytes=budget, causal=causal, chunk_rule=chunk_rule,
+                           precision=precision, check_causal=False)
+                 for b, n in enumerate(lengths)]
+        return [r for r, _ in steps], DeviceCheck.of_sequences([c for _, c in steps])
     check = check and refs is not None  # read with the errors; without them, by the caller's own check
-    out = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
-                      chunk_rows=chunk_rows, budget_bytes=budget, causal=causal, rule=rule, precision=precision,
-                      refs=refs if rule == "gpu" else None, check_causal=check)
+    out, dev_check = maths.batch(lw, x, alpha, lengths, _wanted(lw, maps), ratios=ratios, extras=extras, ig=ig,
+                                 chunk_rows=chunk_rows, budget_bytes=budget, causal=causal, rule=rule,
+                                 precision=precision, refs=refs if rule == "gpu" else None, check_causal=check)
     if rule == "cpu":
         for b, (r, n) in enumerate(zip(out, lengths)):
             _record_errors(r, None if refs is None else {k: t[b, :n] for k, t in refs.items()})
-    return out
+    return out, dev_check

@@ -1,17 +1,21 @@
 """Building blocks shared by the layouts' mathematics: whether to skip the pairs j > i, float32 norms,
-context-mixing ratios, the diagonal of a source-major chunk or tile, and K21's weight-based maps.
+context-mixing ratios, the diagonal of a source-major chunk or tile, and K21's weight-based maps; for the
+GPU rule, its budget (`gpu_budget`, sized outside the layer step) and its check kept on the device
+(`DeviceCheck`, read once per batch).
 
 Pitfall: `add_diag` adds the residual (diagonal) term through a *view*, in place, so the chunk or tile
 must be contiguous in its source-major order ``(..., n_src, c, D)``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
 from report_builder.decompose.attention import causal_violation, is_causal
 from report_builder.decompose.chunks import GPU_FREE_FRACTION
-from report_builder.decompose.layer import LayerResult, batch_errors
+from report_builder.decompose.layer import LayerResult, error_rows
 
 NOT_CAUSAL = ("causal=True, but the attention probabilities are not causal (a probability above the diagonal "
               "is not zero)")
@@ -32,27 +36,85 @@ def resolve_causal(alpha: Tensor, causal: bool | None, rule: str = "cpu") -> boo
     return found
 
 
-def gpu_errors(results: list[LayerResult], sums: dict[str, Tensor], refs: dict[str, Tensor] | None,
-               lengths: list[int], flag: Tensor | None) -> None:
-    """The GPU rule's errors: every check point of a batch (``sums`` and ``refs`` (B, n, d)) and the deferred
-    causality ``flag``, read on the host at once (`layer.batch_errors`) into each result's ``errors``."""
-    if refs is None and flag is None:
+@dataclass
+class DeviceCheck:
+    """The GPU rule's check of one layer of a batch, still on the device: ``errors`` (points, B) float32, the
+    relative reconstruction error of each check point ``keys`` per sequence over its real rows
+    (`layer.error_rows`), and the deferred causality ``flag`` (0-dim: ``causal=True`` was given but a
+    probability above the diagonal is not zero). Nothing is read on the host until `read`, which a caller
+    running layer after layer does once per batch, after the layers."""
+
+    keys: tuple[str, ...] = ()
+    errors: Tensor | None = None
+    flag: Tensor | None = None
+
+    @staticmethod
+    def of_sequences(checks: list["DeviceCheck"]) -> "DeviceCheck":
+        """One check for a batch from its sequences' checks (each over a batch of one): the errors side by
+        side, the flag raised if any sequence's is."""
+        errs = [c.errors for c in checks if c.errors is not None]
+        flags = [c.flag for c in checks if c.flag is not None]
+        return DeviceCheck(checks[0].keys if errs else (), torch.cat(errs, 1) if errs else None,
+                           torch.stack(flags).any() if flags else None)
+
+    def rows(self) -> Tensor | None:
+        """``errors`` with the flag as one more row ((points [+ 1], B) float32 on the device), or None."""
+        rows = [] if self.errors is None else [self.errors]
+        if self.flag is not None:
+            like = self.errors if self.errors is not None else self.flag
+            b = self.errors.shape[1] if self.errors is not None else 1
+            rows.append(self.flag.to(torch.float32).expand(1, b).to(like.device))
+        return torch.cat(rows) if rows else None
+
+    def read(self, results: list[LayerResult]) -> None:
+        """One host read: each result's ``errors`` (check point -> error), or the ValueError of a non-causal
+        ``alpha`` given as causal."""
+        rows = self.rows()
+        if rows is not None:
+            self.fill(results, rows.tolist(), self.flag is not None)  # the one host read
+
+    def fill(self, results: list[LayerResult], vals: list[list[float]], flagged: bool) -> None:
+        """Each result's errors from the host copy ``vals`` of `rows` (``flagged``: its last row is the flag)."""
+        if flagged and vals[-1][0]:
+            raise ValueError(NOT_CAUSAL)
+        for b, r in enumerate(results):
+            r.errors.update({k: vals[c][b] for c, k in enumerate(self.keys)})
+
+
+def read_checks(steps: list[tuple[list[LayerResult], DeviceCheck]]) -> None:
+    """`DeviceCheck.read` of several layer steps (``(results, check)``, `layouts.batch_step`) in one host read:
+    the check of a batch, once, after its layers."""
+    rows = [c.rows() for _, c in steps]
+    kept = [r for r in rows if r is not None]
+    if not kept:
         return
-    errs, not_causal = batch_errors(sums, refs or {}, lengths, flag)
-    if not_causal:
-        raise ValueError(NOT_CAUSAL)
-    for r, e in zip(results, errs):
-        r.errors.update(e)
+    vals = torch.cat(kept).tolist()  # the one host read
+    at = 0
+    for (results, c), r in zip(steps, rows):
+        if r is None:
+            continue
+        DeviceCheck(c.keys, None, None).fill(results, vals[at:at + r.shape[0]], c.flag is not None)
+        at += r.shape[0]
 
 
-def gpu_budget(x: Tensor, budget_bytes: int | None) -> int:
-    """The GPU rule's buffer budget on ``x``'s device: `GPU_FREE_FRACTION` of the memory free there (CUDA:
-    the device's free memory plus what torch's allocator holds unused; CPU: the available RAM), capped by
-    ``budget_bytes`` when one is given (``max_memory``)."""
+def device_check(sums: dict[str, Tensor], refs: dict[str, Tensor] | None, lengths: list[int],
+                 flag: Tensor | None) -> DeviceCheck:
+    """The `DeviceCheck` of a batch's ``sums`` against ``refs`` (each (B, n, d)), with the causality ``flag``."""
+    keys = tuple(k for k in (refs or {}) if k in sums)
+    errors = error_rows([sums[k] for k in keys], [refs[k] for k in keys], lengths) if keys else None
+    return DeviceCheck(keys, errors, flag)
+
+
+def gpu_budget(device: torch.device, budget_bytes: int | None) -> int:
+    """The GPU rule's buffer budget on ``device``: `GPU_FREE_FRACTION` of the memory free there (CUDA: the
+    device's free memory plus what torch's allocator holds unused; CPU: the available RAM), capped by
+    ``budget_bytes`` when one is given (``max_memory``). A read of the device's (or host's) memory state:
+    sized once per run or batch, outside the layer step, which takes the number as given (a step that read it
+    would also recompile, compiled, whenever the free memory changed)."""
     free = None
-    if x.device.type == "cuda":
-        free_dev, _ = torch.cuda.mem_get_info(x.device)
-        free = free_dev + torch.cuda.memory_reserved(x.device) - torch.cuda.memory_allocated(x.device)
+    if device.type == "cuda":
+        free_dev, _ = torch.cuda.mem_get_info(device)
+        free = free_dev + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     elif budget_bytes is None:
         try:
             import psutil

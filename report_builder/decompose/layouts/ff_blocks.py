@@ -20,7 +20,8 @@ otherwise the sum after RES is the FF terms' sum plus the residual terms' sum (t
 checked at the norm in front of FF). Results equal the CPU rule's to float rounding (~1e-7).
 
 Pitfall: the buffers are ``P (k d' + d)`` numbers (`chunks.ff_pair_bytes`); the plan sizes them to the
-budget, never this module.
+budget, never this module. And no ``out=`` into a strided view (a permuted or row-sliced one): the step must
+trace as one graph (tests/decompose/test_compiled_step.py), and TorchDynamo breaks the graph at such a write.
 """
 from __future__ import annotations
 
@@ -42,12 +43,10 @@ def augmented(alpha: Tensor, inv: Tensor | None) -> Tensor:
     the last channel (``inv`` None: 1), contiguous."""
     B, H, n, _ = alpha.shape
     out = alpha.new_zeros(n, B, n, H + 1)
-    if inv is None:
-        out[..., :H].copy_(alpha.permute(3, 0, 2, 1))
-        out[..., H].diagonal(dim1=0, dim2=2).fill_(1.0)
-    else:
-        torch.mul(alpha, inv.unsqueeze(1), out=out[..., :H].permute(1, 3, 2, 0))
-        out[..., H].diagonal(dim1=0, dim2=2).copy_(inv.squeeze(-1))
+    out[..., :H].copy_(alpha.permute(3, 0, 2, 1))
+    out[..., H].diagonal(dim1=0, dim2=2).fill_(1.0)
+    if inv is not None:  # every channel times inv[b, i], in place (the zeros stay zeros: inv > 0)
+        out.mul_(inv.unsqueeze(0))
     return out
 
 
@@ -120,7 +119,7 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
     maps = {k: new_map(B, n, n, dtype=torch.float32, device=dev)
             for k, on in ((ff_name, want_ff), (ffres_name, want_res), (ln2_name, want_ln2)) if on}
 
-    A = augmented(alpha, 1.0 / s)  # FF input terms: rows scaled by 1/s_i, the residual term on the diagonal
+    A = augmented(alpha, torch.reciprocal(s))  # FF input terms: rows scaled by 1/s_i, the residual term on the diagonal
     U = stacked(mw, mx)  # (n, B, H + 1, d): [M w, M x]
     u = (U.view(-1, d) @ w1).view(n, B, H + 1, kd)
     if need_res and not post:  # pre-LN's residual terms are the ATTN + RES terms (alpha unscaled, x)
@@ -129,8 +128,19 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
         A_res, V_res = A, U
     hdt = input_dtype(precision)
     w2 = fw.w2 if hdt == torch.float32 else fw.w2.to(hdt)
-    sum_ff = x.new_empty(B, n, d)
-    sum_res = x.new_empty(B, n, d) if need_res else None
+    # each block's sums over its sources, written by one reduction (`out=`) into a contiguous slice: rows of one
+    # sequence in (B, n, d); row blocks of the whole batch only in a query-major (n, B, d) accumulator (an
+    # `out=` into a strided slice is also what a compiled layer step cannot trace)
+    qmajor = len(plan.blocks) > 1 and plan.blocks[0][0] < 0
+    sum_ff = x.new_empty(n, B, d) if qmajor else x.new_empty(B, n, d)
+    sum_res = (x.new_empty(n, B, d) if qmajor else x.new_empty(B, n, d)) if need_res else None
+
+    def block_sum(acc: Tensor, terms: Tensor, bs: slice, nb: int, start: int, stop: int, src: int) -> None:
+        v = terms.view(src, nb, stop - start, d)
+        if qmajor:
+            torch.sum(v.transpose(1, 2), 0, out=acc[start:stop])
+        else:
+            torch.sum(v, 0, out=acc[bs, start:stop])
     for g, (ga, gb) in enumerate(plan.groups):
         blocks = plan.blocks[ga:gb]
         sizes = [plan.block_pairs(blk) for blk in blocks]
@@ -151,7 +161,10 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
             h = hid[off:off + size].view(src, nb, r, dff)
             if fw.gated:  # hidden = gate * I1 + up * I2 (in place in the gate half, or into the 16-bit copy)
                 gate = p[..., :dff].mul_(i1[bs, start:stop])
-                torch.addcmul(gate, p[..., dff:], i2[bs, start:stop], out=h)
+                if hdt == torch.float32:  # h is the gate half itself (no `out=` into a strided view)
+                    gate.addcmul_(p[..., dff:], i2[bs, start:stop])
+                else:
+                    torch.addcmul(gate, p[..., dff:], i2[bs, start:stop], out=h)
             else:
                 torch.mul(p, kappa[bs, start:stop], out=h)
             views.append((bs, nb, start, stop, src, off, size))
@@ -162,7 +175,7 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
         if want_ff:
             maps[ff_name].view(-1).index_put_((idx,), norm32(f))
         for bs, nb, start, stop, src, off, size in views:
-            torch.sum(f[off:off + size].view(src, nb, stop - start, d), 0, out=sum_ff[bs, start:stop])
+            block_sum(sum_ff, f[off:off + size], bs, nb, start, stop, src)
         if not need_res:
             continue
         for bs, nb, start, stop, src, off, size in views:
@@ -172,7 +185,7 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
         if want_res:
             maps[ffres_name].view(-1).index_put_((idx,), norm32(f))
         for bs, nb, start, stop, src, off, size in views:
-            torch.sum(f[off:off + size].view(src, nb, stop - start, d), 0, out=sum_res[bs, start:stop])
+            block_sum(sum_res, f[off:off + size], bs, nb, start, stop, src)
         if want_ln2:  # ||M(t)|| with M = LN2's linear part, in place on the terms (divided by s2 below)
             if lw.ln2.kind != "RMSNorm":
                 f.sub_(f.mean(-1, keepdim=True))
@@ -181,10 +194,13 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
         del f
     if want_ln2:
         maps[ln2_name].div_(s2.float())
+    if qmajor:  # (B, n, d) views; every result below is made with a (B, n, d) operand first, so it is contiguous
+        sum_ff = sum_ff.transpose(0, 1)
+        sum_res = None if sum_res is None else sum_res.transpose(0, 1)
     if sum_res is None:  # the residual terms' sum: the norm's input terms (post) or ATTN + RES (pre), less bias
-        sum_res = sum_ff + (xin - n_bias if post else resid - b_o)
+        sum_res = (xin - n_bias if post else resid - b_o) + sum_ff
     res_bias = n_bias if post else b_o
-    res.sums[ff_name] = sum_ff + ff_bias
+    res.sums[ff_name] = ff_bias + sum_ff
     res.bias[ff_name] = ff_bias
     ffres_bias = res_bias + ff_bias
     res.bias[ffres_name] = ffres_bias
@@ -192,9 +208,9 @@ def ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan: 
     if post:  # LN2 is linear with its scale frozen: its terms' sum is M(sum of FF+RES terms) / s2
         beta2 = lw.ln2.bias if lw.ln2.bias is not None else 0
         ln2_bias = norm_linear(lw.ln2, ffres_bias).div_(s2).add_(beta2)
-        res.sums[ln2_name] = norm_linear(lw.ln2, sum_res).div_(s2).add_(ln2_bias)
+        res.sums[ln2_name] = ln2_bias + norm_linear(lw.ln2, sum_res).div_(s2)
         res.bias[ln2_name] = ln2_bias
-    res.sums[ffres_name] = sum_res.add_(ffres_bias)
+    res.sums[ffres_name] = ffres_bias + sum_res
     if extras:
         res.extras["ff"] = ff_total
         res.extras["residual"] = resid

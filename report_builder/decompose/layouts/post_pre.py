@@ -25,7 +25,9 @@ from report_builder.decompose.chunks import ff_tiles, gpu_plan
 from report_builder.decompose.feedforward import FFWeights, IGOptions, elementwise_kappa, gated_integrals
 from report_builder.decompose.layer import LayerResult, LayerWeights, real_rows
 from report_builder.decompose.layouts import ff_blocks
-from report_builder.decompose.layouts.common import add_diag, gpu_budget, gpu_errors, norm32, ratios_of, resolve_causal
+from report_builder.decompose.layouts.common import (
+    DeviceCheck, add_diag, device_check, norm32, ratios_of, resolve_causal,
+)
 from report_builder.decompose.precision import HALF
 from report_builder.decompose.norms import apply_norm, norm_linear, norm_scale
 
@@ -55,20 +57,18 @@ def mask_pads(x: Tensor, alpha: Tensor, lengths: list[int]) -> tuple[Tensor, Ten
 def decompose_batch(lw: LayerWeights, x: Tensor, alpha: Tensor, lengths: list[int], want: set[str], *, ratios: bool,
                     extras: bool, ig: IGOptions, chunk_rows: int | None, budget_bytes: int | None,
                     causal: bool | None, rule: str = "cpu", precision: str = "float32",
-                    refs: dict[str, Tensor] | None = None, check_causal: bool = False) -> list[LayerResult]:
+                    refs: dict[str, Tensor] | None = None,
+                    check_causal: bool = False) -> tuple[list[LayerResult], DeviceCheck]:
     """A right-padded batch, x (B, n_max, d), alpha (B, H, n_max, n_max): one result per sequence over
     its real tokens. Pads are masked exactly (their inputs and probabilities, as queries and as keys,
     are zeroed), so every term a real token receives from a pad is an exact zero. ``refs`` (B, n_max, d)
     and ``check_causal`` (GPU rule, ``causal=True``: whether the masked probabilities are causal): the
-    errors of the whole batch and the check, read at once."""
+    errors of the whole batch and the check, on the device (the returned `DeviceCheck`; nothing read here)."""
     x, alpha = mask_pads(x, alpha, lengths)
     flag = causal_violation(alpha) if check_causal else None
     full = _decompose(lw, x, alpha, want, ratios, extras, ig, chunk_rows, budget_bytes,
                       resolve_causal(alpha, causal, rule), rule, precision, lengths)
-    out = _split(full, lengths)
-    if refs is not None or flag is not None:
-        gpu_errors(out, full.sums, refs, lengths, flag)
-    return out
+    return _split(full, lengths), device_check(full.sums, refs, lengths, flag)
 
 
 def _split(full: LayerResult, lengths: list[int]) -> list[LayerResult]:
@@ -178,7 +178,7 @@ def _decompose(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set[str], ratio
                                      "ATTNRESLN-N": (m_ctx, m_self)}))
 
     if ff_wanted and rule == "gpu":
-        plan = gpu_plan(n, d, lw.ff.d_ff, budget_bytes=gpu_budget(x, budget_bytes), batch=B, causal=causal,
+        plan = gpu_plan(n, d, lw.ff.d_ff, budget_bytes=budget_bytes, batch=B, causal=causal,
                         gated=lw.ff.gated, itemsize=x.element_size(), reduced=precision in HALF, rows=chunk_rows,
                         lengths=lengths)
         ff_blocks.ff_step(lw, res, x, alpha, w, mw, mx, s, n_bias, xin, want, ig, post, plan, extras, causal,

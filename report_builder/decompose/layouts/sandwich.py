@@ -22,7 +22,7 @@ from report_builder.decompose.attention import (
 from report_builder.decompose.chunks import ff_tiles, gpu_plan
 from report_builder.decompose.feedforward import IGOptions, elementwise_kappa, ff_forward, gated_integrals
 from report_builder.decompose.layer import LayerResult, LayerWeights
-from report_builder.decompose.layouts.common import add_diag, gpu_budget, k21_weight_maps, norm32, ratio
+from report_builder.decompose.layouts.common import add_diag, k21_weight_maps, norm32, ratio
 from report_builder.decompose.norms import NormWeights, apply_norm, norm_linear, norm_scale
 from report_builder.decompose.precision import HALF, input_dtype, pair_mm
 
@@ -160,7 +160,7 @@ def decompose_one(lw: LayerWeights, x: Tensor, alpha: Tensor, want: set, *, rati
         s_po = norm_scale(n_po, ff_real)
         head_ff = _HeadFF(lw, x, w, s_pa, s_pf, ffin, res.bias["ATBLN"], ig, rule, precision)
     if rule == "gpu":  # the GPU rule's blocks: equal rows, every source of the prefix at once
-        c = chunk_rows or gpu_plan(n, d, lw.ff.d_ff, budget_bytes=gpu_budget(x, budget_bytes), causal=causal,
+        c = chunk_rows or gpu_plan(n, d, lw.ff.d_ff, budget_bytes=budget_bytes, causal=causal,
                                    gated=lw.ff.gated, itemsize=x.element_size(), reduced=precision in HALF).rows
         tile = n
     else:  # one row's terms over every source held per chunk, as before gated FFs had one GEMM (gated=False)
