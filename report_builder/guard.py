@@ -274,18 +274,24 @@ def removing_locked(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK_TIMEOUT_S, *,
+              what: str | None = None, holder: str = "another build", option: str = "--out") -> Iterator[None]:
     """Exclusive lock of the output ``out_dir`` while it is checked and swapped: a ``flock`` on the
     folder that holds it (writes nothing). Where directories cannot be locked (NFS, not POSIX) the
-    lock is the file ``fallback`` (inside the cache). `UnsafeOutput` when it cannot be taken."""
+    lock is the file ``fallback`` (inside the cache). `UnsafeOutput` when it cannot be taken.
+
+    ``what`` (the locked folder in words), ``holder`` (who else takes this lock) and ``option`` (what gives
+    another one) word that line for a lock that is not an output's (`reproduce`'s ``reproduced/`` folder)."""
     parent = Path(os.path.abspath(out_dir)).parent
+    where = what or str(out_dir)
     fd = None
     if fcntl is not None:
         try:
             fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError as e:
-            raise UnsafeOutput(f"the output's parent directory {parent} cannot be opened to lock --out "
-                               f"({e.strerror or e}); fix its permissions or choose another --out") from None
+            raise UnsafeOutput((f"the output's parent directory {parent} cannot be opened to lock --out" if what is None
+                                else f"{what} cannot be opened to lock it") + f" ({e.strerror or e}); fix its "
+                               f"permissions or choose another {option}") from None
         deadline = time.monotonic() + timeout
         try:
             while True:
@@ -294,8 +300,8 @@ def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise UnsafeOutput(f"another build holds the lock of {out_dir} (waited {timeout:.0f} s); "
-                                           f"wait for it or choose another --out") from None
+                        raise UnsafeOutput(f"{holder} holds the lock of {where} (waited {timeout:.0f} s); "
+                                           f"wait for it or choose another {option}") from None
                     time.sleep(0.05)
                 except OSError as e:
                     if e.errno in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
@@ -321,8 +327,8 @@ def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK
         with FileLock(str(fallback), timeout=timeout):
             yield
     except Timeout:
-        raise UnsafeOutput(f"another build holds the lock of {out_dir} ({fallback}); wait for it or choose "
-                           f"another --out") from None
+        raise UnsafeOutput(f"{holder} holds the lock of {where} ({fallback}); wait for it or choose "
+                           f"another {option}") from None
 
 
 def check_site_lock(out_dir: Path, fallback: Path | None = None) -> None:

@@ -334,6 +334,7 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     guard.check_writable(cache.base, "the cache directory", "--cache")
     with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
         pass  # reproduced/ is a real folder of the cache, not a link: refused before any work
+    cache.sweep()  # what killed runs left (a drawing renamed aside put back), as a build's preflight does
     plan = planning.plan(cfg, cache)
     plan = dataclasses.replace(plan, tasks=_needed(rec, plan))
     executor = LocalExecutor(cache, log=log, progress=progress)
@@ -361,23 +362,24 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
         atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(rec))
         # a name made here: the registry's id and the hash just computed (nothing read from the recipe)
         target = cache.reproduced / f"{spec.id}-{ff.content_hash}"
-        _publish(cache.base, tmp / spec.id, target)
+        _publish(cache, tmp / spec.id, target)
     out.files = str(target)
     return ff.content_hash, texts
 
 
-def _publish(base: Path, folder: Path, target: Path) -> None:
+def _publish(cache, folder: Path, target: Path) -> None:
     """Put the drawn ``folder`` at ``target`` (``<cache>/reproduced/<id>-<hash>/``), replacing an earlier run's.
 
-    The removal and the rename are one step under the lock of ``reproduced/`` (`guard.site_lock`: a
-    ``flock`` of the folder, nothing written), so two runs of one figure into one cache at once never both
-    remove it and then collide on the rename ("Directory not empty"): the later one replaces the earlier
-    one's drawing with its own. Where folders cannot be locked (some network filesystems) a rename that
-    finds the target back keeps that other run's finished drawing: the same figure, by its content hash."""
-    with guard.site_lock(target):
-        atomic.remove_inside(base, target)
+    By renames (`atomic.replace_dir`): the earlier drawing is renamed aside, the new one in, then the old one
+    deleted under a temporary name, so a run killed between the renames leaves the earlier drawing whole
+    (the cache's sweep puts it back: `Cache.restore_reproduced`) and a deletion cut short is swept. This runs
+    under the lock of ``reproduced/`` (`guard.site_lock`: a ``flock`` of the folder, nothing written), so two
+    runs of one figure into one cache at once take turns: the later one replaces the earlier one's drawing.
+    Where folders cannot be locked (some network filesystems) a rename that finds the target back keeps that
+    other run's finished drawing: the same figure, by its content hash."""
+    with guard.site_lock(target, timeout=guard.LOCK_TIMEOUT_S, **cache.reproduced_lock()):
         try:
-            atomic.move_inside(base, folder, target)
+            atomic.replace_dir(folder, target)
         except OSError as e:
             if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir() or target.is_symlink():
                 raise
