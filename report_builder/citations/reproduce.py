@@ -86,17 +86,23 @@ class Reproduction:
 
     def line(self) -> str:
         """The one-line answer: ``reproduced k21-fig3 3b9d428b72e8: identical`` or why not (values from
-        the recipe with terminal control characters escaped: `errors.for_terminal`)."""
+        the recipe with terminal control characters escaped: `errors.for_terminal`). A verdict drawn from
+        analysis results the cache already held says how many (they were not recomputed: a cache handed over
+        with a forged folder could hold matching forged results)."""
         p = for_terminal
+        reused = (f"{self.reused} of {self.reused + self.computed} analysis results reused from the cache "
+                  f"{p(self.cache)}, not recomputed: checked only against the hashes that cache records; an empty --cache "
+                  f"recomputes them") if self.reused else ""
         if self.status == "identical":
             bare = not {"spec.json", "data.csv"} <= set(self.folder_files)
+            notes = [n for n in ("the rebuild gives the recorded content hash; the folder holds no spec.json and "
+                                 "data.csv, so only the recorded hash was compared" if bare else "", reused) if n]
             return f"reproduced {p(self.figure)} {p(self.recorded)}: identical" + (
-                " (the rebuild gives the recorded content hash; the folder holds no spec.json and data.csv, so only "
-                "the recorded hash was compared)" if bare else "")
+                f" ({'; '.join(notes)})" if notes else "")
         if self.status == "within":
             return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({self.tolerance:g} "
                     f"steps of the published precision, {precision.SIGNIFICANT} significant digits; rebuilt as "
-                    f"{p(self.reproduced)}): " + p("; ".join(self.reasons)))
+                    f"{p(self.reproduced)}" + (f"; {reused}" if reused else "") + "): " + p("; ".join(self.reasons)))
         if self.status == "different":
             return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}): "
                     + p("; ".join(self.reasons)))
