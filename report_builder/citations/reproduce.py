@@ -76,6 +76,7 @@ class Reproduction:
     models: dict[str, Any] = field(default_factory=dict)
     datasets: dict[str, Any] = field(default_factory=dict)
     analyses: list[str] = field(default_factory=list)
+    drawings: list[str] = field(default_factory=list)  # the folder's drawings that are not the ones drawn here
     computed: int = 0
     reused: int = 0
     seconds: float = 0.0
@@ -93,19 +94,23 @@ class Reproduction:
         reused = (f"{self.reused} of {self.reused + self.computed} analysis results reused from the cache "
                   f"{p(self.cache)}, not recomputed: checked only against the hashes that cache records; an empty --cache "
                   f"recomputes them") if self.reused else ""
+        drawn = (f"the folder's {' and '.join(self.drawings)} {'is' if len(self.drawings) == 1 else 'are'} not "
+                 f"the bytes drawn here from the same spec.json (in {p(self.files)}): other fonts draw other bytes, "
+                 f"and so does an edited drawing; compare them") if self.drawings else ""
         if self.status == "identical":
             bare = not {"spec.json", "data.csv"} <= set(self.folder_files)
             notes = [n for n in ("the rebuild gives the recorded content hash; the folder holds no spec.json and "
-                                 "data.csv, so only the recorded hash was compared" if bare else "", reused) if n]
+                                 "data.csv, so only the recorded hash was compared" if bare else "", reused, drawn) if n]
             return f"reproduced {p(self.figure)} {p(self.recorded)}: identical" + (
                 f" ({'; '.join(notes)})" if notes else "")
         if self.status == "within":
             return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({self.tolerance:g} "
                     f"steps of the published precision, {precision.SIGNIFICANT} significant digits; rebuilt as "
-                    f"{p(self.reproduced)}" + (f"; {reused}" if reused else "") + "): " + p("; ".join(self.reasons)))
-        if self.status == "different":
-            return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}): "
+                    f"{p(self.reproduced)}" + "".join(f"; {n}" for n in (reused, drawn) if n) + "): "
                     + p("; ".join(self.reasons)))
+        if self.status == "different":
+            return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}"
+                    + "".join(f"; {n}" for n in (reused, drawn) if n) + "): " + p("; ".join(self.reasons)))
         if self.status == "altered":
             return f"cannot verify {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
         return f"cannot reproduce {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
@@ -317,6 +322,8 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
     out.tolerance = precision.recorded_tolerance(rec)
     cmp = verify.compare(out.recorded, out.reproduced, check, texts, out.tolerance)
     out.data, out.parts = cmp.data, cmp.parts
+    if out.files is not None:  # the drawings people look at: the hash covers them only for a diagram
+        out.drawings = verify.redrawn(check, Path(out.files))
     out.status = {"identical": "identical", "within": "within"}.get(cmp.verdict, "different")
     if out.status != "identical":
         _reasons(rec, spec, cfg, out, check)
