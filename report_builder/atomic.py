@@ -56,10 +56,13 @@ def replace_dir(new: Path, target: Path) -> None:
 
     Between the two renames the old target is ``.<name>.old-<pid>@<host>-…``, whole: a process killed
     there (SIGKILL, power loss) leaves ``target`` missing, and `restore_swapped` puts it back. It is
-    deleted under another name (``.<name>.tmp-…``), so a deletion cut short is swept, never restored."""
+    deleted under another name (``.<name>.tmp-…``), so a deletion cut short is swept, never restored. A
+    link or file at ``target`` is moved aside and removed itself (never what a link leads to). When the
+    new folder cannot be renamed in because another process put one there meanwhile (no lock: a filesystem
+    that locks no folders), the old one is removed, not left beside it, and the error raised."""
     target.parent.mkdir(parents=True, exist_ok=True)
     old = target.parent / f".{target.name}.old-{tmp_tag()}"
-    had_old = target.exists()
+    had_old = os.path.lexists(target)
     if had_old and target.is_dir() and not target.is_symlink():
         guard.copy_dir_attrs(target, new)
     if had_old:
@@ -68,12 +71,26 @@ def replace_dir(new: Path, target: Path) -> None:
         os.rename(new, target)
     except BaseException:
         if had_old:
-            os.rename(old, target)
+            try:
+                os.rename(old, target)
+            except OSError:
+                if not os.path.lexists(target):
+                    raise
+                _trash(target, old)  # another process's folder is there now: it stays, the old one goes
         raise
-    if had_old:  # under the target's own temporary name (swept with the output's: `guard.site_temp_prefixes`)
-        trash = target.parent / f".{target.name}.tmp-{tmp_tag()}"
-        os.rename(old, trash)
+    if had_old:
+        _trash(target, old)
+
+
+def _trash(target: Path, old: Path) -> None:
+    """Delete ``old`` (the folder, file or link that was ``target``) under the target's own temporary name
+    (swept with the output's: `guard.site_temp_prefixes`), never following a link."""
+    trash = target.parent / f".{target.name}.tmp-{tmp_tag()}"
+    os.rename(old, trash)
+    if trash.is_dir() and not trash.is_symlink():
         shutil.rmtree(trash, ignore_errors=True)
+    else:
+        trash.unlink()
 
 
 def remove_dir(path: Path) -> None:
@@ -86,13 +103,15 @@ def remove_dir(path: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def restore_swapped(target: Path, lock_file: Path | None = None, *, lock_of: Path | None = None) -> Path | None:
+def restore_swapped(target: Path, lock_file: Path | None = None, *, lock_of: Path | None = None,
+                    **words: str) -> Path | None:
     """Put ``target`` back when a process killed between the two renames of `replace_dir` left it missing:
     the newest ``.<name>.old-<pid>@<host>-…`` folder of a dead process of this host beside it is renamed to
     ``target`` (the swap never happened), under the lock the swap takes (`guard.site_lock` of ``lock_of``,
     default ``target``; ``lock_file`` its fallback: the site's generated pages are swapped under the site's
     lock). Returns the folder put back, or None. A live process's folder is never touched, nor anything
-    when ``target`` exists (a stale ``.old-`` beside it is a swap that ended: `guard.sweep` removes it)."""
+    when ``target`` exists (a stale ``.old-`` beside it is a swap that ended: `guard.sweep` removes it).
+    ``words``: how the lock's line names it (`guard.site_lock`'s ``what``, ``holder``, ``setting``)."""
     target = Path(target)
 
     def stale() -> list[Path]:
@@ -101,7 +120,7 @@ def restore_swapped(target: Path, lock_file: Path | None = None, *, lock_of: Pat
 
     if os.path.lexists(target) or not stale():  # the common case: no lock taken (the folder may not exist yet)
         return None
-    with guard.site_lock(lock_of or target, lock_file):
+    with guard.site_lock(lock_of or target, lock_file, **words):
         olds = stale()
         if os.path.lexists(target) or not olds:
             return None

@@ -238,6 +238,25 @@ class Cache:
         """Where `report-builder reproduce` draws the figures it rebuilds: ``reproduced/<id>-<hash>/``."""
         return self.base / REPRODUCED
 
+    def reproduced_lock(self) -> dict[str, str]:
+        """How the lock of ``reproduced/`` (`guard.site_lock` of a drawing in it) is named in its error line."""
+        return {"what": f"the reproduced figures folder {self.reproduced}", "holder": "another reproduce into this cache",
+                "setting": "cache_dir"}
+
+    def restore_reproduced(self) -> list[Path]:
+        """Put back each drawing of ``reproduced/`` that a ``reproduce`` killed mid-replacement left renamed
+        aside (`atomic.replace_dir`, `atomic.restore_swapped`) before a sweep could remove it; returns them."""
+        d = self.reproduced
+        if not d.is_dir() or d.is_symlink():
+            return []
+        back = []
+        for p in guard.stale_temp_dirs(d, legacy_age_s=None):
+            name = p.name[1:].split(".old-")[0]
+            if ".old-" in p.name and _REPRODUCED_NAME.fullmatch(name) and atomic.restore_swapped(
+                    d / name, **self.reproduced_lock()):
+                back.append(d / name)
+        return back
+
     def clean_reproduced(self) -> tuple[int, list[Path]]:
         """Remove the figures `reproduce` drew here (folders named ``<figure id>-<12 hex>``) and dead
         processes' temporary folders; returns (how many, what was left: not provably the tool's)."""
@@ -275,7 +294,9 @@ class Cache:
         return [p for a in self.temp_parents() for p in a.iterdir() if ".tmp-" in p.name]
 
     def sweep(self) -> list[Path]:
-        """Remove temporary dirs and files left by processes that are gone (never a live build's)."""
+        """Remove temporary dirs and files left by processes that are gone (never a live build's); a
+        reproduced drawing renamed aside by a ``reproduce`` killed mid-replacement is put back first."""
+        self.restore_reproduced()
         return guard.sweep(self.temp_parents())
 
 

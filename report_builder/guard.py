@@ -276,18 +276,26 @@ def removing_locked(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK_TIMEOUT_S, *,
+              what: str | None = None, holder: str = "another build", setting: str = "out_dir") -> Iterator[None]:
     """Exclusive lock of the output ``out_dir`` while it is checked and swapped: a ``flock`` on the
     folder that holds it (writes nothing). Where directories cannot be locked (NFS, not POSIX) the
-    lock is the file ``fallback`` (inside the cache). `UnsafeOutput` when it cannot be taken."""
+    lock is the file ``fallback`` (inside the cache). `UnsafeOutput` when it cannot be taken.
+
+    ``what`` (the locked folder in words), ``holder`` (who else takes this lock) and ``setting`` (the
+    `errors.OPTIONS` key that gives another one) word that line for a lock that is not an output's
+    (`reproduce`'s ``reproduced/`` folder)."""
     parent = Path(os.path.abspath(out_dir)).parent
+    where = what or str(out_dir)
+    setting = option(setting)
     fd = None
     if fcntl is not None:
         try:
             fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError as e:
-            raise UnsafeOutput(f"the output's parent directory {parent} cannot be opened to lock {option('out_dir')} "
-                               f"({e.strerror or e}); fix its permissions or choose another {option('out_dir')}") from None
+            raise UnsafeOutput((f"the output's parent directory {parent} cannot be opened to lock {option('out_dir')}"
+                                if what is None else f"{what} cannot be opened to lock it") + f" ({e.strerror or e}); fix "
+                               f"its permissions or choose another {setting}") from None
         deadline = time.monotonic() + timeout
         try:
             while True:
@@ -296,8 +304,8 @@ def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise UnsafeOutput(f"another build holds the lock of {out_dir} (waited {timeout:.0f} s); "
-                                           f"wait for it or choose another {option('out_dir')}") from None
+                        raise UnsafeOutput(f"{holder} holds the lock of {where} (waited {timeout:.0f} s); "
+                                           f"wait for it or choose another {setting}") from None
                     time.sleep(0.05)
                 except OSError as e:
                     if e.errno in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
@@ -323,8 +331,8 @@ def site_lock(out_dir: Path, fallback: Path | None = None, timeout: float = LOCK
         with FileLock(str(fallback), timeout=timeout):
             yield
     except Timeout:
-        raise UnsafeOutput(f"another build holds the lock of {out_dir} ({fallback}); wait for it or choose "
-                           f"another {option('out_dir')}") from None
+        raise UnsafeOutput(f"{holder} holds the lock of {where} ({fallback}); wait for it or choose "
+                           f"another {setting}") from None
 
 
 def check_site_lock(out_dir: Path, fallback: Path | None = None) -> None:

@@ -55,6 +55,9 @@ def checks(cfg: Config, *, site: bool = True) -> None:
     out = Path(cfg.out_dir)
     if site:
         site_marker.check_replaceable(out, "the output directory", option("out_dir"))
+        from report_builder.citations.earlier_site import check_known_versions
+
+        check_known_versions(out)  # before any work: a build would have to drop them
         inputs = [("data_dir", cfg.data_dir), *((f"datasets[{k}].path", d.path) for k, d in enumerate(cfg.datasets)),
                   *((f"models[{k}].source", m.source) for k, m in enumerate(cfg.models)
                     if os.path.exists(os.path.expanduser(str(m.source))))]  # a local folder, not a hub id

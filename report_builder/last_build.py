@@ -164,6 +164,10 @@ def tables_from_cache(cfg: "Config | str | os.PathLike") -> "tuple[dict[str, pd.
     cache_dir = cfg.cache_dir if isinstance(cfg, Config) else str(cfg)
     p = record_path(cache_dir)
     meta = read(cache_dir)
+    if meta is None and os.path.lexists(p):  # there, but not a record read back: a link, FIFO, damaged JSON
+        raise DataError(f"the build record {p} cannot be read back (a symbolic link, not a regular file, larger "
+                        f"than {RECORD_MAX:,} bytes, or not the JSON object a build writes); run `report-builder "
+                        "build` again, or copy the whole cache folder again")
     if meta is None:
         from report_builder.caches import where_builds_are
 

@@ -129,6 +129,33 @@ def test_reproduce_a_genuine_folder_is_identical(built):
     assert (res.status, res.exit_code) == ("identical", 0), res.line()
     assert {"data.csv", "spec.json", "chart.svg", "chart.png"} <= set(res.folder_files)
     assert Path(res.files).name == f"{FIG}-{res.reproduced}"  # a name it derived itself
+    assert res.drawings == [] and "drawn here" not in res.line()  # the same machine draws the same bytes
+
+
+def test_a_drawing_forged_with_its_recipe_is_named_though_spec_and_data_are_identical(built, tmp_path):
+    """Before: a chart.png/chart.svg (what a reader looks at; the content hash covers neither for a chart) was
+    checked only against the SHA-256 the recipe records, so a forger who rewrote the recipe's ``files`` and
+    its seal with the drawing got "identical" and nothing else. Now the folder's drawings are compared with
+    the ones drawn here from the same spec.json, and the line names those that differ (exit 0 still: the
+    verdict is about spec and data, and other fonts draw other bytes)."""
+    import hashlib
+    import json
+
+    from report_builder.citations import recipe
+
+    forged = tmp_path / _folder(built).name
+    shutil.copytree(_folder(built), forged)
+    for p in forged.iterdir():
+        p.chmod(0o644)
+    (forged / "chart.png").write_bytes((forged / "chart.png").read_bytes() + b"forged")
+    rec = json.loads((forged / "provenance.json").read_text())
+    rec["files"]["chart.png"] = hashlib.sha256((forged / "chart.png").read_bytes()).hexdigest()
+    (forged / "provenance.json").write_text(recipe.dumps(recipe.seal(rec)))
+    res = api.reproduce(forged, cache_dir=built.tmp / "c1", models=[f"tiny={built.model}"], log=lambda *_: None,
+                        progress=False)
+    assert (res.status, res.exit_code, res.drawings) == ("identical", 0, ["chart.png"]), res.line()
+    assert "chart.png is not the bytes drawn here from the same spec.json" in res.line(), res.line()
+    assert res.files in res.line()
 
 
 def test_reproduce_below_the_precision_is_equal_within_tolerance_and_says_what_moved(built, monkeypatch):

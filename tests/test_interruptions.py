@@ -307,34 +307,36 @@ def test_a_build_waiting_for_an_entry_another_build_computes_says_so(tmp_path):
 
 
 def _two_reproductions_at_once(tmp_path, monkeypatch) -> tuple[Path, list[BaseException]]:
-    """Two ``reproduce`` runs of one figure into one cache, publishing at the same moment: each removes the
-    target ``reproduced/<id>-<hash>/`` and then waits (up to 1 s) until the other has removed it too, before
-    it renames its drawing there -- the interleaving that two processes meet by chance."""
+    """Two ``reproduce`` runs of one figure into one cache, publishing at the same moment: each finds no
+    drawing at the target ``reproduced/<id>-<hash>/`` and then waits (up to 1 s) until the other got there
+    too, before it renames its drawing in -- the interleaving that two processes meet by chance."""
     import threading
 
+    from report_builder.cache import Cache
     from report_builder.citations import reproduce
 
-    base = tmp_path / "cache"
-    target = base / "reproduced" / "k21-fig3-0123456789ab"
-    removed = threading.Barrier(2, timeout=1)
-    remove = atomic.remove_inside
+    cache = Cache(tmp_path / "cache")
+    target = cache.reproduced / "k21-fig3-0123456789ab"
+    met = threading.Barrier(2, timeout=1)
+    rename = os.rename
 
-    def remove_then_meet(root, path):
-        remove(root, path)
-        try:
-            removed.wait()
-        except threading.BrokenBarrierError:  # the other run cannot get here meanwhile
-            pass
+    def meet_then_rename(src, dst, *a, **k):
+        if os.path.basename(os.fsdecode(src)) == "k21-fig3":  # a drawing about to be renamed in
+            try:
+                met.wait()
+            except threading.BrokenBarrierError:  # the other run cannot get here meanwhile
+                pass
+        return rename(src, dst, *a, **k)
 
-    monkeypatch.setattr(atomic, "remove_inside", remove_then_meet)
+    monkeypatch.setattr(atomic.os, "rename", meet_then_rename)
     errors: list[BaseException] = []
 
     def run(n: int) -> None:
-        folder = guard.make_tmp_dir(base / "reproduced" / "k21-fig3") / "k21-fig3"
+        folder = guard.make_tmp_dir(cache.reproduced / "k21-fig3") / "k21-fig3"
         folder.mkdir()
         (folder / "data.csv").write_text(f"run {n}\n")
         try:
-            reproduce._publish(base, folder, target)
+            reproduce._publish(cache, folder, target)
         except BaseException as e:  # noqa: BLE001 - what the run would have shown
             errors.append(e)
         finally:
@@ -387,3 +389,107 @@ def test_generated_pages_of_a_render_killed_mid_swap_are_put_back_not_left(tmp_p
     assert _debris(docs.parent) == [] and _debris(tmp_path) == []
     assert any("put back" in line and str(docs) in line for line in logs), logs
     assert (docs / "index.md").is_file()
+
+
+_REPRODUCE_KILLED = r"""
+import os, sys
+from pathlib import Path
+from report_builder.cache import Cache
+from report_builder.citations import reproduce
+base, folder, target = map(Path, sys.argv[1:4])
+rename = os.rename
+def killed(src, dst, *a, **k):  # the new drawing about to be renamed in: the process dies (SIGKILL)
+    if os.path.basename(os.fsdecode(src)) == folder.name:
+        os._exit(9)
+    return rename(src, dst, *a, **k)
+os.rename = killed
+reproduce._publish(Cache(base), folder, target)
+"""
+
+
+def _drawing(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "data.csv").write_text(text)
+    (folder / "spec.json").write_text("{}")
+    return folder
+
+
+def test_a_reproduce_killed_while_it_replaced_an_earlier_drawing_loses_neither(tmp_path):
+    """Before: `reproduce._publish` deleted the earlier run's ``reproduced/<id>-<hash>/`` and then renamed the
+    new drawing in, so a run killed between the two left no drawing at all (and a deletion cut short half a
+    folder under its own name). Now the earlier drawing is renamed aside first (`atomic.replace_dir`): after a
+    kill there the cache's sweep (the next ``reproduce`` or build on that cache) puts it back whole, and the
+    next run replaces it by renames."""
+    from report_builder.cache import Cache
+    from report_builder.citations import reproduce
+
+    base = Cache(tmp_path / "cache").base  # a results cache (with its marker), as `reproduce` makes it
+    target = _drawing(base / "reproduced" / "k21-fig3-0123456789ab", "earlier\n")
+    folder = _drawing(guard.make_tmp_dir(target.parent / "k21-fig3") / "k21-fig3", "new\n")
+    r = subprocess.run([sys.executable, "-c", _REPRODUCE_KILLED, str(base), str(folder), str(target)],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 9, r.stderr[-2000:]
+    shutil.rmtree(folder.parent)  # this test's (a live process's) temporary folder; the killed run's is swept
+    Cache(base).sweep()
+    assert (target / "data.csv").read_text() == "earlier\n" and (target / "spec.json").is_file()
+    assert _debris(target.parent) == []
+    again = _drawing(guard.make_tmp_dir(target.parent / "k21-fig3") / "k21-fig3", "again\n")
+    reproduce._publish(Cache(base), again, target)
+    assert (target / "data.csv").read_text() == "again\n"
+    shutil.rmtree(again.parent)
+    assert _debris(target.parent) == []
+
+
+def test_a_reproduce_waiting_too_long_for_its_lock_names_the_reproduced_folder_not_out(tmp_path, monkeypatch):
+    """Before: a ``reproduce`` that could not take the lock of the cache's ``reproduced/`` said "another build
+    holds the lock of …/reproduced/<id>-<hash> …; wait for it or choose another --out" -- an option
+    ``reproduce`` does not have, for a lock that is not the output's. Now it names the reproduced figures
+    folder it locks and the option that gives another one (--cache)."""
+    import fcntl
+
+    from report_builder.cache import Cache
+    from report_builder.citations import reproduce
+    from report_builder import errors
+    from report_builder.errors import UnsafeOutput
+
+    cache = Cache(tmp_path / "cache")
+    target = cache.reproduced / "k21-fig3-0123456789ab"
+    folder = _drawing(guard.make_tmp_dir(target.parent / "k21-fig3") / "k21-fig3", "new\n")
+    lock = guard.site_lock
+    monkeypatch.setattr(guard, "site_lock", lambda *a, **k: lock(*a, **{**k, "timeout": 0.2}))
+    held = os.open(target.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another reproduce of this figure into this cache, drawing
+        with pytest.raises(UnsafeOutput) as info, errors.cli_vocabulary():
+            reproduce._publish(cache, folder, target)
+        with pytest.raises(UnsafeOutput) as api:  # the same through the Python API names its keyword
+            reproduce._publish(cache, folder, target)
+    finally:
+        os.close(held)
+    msg = str(info.value)
+    assert "--out" not in msg and "--cache" in msg and f"reproduced figures folder {target.parent}" in msg, msg
+    assert "another reproduce" in msg, msg
+    assert "cache_dir" in str(api.value) and "--" not in str(api.value), api.value
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_link_planted_at_a_reproduced_drawing_is_replaced_itself_never_followed(tmp_path, dangling):
+    """A copied cache may hold a link named like a drawing, ``reproduced/<id>-<hash>`` -> elsewhere. Replacing
+    it by renames (`atomic.replace_dir`) moves the link aside and removes the link itself: what it leads to is
+    untouched and nothing is left beside the drawing (the old ``exists()`` test followed the link: a dangling
+    one failed the rename, "Not a directory"; a live one left its ``.tmp-`` name behind)."""
+    from report_builder.cache import Cache
+    from report_builder.citations import reproduce
+
+    cache = Cache(tmp_path / "cache")
+    elsewhere = _drawing(tmp_path / "elsewhere", "not the tool's\n")
+    target = cache.reproduced / "k21-fig3-0123456789ab"
+    target.parent.mkdir(parents=True)
+    os.symlink(tmp_path / "missing" if dangling else elsewhere, target)
+    folder = _drawing(guard.make_tmp_dir(target) / "k21-fig3", "new\n")
+    reproduce._publish(cache, folder, target)
+    shutil.rmtree(folder.parent)
+    assert not target.is_symlink() and (target / "data.csv").read_text() == "new\n"
+    assert (elsewhere / "data.csv").read_text() == "not the tool's\n"
+    assert _debris(target.parent) == []

@@ -510,6 +510,34 @@ def test_a_tampered_build_record_never_reaches_outside_the_cache(tmp_path):
         last_build.recorded_config(c.base)
 
 
+@pytest.mark.parametrize("damage", ["truncated", "link", "fifo", "not an object"])
+def test_a_build_record_that_cannot_be_read_back_is_named_not_taken_for_no_build(tmp_path, damage):
+    """Before: a ``last_build.json`` truncated, replaced by a link (to a genuine record, even) or a FIFO, or not
+    a record, made ``render`` say "no previous build recorded in …/last_build.json; builds are recorded in
+    <every other cache>; pass --cache DIR" -- of a cache holding one. Now the one line says the record is
+    there and cannot be read back, and what to do."""
+    from report_builder import last_build
+    from report_builder.errors import DataError, exit_code
+
+    c = _cache(tmp_path / "cache")
+    record = c.base / "last_build.json"
+    genuine = json.dumps({"format": 2, "entries": [], "provenance": {}})
+    if damage == "truncated":
+        record.write_text(genuine[:20])
+    elif damage == "link":
+        (tmp_path / "elsewhere.json").write_text(genuine)
+        os.symlink(tmp_path / "elsewhere.json", record)
+    elif damage == "fifo":
+        os.mkfifo(record)
+    else:
+        record.write_text("[1, 2]")
+    with pytest.raises(DataError) as info:
+        last_build.tables_from_cache(c.base)
+    msg = str(info.value)
+    assert exit_code(info.value) == 3 and f"the build record {record} cannot be read back" in msg, msg
+    assert "no previous build" not in msg and "build` again" in msg, msg
+
+
 def test_a_marker_written_by_a_concurrent_build_is_not_taken_for_a_foreign_folder(tmp_path, monkeypatch):
     """Two builds creating one cache: the second looked for the marker an instant before the first wrote it,
     then listed the folder holding it, and refused the cache as foreign (seen 2 times in 1,600 under load;

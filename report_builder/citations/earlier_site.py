@@ -25,7 +25,7 @@ from report_builder import atomic
 from report_builder.citations.readback import (_SCALARS, CAPS, ID_FORM, SHA256, BadRecord, _dict_of_dicts, content_hash,
                                                figure_id, load_json, read_bytes, read_json, read_record, record_from)
 from report_builder.citations.version_files import DERIVED, FILES, OPTIONAL, chart_path, permalink
-from report_builder.errors import ReportBuilderError
+from report_builder.errors import ReportBuilderError, UnsafeOutput
 
 INDEX = "figures/versions.json"
 HISTORY = "history.json"
@@ -147,6 +147,21 @@ def version_folders(site: Path, any_id: bool = False) -> list[tuple[str, str]]:
     except (OSError, ReportBuilderError):
         return out
     return out
+
+
+def check_known_versions(site: Path) -> None:
+    """`UnsafeOutput` (one line) when ``site`` holds version folders of a figure id this install does not know
+    (neither registered nor declared by the running build: published by a newer report_builder, or by a build
+    with its own declarations): a build could not verify nor carry them, and its swap would delete their
+    permalinks (`clean` keeps them as they are)."""
+    known = set(version_folders(site))
+    alien = [permalink(f, h) for f, h in version_folders(site, any_id=True) if (f, h) not in known]
+    if alien:
+        names = ", ".join(alien[:3]) + (f" and {len(alien) - 3} more" if len(alien) > 3 else "")
+        raise UnsafeOutput(f"refusing to replace the output directory {site}: it holds {len(alien)} published "
+                           f"version{'s' if len(alien) > 1 else ''} of figures this report_builder does not know "
+                           f"({names}), which a build cannot carry and would delete; build it with the "
+                           f"report_builder (or the figure declarations) that published them, or move them out")
 
 
 def _sha256(data: bytes) -> str:

@@ -67,6 +67,7 @@ class Versions:
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
+        earlier_site.check_known_versions(self.out_dir)  # versions it cannot carry: refused, never dropped
         self._read = earlier_site.read_index(self.out_dir)
         self.index = earlier_site.load_versions(self.out_dir, self.log, svg_ok=self.svg_ok)
 

@@ -76,6 +76,7 @@ class Reproduction:
     models: dict[str, Any] = field(default_factory=dict)
     datasets: dict[str, Any] = field(default_factory=dict)
     analyses: list[str] = field(default_factory=list)
+    drawings: list[str] = field(default_factory=list)  # the folder's drawings that are not the ones drawn here
     computed: int = 0
     reused: int = 0
     seconds: float = 0.0
@@ -86,20 +87,30 @@ class Reproduction:
 
     def line(self) -> str:
         """The one-line answer: ``reproduced k21-fig3 3b9d428b72e8: identical`` or why not (values from
-        the recipe with terminal control characters escaped: `errors.for_terminal`)."""
+        the recipe with terminal control characters escaped: `errors.for_terminal`). A verdict drawn from
+        analysis results the cache already held says how many (they were not recomputed: a cache handed over
+        with a forged folder could hold matching forged results)."""
         p = for_terminal
+        reused = (f"{self.reused} of {self.reused + self.computed} analysis results reused from the cache "
+                  f"{p(self.cache)}, not recomputed: checked only against the hashes that cache records; an empty "
+                  f"{option('cache_dir')} recomputes them") if self.reused else ""
+        drawn = (f"the folder's {' and '.join(self.drawings)} {'is' if len(self.drawings) == 1 else 'are'} not "
+                 f"the bytes drawn here from the same spec.json (in {p(self.files)}): other fonts draw other bytes, "
+                 f"and so does an edited drawing; compare them") if self.drawings else ""
         if self.status == "identical":
             bare = not {"spec.json", "data.csv"} <= set(self.folder_files)
+            notes = [n for n in ("the rebuild gives the recorded content hash; the folder holds no spec.json and "
+                                 "data.csv, so only the recorded hash was compared" if bare else "", reused, drawn) if n]
             return f"reproduced {p(self.figure)} {p(self.recorded)}: identical" + (
-                " (the rebuild gives the recorded content hash; the folder holds no spec.json and data.csv, so only "
-                "the recorded hash was compared)" if bare else "")
+                f" ({'; '.join(notes)})" if notes else "")
         if self.status == "within":
             return (f"reproduced {p(self.figure)} {p(self.recorded)}: equal within tolerance ({self.tolerance:g} "
                     f"steps of the published precision, {precision.SIGNIFICANT} significant digits; rebuilt as "
-                    f"{p(self.reproduced)}): " + p("; ".join(self.reasons)))
-        if self.status == "different":
-            return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}): "
+                    f"{p(self.reproduced)}" + "".join(f"; {n}" for n in (reused, drawn) if n) + "): "
                     + p("; ".join(self.reasons)))
+        if self.status == "different":
+            return (f"reproduced {p(self.figure)} {p(self.recorded)}: differs (rebuilt as {p(self.reproduced)}"
+                    + "".join(f"; {n}" for n in (reused, drawn) if n) + "): " + p("; ".join(self.reasons)))
         if self.status == "altered":
             return f"cannot verify {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
         return f"cannot reproduce {p(self.figure)} {p(self.recorded)}: " + p("; ".join(self.reasons))
@@ -311,6 +322,8 @@ def reproduce(path: str | Path, *, cache_dir: str | Path | None = None, models: 
     out.tolerance = precision.recorded_tolerance(rec)
     cmp = verify.compare(out.recorded, out.reproduced, check, texts, out.tolerance)
     out.data, out.parts = cmp.data, cmp.parts
+    if out.files is not None:  # the drawings people look at: the hash covers them only for a diagram
+        out.drawings = verify.redrawn(check, Path(out.files))
     out.status = {"identical": "identical", "within": "within"}.get(cmp.verdict, "different")
     if out.status != "identical":
         _reasons(rec, spec, cfg, out, check)
@@ -334,6 +347,7 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     guard.check_writable(cache.base, "the cache directory", option("cache_dir"))
     with atomic.opened_dir(cache.base, (cache.reproduced.name,), create=True):
         pass  # reproduced/ is a real folder of the cache, not a link: refused before any work
+    cache.sweep()  # what killed runs left (a drawing renamed aside put back), as a build's preflight does
     plan = planning.plan(cfg, cache)
     plan = dataclasses.replace(plan, tasks=_needed(rec, plan))
     executor = LocalExecutor(cache, log=log, progress=progress)
@@ -361,23 +375,24 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
         atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(rec))
         # a name made here: the registry's id and the hash just computed (nothing read from the recipe)
         target = cache.reproduced / f"{spec.id}-{ff.content_hash}"
-        _publish(cache.base, tmp / spec.id, target)
+        _publish(cache, tmp / spec.id, target)
     out.files = str(target)
     return ff.content_hash, texts
 
 
-def _publish(base: Path, folder: Path, target: Path) -> None:
+def _publish(cache, folder: Path, target: Path) -> None:
     """Put the drawn ``folder`` at ``target`` (``<cache>/reproduced/<id>-<hash>/``), replacing an earlier run's.
 
-    The removal and the rename are one step under the lock of ``reproduced/`` (`guard.site_lock`: a
-    ``flock`` of the folder, nothing written), so two runs of one figure into one cache at once never both
-    remove it and then collide on the rename ("Directory not empty"): the later one replaces the earlier
-    one's drawing with its own. Where folders cannot be locked (some network filesystems) a rename that
-    finds the target back keeps that other run's finished drawing: the same figure, by its content hash."""
-    with guard.site_lock(target):
-        atomic.remove_inside(base, target)
+    By renames (`atomic.replace_dir`): the earlier drawing is renamed aside, the new one in, then the old one
+    deleted under a temporary name, so a run killed between the renames leaves the earlier drawing whole
+    (the cache's sweep puts it back: `Cache.restore_reproduced`) and a deletion cut short is swept. This runs
+    under the lock of ``reproduced/`` (`guard.site_lock`: a ``flock`` of the folder, nothing written), so two
+    runs of one figure into one cache at once take turns: the later one replaces the earlier one's drawing.
+    Where folders cannot be locked (some network filesystems) a rename that finds the target back keeps that
+    other run's finished drawing: the same figure, by its content hash."""
+    with guard.site_lock(target, timeout=guard.LOCK_TIMEOUT_S, **cache.reproduced_lock()):
         try:
-            atomic.move_inside(base, folder, target)
+            atomic.replace_dir(folder, target)
         except OSError as e:
             if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir() or target.is_symlink():
                 raise

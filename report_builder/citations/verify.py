@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,12 +44,13 @@ class FolderCheck:
     """What `check_folder` found: ``given`` (the version's files present beside the recipe),
     ``mismatches`` (one line each: what does not match), ``texts`` (spec.json, data.csv, chart.svg as
     read, for `compare`), ``hashes`` (the content hashes the folder's own files give; empty when
-    spec.json or data.csv is not there)."""
+    spec.json or data.csv is not there), ``drawn`` (chart.svg, chart.png as read, for `redrawn`)."""
 
     given: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)
     hashes: set[str] = field(default_factory=set)
+    drawn: dict[str, bytes] = field(default_factory=dict)  # the drawings' bytes as read (`redrawn`)
 
     @property
     def altered(self) -> bool:
@@ -80,6 +82,7 @@ def check_folder(folder: Path, rec: dict[str, Any]) -> FolderCheck:
         except readback.BadRecord as e:
             out.mismatches.append(f"{name}: {str(e).split(': ', 1)[-1]}")
     out.given = sorted(data)
+    out.drawn = {name: data[name] for name in DRAWINGS if name in data}
     for name in CONTENT:
         if name in data:
             try:
@@ -102,6 +105,42 @@ def check_folder(folder: Path, rec: dict[str, Any]) -> FolderCheck:
             out.mismatches.append(f"{name} was changed after it was published (its SHA-256 is not the one its "
                                   f"recipe records)")
     return out
+
+
+DRAWINGS = ("chart.svg", "chart.png")
+"""A version's drawings: the hash covers them only for a diagram (its chart.svg); the recipe's SHA-256 of
+them detects a changed file, not a forger who rewrites the recipe with it."""
+
+
+_RENDER_IDS = re.compile(rb"\b(gradient_|clip)(\d+)\b")
+"""Ids Vega's SVG renderer numbers by a counter of the process (the third gradient it ever drew is
+``gradient_2``): the same figure drawn after others has other ids, the same picture."""
+
+
+def _same_drawing(name: str, a: bytes, b: bytes) -> bool:
+    """Whether two drawings are the same bytes, an SVG's renderer ids (`_RENDER_IDS`) numbered in order."""
+    if name.endswith(".svg"):
+        a, b = _numbered(a), _numbered(b)
+    return a == b
+
+
+def _numbered(svg: bytes) -> bytes:
+    seen: dict[bytes, bytes] = {}
+    return _RENDER_IDS.sub(lambda m: m.group(1) + seen.setdefault(m.group(0), str(len(seen)).encode()), svg)
+
+
+def redrawn(check: FolderCheck, rebuilt: Path) -> list[str]:
+    """The folder's drawings (as `check_folder` read them) that are not the same drawing as in the rebuilt
+    folder ``rebuilt`` (read bounded; `_same_drawing`); a drawing either side lacks is not compared."""
+    differ = []
+    for name, theirs in check.drawn.items():
+        try:
+            mine = readback.read_bytes(rebuilt, name, readback.CAPS["file"])
+        except (OSError, readback.BadRecord):
+            continue
+        if not _same_drawing(name, theirs, mine):
+            differ.append(name)
+    return differ
 
 
 @dataclass

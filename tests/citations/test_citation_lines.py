@@ -38,3 +38,22 @@ def test_cite_of_a_link_to_a_site_says_it_is_a_link(tmp_path):
     with pytest.raises(UsageError, match="a symbolic link.*give the site folder it points to"):
         cite(syn.FIG, site_dir=tmp_path / "link")
     assert cite(syn.FIG, site_dir=info["site"]).hash == info["new"]
+
+
+def test_a_verdict_from_results_reused_from_the_cache_says_so():
+    """Before: ``reproduce FOLDER --cache DIR`` reused every analysis result DIR held (checked only against the
+    SHA-256 its own meta.json records) and said "identical" -- with a cache handed over beside a forged
+    figure (tables and their recorded hashes edited together), the forgery verified, exit 0. The verdict now
+    says how many results were reused, from where, and how to recompute them."""
+    reused = Reproduction(figure="k21-fig3", recorded="76cdb687c471", status="identical", reused=2, computed=0,
+                          cache="/given/cache", folder_files=["data.csv", "spec.json"])
+    line = reused.line()
+    assert line.startswith("reproduced k21-fig3 76cdb687c471: identical (")
+    assert "2 of 2 analysis results reused from the cache /given/cache" in line and "not recomputed" in line, line
+    assert "empty --cache" in line, line
+    within = Reproduction(figure="k21-fig3", recorded="76cdb687c471", status="within", reused=1, computed=1,
+                          cache="/c", reproduced="849cfb71cd74", reasons=["no recorded input differs"])
+    assert "1 of 2 analysis results reused from the cache /c" in within.line(), within.line()
+    fresh = Reproduction(figure="k21-fig3", recorded="76cdb687c471", status="identical", reused=0, computed=2,
+                         cache="/c", folder_files=["data.csv", "spec.json"])
+    assert fresh.line() == "reproduced k21-fig3 76cdb687c471: identical"

@@ -310,3 +310,25 @@ def test_a_carried_versions_page_escapes_its_records_sequence_counts(tmp_path, n
     v.publish(new_site, lambda fid, hh, rec, bib, cur, newer: version_page.page(fid, hh, rec, bib, cur, None, newer, "u"))
     page = (new_site / permalink(syn.FIG, h) / "index.html").read_text()
     assert "sequences" in page and "<script>alert" not in page and "<img src=x" not in page, page
+
+
+def test_a_build_without_the_figures_that_published_some_versions_refuses_to_drop_them(tmp_path):
+    """A version is kept by every later build only while its figure id is known (registered, or declared by
+    the build). Before: a site holding versions of an id the next build did not know (published by a newer
+    report_builder, or by a build whose own declarations are gone) was rebuilt without them -- "1 malformed
+    entries ignored" and the swap deleted their permalinks, which `clean` keeps. Now the build refuses in one
+    line naming them, before any work, and the site stays as it was."""
+    from report_builder.errors import UnsafeOutput, exit_code
+    from report_builder.site import build as build_mod
+    from tests import site_helpers as h
+
+    h.render_dummy_site(tmp_path)
+    site = tmp_path / "site"
+    before = syn.snapshot(site)
+    with pytest.raises(UnsafeOutput) as info:  # k21-dummy-tab and k24-dummy-maps: no longer declared
+        build_mod.render_site(h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=site,
+                              log=lambda *_: None, figures=h.DUMMY_FIGURES[:1])
+    msg = str(info.value)
+    assert exit_code(info.value) == 3 and "figures/k21-dummy-tab/" in msg and "does not know" in msg, msg
+    assert "figures/k21-dummy-fig/" not in msg, msg
+    assert syn.snapshot(site) == before
