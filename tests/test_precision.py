@@ -152,3 +152,30 @@ def test_a_recipe_can_tighten_the_tolerance_reproduce_uses_but_never_widen_it():
     assert precision.recorded_tolerance(rec(precision.TOLERANCE_STEPS + 0.5)) == precision.TOLERANCE_STEPS
     assert precision.recorded_tolerance(rec(1)) == 1.0 and precision.recorded_tolerance(rec(0)) == 0.0
     assert precision.recorded_tolerance({}) == precision.TOLERANCE_STEPS
+
+
+def test_a_difference_near_zero_is_compared_at_its_columns_scale(tmp_path):
+    """FF-amp (``Â_after − Â_before``, k24-ffamp-example) holds values near 0 whose noise is that of their
+    operands: a rebuild with the GPU class's chunk rule moved ``-7.33745e-07`` to ``-7.33629e-07`` (116 steps
+    of its own magnitude, 0.01 step of the column's largest value 3.57e-3) and published a new version of a
+    figure whose numbers had not changed. Compared at the column's scale, it keeps its version; the same
+    numbers in a column that is not a difference are still beyond the tolerance, and a real change of the
+    difference is still one."""
+    amp = "amp (row-normalised)"
+    base = pd.DataFrame({"i": [0, 1, 2], "j": [1, 2, 0], amp: [3.56642e-3, -7.33745e-07, 4.55278e-05]})
+    noisy = base.assign(**{amp: [3.56642e-3, -7.33629e-07, 4.55279e-05]})
+
+    def chart(df: pd.DataFrame) -> alt.Chart:  # the figure's own field name in the spec: ``amp``
+        return alt.Chart(df.rename(columns={amp: "amp"})).mark_rect().encode(x="j:O", y="i:O", color="amp:Q")
+
+    first = write_figure_files("fig", base, chart(base), None, tmp_path / "a")
+    old = _publish(first, tmp_path / "a", tmp_path / "site")
+    again = write_figure_files("fig", noisy, chart(noisy), None, tmp_path / "b", previous=old)
+    assert again.kept and again.content_hash == first.content_hash
+    moved = base.assign(**{amp: [3.56642e-3, -7.4e-07, 4.55278e-05]})  # 0.6 step of the column's scale
+    assert write_figure_files("fig", moved, chart(moved), None, tmp_path / "c", previous=old).kept
+    real = base.assign(**{amp: [3.56642e-3, -1.2e-07, 4.55278e-05]})  # 61 steps of the column's scale
+    assert not write_figure_files("fig", real, chart(real), None, tmp_path / "d", previous=old).kept
+    assert precision.frames_within(base, noisy)
+    plain = [pd.DataFrame({"value (%)": f[amp]}) for f in (base, noisy)]  # not a difference: its own magnitude
+    assert not precision.frames_within(*plain)
