@@ -16,8 +16,9 @@ boundary flips to the next step for any noise at all. Two published values are *
 when they differ by at most `TOLERANCE_STEPS` steps of the rule at the larger magnitude (`steps`).
 A rebuild whose figure data equal the current version's within it keeps that version
 (`site.figure_files`); `reproduce` calls such a rebuild "equal within tolerance". A column that holds a
-signed difference of two published quantities (`DIFFERENCES`: FF-amp) is compared at its largest
-magnitude instead: a value near 0 there carries the noise of its operands, not of its own size.
+value computed by cancellation (`DIFFERENCES`: FF-amp, 1 − ρ and its standard deviation) is compared at its
+column's largest magnitude instead: a value near 0 there carries the noise of its operands, not of its own
+size.
 
 Every writer of published numbers goes through `round_array` (``data.csv`` and ``paper_vs_ours.csv``:
 `citations.version_files.csv_text`; the chart's spec, data and scales: `round_json` in
@@ -44,14 +45,16 @@ TOLERANCE_STEPS = 2
 tolerance: one step for a value that crossed a rounding boundary, one for a result whose own error
 (a small term, a ratio of two noisy sums) reaches the step."""
 
-DIFFERENCES = frozenset({"amp"})
-"""The columns (of ``data.csv``, with or without their unit tag, and fields of a spec's data) that hold a
-signed difference of two published quantities: FF-amp, ``Â^{after FF} − Â^{before FF}`` of two
-row-normalised maps (k24-ffamp-top, k24-ffamp-example). Its float noise is that of the operands (up to 1),
-not of the difference: near 0 it is many steps of the value's own magnitude (``-7.33745e-07`` became
-``-7.33629e-07`` under the GPU class's chunk rule: 116 steps of its own, 0.01 of the column's largest
-value 3.57e-3). Two such values are equal within the rule when they are within `TOLERANCE_STEPS` steps at
-the largest magnitude of their column (`steps`' ``scale``)."""
+DIFFERENCES = frozenset({"amp", "change", "change_sd"})
+"""The columns (of ``data.csv``, with or without their unit tag, and fields of a spec's data) whose values
+are computed by cancellation, as a difference of larger quantities: FF-amp, ``Â^{after FF} − Â^{before FF}``
+of two row-normalised maps (k24-ffamp-top, k24-ffamp-example); the contextualization change ``1 − ρ`` and
+``change_sd``, its standard deviation over sequences (k24-ctx-*, k24-models). Their float noise is that of
+the operands (up to 1), not of the result: near 0 it is many steps of the value's own magnitude (the GPU
+class's chunk rule moved an FF-amp of ``-7.33745e-07`` to ``-7.33629e-07``, 116 steps of its own and 0.01
+of the column's largest value 3.57e-3; a ``change_sd`` of ``2.48318e-05`` to ``2.48489e-05``, 171 steps of
+its own and 0.03 of the column's 0.204). Two such values are equal within the rule when they are within
+`TOLERANCE_STEPS` steps at the largest magnitude of their column (`steps`' ``scale``)."""
 
 _FLOOR_EXP = -12
 assert 10.0 ** _FLOOR_EXP == FLOOR

@@ -179,3 +179,18 @@ def test_a_difference_near_zero_is_compared_at_its_columns_scale(tmp_path):
     assert precision.frames_within(base, noisy)
     plain = [pd.DataFrame({"value (%)": f[amp]}) for f in (base, noisy)]  # not a difference: its own magnitude
     assert not precision.frames_within(*plain)
+
+
+def test_the_contextualization_change_and_its_spread_are_compared_at_their_columns_scale():
+    """k24-ctx-*: ``change`` is 1 − ρ and ``change_sd`` its standard deviation over sequences, both computed
+    by cancellation. The smoke build rebuilt with the GPU class's chunk rule moved a ``change_sd`` of
+    ``2.48318e-05`` to ``2.48489e-05`` (171 steps of its own magnitude, 0.03 of the column's largest value
+    0.204) and published new versions of k24-ctx-ff, -components, -cumulative and k24-models."""
+    old = pd.DataFrame({"layer": [1, 5, 5], "component": ["FF", "RES", "ATB→ATBFFRES"],
+                        "change": [0.0633409, 0.203999, 1.2e-06], "change_sd": [0.203999, 0.000304949, 2.48318e-05]})
+    new = old.assign(change=[0.0633408, 0.203999, 1.3e-06], change_sd=[0.203999, 0.000304918, 2.48489e-05])
+    assert precision.frames_within(old, new)
+    assert not precision.frames_within(old, new.assign(change_sd=[0.203999, 0.000304949, 0.0012]))
+    spec = {"datasets": {"d": [{"change": c, "change_sd": s} for c, s in zip(old["change"], old["change_sd"])]}}
+    spec_new = {"datasets": {"d": [{"change": c, "change_sd": s} for c, s in zip(new["change"], new["change_sd"])]}}
+    assert precision.json_within(spec, spec_new)
