@@ -194,3 +194,28 @@ def test_the_contextualization_change_and_its_spread_are_compared_at_their_colum
     spec = {"datasets": {"d": [{"change": c, "change_sd": s} for c, s in zip(old["change"], old["change_sd"])]}}
     spec_new = {"datasets": {"d": [{"change": c, "change_sd": s} for c, s in zip(new["change"], new["change_sd"])]}}
     assert precision.json_within(spec, spec_new)
+
+
+def test_chart_data_a_figure_rounds_to_fewer_digits_is_compared_at_its_last_digit():
+    """A chart's inline data rounded coarser than the rule to keep the spec small (k24-ln-dims: 4 decimals;
+    token maps: 3 or 4; K21 category heatmaps: 2): the smoke build rebuilt with the GPU class's chunk rule
+    moved an ``ln_out_change`` of ``0.1674`` to ``0.1673`` (one unit of its last digit, 100 steps of the
+    rule) while ``data.csv`` moved within the tolerance, and k24-ln-dims got a new version. Chart data is now
+    compared within 2 units of the last digit its field is published at; a number outside the chart data
+    (a scale's domain) and a field published at the rule are compared as before."""
+    def spec(rows: list[dict], domain: float) -> dict:
+        return {"layer": [{"data": {"values": json.dumps(rows), "format": {"type": "json"}},
+                           "encoding": {"y": {"scale": {"domain": [0, domain]}}}}]}
+
+    old_rows = [{"dim": 0, "ln_out_change": 0.1674, "kept_ratio": 0.623, "rho": 0.512345},
+                {"dim": 1, "ln_out_change": 1.4946, "kept_ratio": 1.1023, "rho": 0.5}]
+    new_rows = [{"dim": 0, "ln_out_change": 0.1673, "kept_ratio": 0.6229, "rho": 0.512345},
+                {"dim": 1, "ln_out_change": 1.4946, "kept_ratio": 1.1023, "rho": 0.5}]
+    assert precision.json_within(spec(old_rows, 1.5), spec(new_rows, 1.5))
+    assert not precision.json_within(spec(old_rows, 1.5), spec(new_rows, 1.4999))  # not chart data: the rule
+    moved = [dict(new_rows[0], ln_out_change=0.1671), new_rows[1]]  # 3 units of its last digit
+    assert not precision.json_within(spec(old_rows, 1.5), spec(moved, 1.5))
+    fine = [dict(new_rows[0], ln_out_change=0.1674, rho=0.512348), new_rows[1]]  # 3 steps of the rule
+    assert not precision.json_within(spec(old_rows, 1.5), spec(fine, 1.5))
+    count = [dict(new_rows[0], ln_out_change=0.1674, dim=1), dict(new_rows[1], dim=2)]  # integers stay exact
+    assert not precision.json_within(spec(old_rows, 1.5), spec(count, 1.5))
