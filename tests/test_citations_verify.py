@@ -111,6 +111,11 @@ def test_site_url_set_later_reaches_every_citation_and_changes_no_hashed_byte(bu
         text = (site / page).read_text()
         assert 'class="quote rb-cite"' in text
         assert f"url          = {{{SITE_URL}figures/" in text and "url          = {figures/" not in text
+    import html
+    import re
+
+    report = html.unescape(re.sub(r"<[^>]+>", "", (site / "cite.html").read_text()))  # highlighted BibTeX
+    assert f"url          = {{{SITE_URL}}}" in report  # the report's own citation: its address too (it had none)
     c = api.cite(FIG, site_dir=site)
     assert c.current and c.url == f"{SITE_URL}figures/{FIG}/{idx['current'][FIG]}/" and c.url in c.bibtex
     with pytest.raises(UsageError, match="did you mean k21-fig3"):
