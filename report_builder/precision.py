@@ -15,7 +15,11 @@ The floor removes float64 residue around exact zeros (``2e-16`` beside ``0``).
 boundary flips to the next step for any noise at all. Two published values are *equal within the rule*
 when they differ by at most `TOLERANCE_STEPS` steps of the rule at the larger magnitude (`steps`).
 A rebuild whose figure data equal the current version's within it keeps that version
-(`site.figure_files`); `reproduce` calls such a rebuild "equal within tolerance".
+(`site.figure_files`); `reproduce` calls such a rebuild "equal within tolerance". A column that holds a
+value computed by cancellation (`DIFFERENCES`: FF-amp, 1 − ρ and its standard deviation) is compared at its
+column's largest magnitude instead: a value near 0 there carries the noise of its operands, not of its own
+size. A chart's data rounded coarser than the rule (to keep a spec small) is compared within that many
+units of its last published digit (`json_within`, `last_digit`).
 
 Every writer of published numbers goes through `round_array` (``data.csv`` and ``paper_vs_ours.csv``:
 `citations.version_files.csv_text`; the chart's spec, data and scales: `round_json` in
@@ -41,6 +45,17 @@ TOLERANCE_STEPS = 2
 """Two published values within this many steps of the rule (at the larger magnitude) are equal within
 tolerance: one step for a value that crossed a rounding boundary, one for a result whose own error
 (a small term, a ratio of two noisy sums) reaches the step."""
+
+DIFFERENCES = frozenset({"amp", "change", "change_sd"})
+"""The columns (of ``data.csv``, with or without their unit tag, and fields of a spec's data) whose values
+are computed by cancellation, as a difference of larger quantities: FF-amp, ``Â^{after FF} − Â^{before FF}``
+of two row-normalised maps (k24-ffamp-top, k24-ffamp-example); the contextualization change ``1 − ρ`` and
+``change_sd``, its standard deviation over sequences (k24-ctx-*, k24-models). Their float noise is that of
+the operands (up to 1), not of the result: near 0 it is many steps of the value's own magnitude (the GPU
+class's chunk rule moved an FF-amp of ``-7.33745e-07`` to ``-7.33629e-07``, 116 steps of its own and 0.01
+of the column's largest value 3.57e-3; a ``change_sd`` of ``2.48318e-05`` to ``2.48489e-05``, 171 steps of
+its own and 0.03 of the column's 0.204). Two such values are equal within the rule when they are within
+`TOLERANCE_STEPS` steps at the largest magnitude of their column (`steps`' ``scale``)."""
 
 _FLOOR_EXP = -12
 assert 10.0 ** _FLOOR_EXP == FLOOR
@@ -170,42 +185,61 @@ def round_json(obj: Any) -> Any:
     return _put(obj, iter(float(v) for v in rounded))
 
 
-def steps(a: Any, b: Any) -> np.ndarray:
-    """How many steps of the rule (at the larger magnitude of each pair) ``a`` and ``b`` are apart,
-    element by element: 0 where both are equal (NaN beside NaN included), inf where only one is NaN or
-    an infinity differs."""
+def is_difference(name: Any) -> bool:
+    """Whether a column or field ``name`` (``amp`` or ``amp (row-normalised)``) is one of `DIFFERENCES`."""
+    return isinstance(name, str) and name.split(" (", 1)[0] in DIFFERENCES
+
+
+def scale_of(*columns: Any) -> float:
+    """The largest finite magnitude in ``columns`` (0 when there is none): the magnitude a difference
+    column's values are compared at (`DIFFERENCES`)."""
+    mags = [np.abs(np.asarray(c, dtype=float)).ravel() for c in columns]
+    mag = np.concatenate(mags) if mags else np.zeros(0)
+    mag = mag[np.isfinite(mag)]
+    return float(mag.max()) if mag.size else 0.0
+
+
+def steps(a: Any, b: Any, scale: Any = 0.0, grid: Any = 0.0) -> np.ndarray:
+    """How many steps of the rule (at the larger magnitude of each pair, or at ``scale`` where that is
+    larger: a difference column's, `DIFFERENCES`) ``a`` and ``b`` are apart, element by element, a step
+    being at least ``grid`` (the last digit of chart data published coarser than the rule, `json_within`):
+    0 where both are equal (NaN beside NaN included), inf where only one is NaN or an infinity differs."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - b)
-        out = diff / step_of(np.maximum(np.abs(a), np.abs(b)))
+        step = step_of(np.maximum(np.maximum(np.abs(a), np.abs(b)), np.asarray(scale, dtype=float)))
+        out = diff / np.maximum(step, np.asarray(grid, dtype=float))
     same = (a == b) | (np.isnan(a) & np.isnan(b))
     out = np.where(same, 0.0, out)
     return np.where(np.isnan(out), math.inf, out)
 
 
-def within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS) -> bool:
+def within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS, scale: Any = 0.0, grid: Any = 0.0) -> bool:
     """Whether every pair of ``a`` and ``b`` (same shape) is equal within ``tolerance`` steps of the rule
-    (default `TOLERANCE_STEPS`; `reproduce` passes the one its recipe recorded)."""
-    s = steps(a, b)
+    (default `TOLERANCE_STEPS`; `reproduce` passes the one its recipe recorded), at ``scale`` where that is
+    larger than the pair, of at least ``grid`` (`steps`)."""
+    s = steps(a, b, scale, grid)
     return bool(s.size == 0 or float(np.max(s)) <= tolerance * (1 + 1e-6))
 
 
 # ---------------------------------------------------------------- equal within the rule
 
 
-def _pairs(a: Any, b: Any, out: list[tuple[float, float]]) -> bool:
-    """Collect the number pairs of two JSON-plain objects into ``out``; False as soon as anything but a
-    number differs (keys, lengths, text, types). Text that differs but holds JSON on both sides (inline
-    data, `figures.charts.data.inline_data`) is compared parsed."""
+def _pairs(a: Any, b: Any, out: list[tuple[float, float, Any, bool]], key: Any = None, data: bool = False) -> bool:
+    """Collect the number pairs of two JSON-plain objects into ``out``, each with the name of the field it
+    sits under (``key``: the innermost dict key, through lists) and whether it is chart data (``data``: under
+    a spec's ``datasets`` or inside inline data text); False as soon as anything but a number differs (keys,
+    lengths, text, types). Text that differs but holds JSON on both sides (inline data,
+    `figures.charts.data.inline_data`) is compared parsed."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        out.append((float(a), float(b)))
+        out.append((float(a), float(b), key, data))
         return True
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_pairs(a[k], b[k], out) for k in a)
+        return a.keys() == b.keys() and all(_pairs(a[k], b[k], out, k, data or k == "datasets") for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_pairs(x, y, out) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_pairs(x, y, out, key, data) for x, y in zip(a, b))
     if isinstance(a, str) and isinstance(b, str):
         if a == b:
             return True
@@ -216,25 +250,55 @@ def _pairs(a: Any, b: Any, out: list[tuple[float, float]]) -> bool:
                 pa, pb = json.loads(a), json.loads(b)
             except ValueError:
                 return False
-            return _pairs(pa, pb, out)
+            return _pairs(pa, pb, out, key, True)
         return False
     return a == b and type(a) is type(b)
 
 
+def last_digit(values: Any) -> float:
+    """The step of the finest last digit among ``values`` as they print (``0.1674`` -> 1e-4): the grid a
+    chart's data field was rounded to, when a figure rounds it coarser than the rule (`json_within`); 0
+    when every value is an integer (counts stay exact) or none is finite."""
+    from decimal import Decimal
+
+    v = np.unique(np.asarray(values, dtype=float))
+    v = v[np.isfinite(v)]
+    if not v.size or bool(np.all(v == np.rint(v))):
+        return 0.0
+    exp = min(Decimal(repr(float(x))).normalize().as_tuple().exponent for x in v)
+    return 10.0 ** min(int(exp), 0)
+
+
 def json_within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS) -> bool:
-    """Whether two JSON-plain objects are the same but for numbers equal within the rule's tolerance."""
-    found: list[tuple[float, float]] = []
+    """Whether two JSON-plain objects are the same but for numbers equal within the rule's tolerance; the
+    values of a `DIFFERENCES` field at the largest magnitude of that field anywhere in either object, and
+    chart data (a spec's datasets, inline data) within the tolerance of the last digit its field is
+    published at (`last_digit`: a figure may round a chart's data coarser than the rule to keep its spec
+    small, and one unit of a 4-decimal value is 100 steps of the rule; ``data.csv`` holds the same numbers
+    at the rule and is compared at it)."""
+    found: list[tuple[float, float, Any, bool]] = []
     if not _pairs(a, b, found):
         return False
     if not found:
         return True
-    x = np.array(found, dtype=float)
-    return within(x[:, 0], x[:, 1], tolerance)
+    x = np.array([(p, q) for p, q, _, _ in found], dtype=float)
+    names: dict[Any, int] = {}
+    codes = np.array([names.setdefault(k, len(names)) for _, _, k, _ in found])
+    data = np.array([d for _, _, _, d in found])
+    scale, grid = np.zeros(len(found)), np.zeros(len(found))
+    for name, code in names.items():
+        rows = codes == code
+        if is_difference(name):
+            scale[rows] = scale_of(x[rows])
+        if (rows & data).any():
+            grid[rows & data] = last_digit(x[rows & data])
+    return within(x[:, 0], x[:, 1], tolerance, scale, grid)
 
 
 def frames_within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS) -> bool:
     """Whether two tables (pandas frames read from published CSVs) have the same columns, rows and
-    non-numeric cells, and numeric cells equal within the rule's tolerance, element by element."""
+    non-numeric cells, and numeric cells equal within the rule's tolerance, element by element (a
+    `DIFFERENCES` column's at its largest magnitude in either table)."""
     import pandas as pd
 
     if list(a.columns) != list(b.columns) or len(a) != len(b):
@@ -243,7 +307,9 @@ def frames_within(a: Any, b: Any, tolerance: float = TOLERANCE_STEPS) -> bool:
         x, y = a.iloc[:, k], b.iloc[:, k]
         num = [pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) for s in (x, y)]
         if all(num):
-            if not within(x.to_numpy(dtype=float), y.to_numpy(dtype=float), tolerance):
+            xs, ys = x.to_numpy(dtype=float), y.to_numpy(dtype=float)
+            scale = scale_of(xs, ys) if is_difference(a.columns[k]) else 0.0
+            if not within(xs, ys, tolerance, scale):
                 return False
         elif any(num) or [None if pd.isna(v) else v for v in x.tolist()] != [None if pd.isna(v) else v
                                                                              for v in y.tolist()]:

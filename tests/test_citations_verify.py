@@ -27,7 +27,7 @@ from report_builder.config import Config
 from report_builder.errors import EXIT_CODES, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGS = ["k21-fig3", "k21-tab2", "k24-ctx-ff"]
+FIGS = ["k21-fig3", "k21-tab2", "k24-ctx-ff", "k24-ffamp-example"]  # the last: FF-amp, a difference
 FIG = "k21-fig3"  # its data moved on the batched path before numbers were rounded
 SITE_URL = "https://example.org/report/"
 HASHED = ("chart.png", "chart.svg", "data.csv", "paper_vs_ours.csv", "provenance.json", "spec.json")
@@ -111,6 +111,11 @@ def test_site_url_set_later_reaches_every_citation_and_changes_no_hashed_byte(bu
         text = (site / page).read_text()
         assert 'class="quote rb-cite"' in text
         assert f"url          = {{{SITE_URL}figures/" in text and "url          = {figures/" not in text
+    import html
+    import re
+
+    report = html.unescape(re.sub(r"<[^>]+>", "", (site / "cite.html").read_text()))  # highlighted BibTeX
+    assert f"url          = {{{SITE_URL}}}" in report  # the report's own citation: its address too (it had none)
     c = api.cite(FIG, site_dir=site)
     assert c.current and c.url == f"{SITE_URL}figures/{FIG}/{idx['current'][FIG]}/" and c.url in c.bibtex
     with pytest.raises(UsageError, match="did you mean k21-fig3"):
@@ -259,7 +264,11 @@ def test_a_recipe_from_a_gpu_asks_for_device_cpu_on_a_machine_without_one(built,
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     rec = json.loads((_folder(built) / "provenance.json").read_text())
     rec["config"]["device"] = "cuda"
-    with pytest.raises(UsageError, match=r"^the recipe ran on 'cuda', which this machine cannot run \(.*\): add "
-                                         r"--device cpu"):
+    from report_builder.errors import cli_vocabulary
+
+    with cli_vocabulary(), pytest.raises(UsageError, match=r"^the recipe ran on 'cuda', which this machine cannot "
+                                                           r"run \(.*\): add --device cpu"):
+        reproduce._config(rec, built.tmp / "c5", {}, {}, None)
+    with pytest.raises(UsageError, match=r": add device=cpu \("):  # through the API, its keyword
         reproduce._config(rec, built.tmp / "c5", {}, {}, None)
     assert reproduce._config(rec, built.tmp / "c5", {}, {}, "cpu").device == "cpu"

@@ -152,3 +152,70 @@ def test_a_recipe_can_tighten_the_tolerance_reproduce_uses_but_never_widen_it():
     assert precision.recorded_tolerance(rec(precision.TOLERANCE_STEPS + 0.5)) == precision.TOLERANCE_STEPS
     assert precision.recorded_tolerance(rec(1)) == 1.0 and precision.recorded_tolerance(rec(0)) == 0.0
     assert precision.recorded_tolerance({}) == precision.TOLERANCE_STEPS
+
+
+def test_a_difference_near_zero_is_compared_at_its_columns_scale(tmp_path):
+    """FF-amp (``Â_after − Â_before``, k24-ffamp-example) holds values near 0 whose noise is that of their
+    operands: a rebuild with the GPU class's chunk rule moved ``-7.33745e-07`` to ``-7.33629e-07`` (116 steps
+    of its own magnitude, 0.01 step of the column's largest value 3.57e-3) and published a new version of a
+    figure whose numbers had not changed. Compared at the column's scale, it keeps its version; the same
+    numbers in a column that is not a difference are still beyond the tolerance, and a real change of the
+    difference is still one."""
+    amp = "amp (row-normalised)"
+    base = pd.DataFrame({"i": [0, 1, 2], "j": [1, 2, 0], amp: [3.56642e-3, -7.33745e-07, 4.55278e-05]})
+    noisy = base.assign(**{amp: [3.56642e-3, -7.33629e-07, 4.55279e-05]})
+
+    def chart(df: pd.DataFrame) -> alt.Chart:  # the figure's own field name in the spec: ``amp``
+        return alt.Chart(df.rename(columns={amp: "amp"})).mark_rect().encode(x="j:O", y="i:O", color="amp:Q")
+
+    first = write_figure_files("fig", base, chart(base), None, tmp_path / "a")
+    old = _publish(first, tmp_path / "a", tmp_path / "site")
+    again = write_figure_files("fig", noisy, chart(noisy), None, tmp_path / "b", previous=old)
+    assert again.kept and again.content_hash == first.content_hash
+    moved = base.assign(**{amp: [3.56642e-3, -7.4e-07, 4.55278e-05]})  # 0.6 step of the column's scale
+    assert write_figure_files("fig", moved, chart(moved), None, tmp_path / "c", previous=old).kept
+    real = base.assign(**{amp: [3.56642e-3, -1.2e-07, 4.55278e-05]})  # 61 steps of the column's scale
+    assert not write_figure_files("fig", real, chart(real), None, tmp_path / "d", previous=old).kept
+    assert precision.frames_within(base, noisy)
+    plain = [pd.DataFrame({"value (%)": f[amp]}) for f in (base, noisy)]  # not a difference: its own magnitude
+    assert not precision.frames_within(*plain)
+
+
+def test_the_contextualization_change_and_its_spread_are_compared_at_their_columns_scale():
+    """k24-ctx-*: ``change`` is 1 − ρ and ``change_sd`` its standard deviation over sequences, both computed
+    by cancellation. The smoke build rebuilt with the GPU class's chunk rule moved a ``change_sd`` of
+    ``2.48318e-05`` to ``2.48489e-05`` (171 steps of its own magnitude, 0.03 of the column's largest value
+    0.204) and published new versions of k24-ctx-ff, -components, -cumulative and k24-models."""
+    old = pd.DataFrame({"layer": [1, 5, 5], "component": ["FF", "RES", "ATB→ATBFFRES"],
+                        "change": [0.0633409, 0.203999, 1.2e-06], "change_sd": [0.203999, 0.000304949, 2.48318e-05]})
+    new = old.assign(change=[0.0633408, 0.203999, 1.3e-06], change_sd=[0.203999, 0.000304918, 2.48489e-05])
+    assert precision.frames_within(old, new)
+    assert not precision.frames_within(old, new.assign(change_sd=[0.203999, 0.000304949, 0.0012]))
+    spec = {"datasets": {"d": [{"change": c, "change_sd": s} for c, s in zip(old["change"], old["change_sd"])]}}
+    spec_new = {"datasets": {"d": [{"change": c, "change_sd": s} for c, s in zip(new["change"], new["change_sd"])]}}
+    assert precision.json_within(spec, spec_new)
+
+
+def test_chart_data_a_figure_rounds_to_fewer_digits_is_compared_at_its_last_digit():
+    """A chart's inline data rounded coarser than the rule to keep the spec small (k24-ln-dims: 4 decimals;
+    token maps: 3 or 4; K21 category heatmaps: 2): the smoke build rebuilt with the GPU class's chunk rule
+    moved an ``ln_out_change`` of ``0.1674`` to ``0.1673`` (one unit of its last digit, 100 steps of the
+    rule) while ``data.csv`` moved within the tolerance, and k24-ln-dims got a new version. Chart data is now
+    compared within 2 units of the last digit its field is published at; a number outside the chart data
+    (a scale's domain) and a field published at the rule are compared as before."""
+    def spec(rows: list[dict], domain: float) -> dict:
+        return {"layer": [{"data": {"values": json.dumps(rows), "format": {"type": "json"}},
+                           "encoding": {"y": {"scale": {"domain": [0, domain]}}}}]}
+
+    old_rows = [{"dim": 0, "ln_out_change": 0.1674, "kept_ratio": 0.623, "rho": 0.512345},
+                {"dim": 1, "ln_out_change": 1.4946, "kept_ratio": 1.1023, "rho": 0.5}]
+    new_rows = [{"dim": 0, "ln_out_change": 0.1673, "kept_ratio": 0.6229, "rho": 0.512345},
+                {"dim": 1, "ln_out_change": 1.4946, "kept_ratio": 1.1023, "rho": 0.5}]
+    assert precision.json_within(spec(old_rows, 1.5), spec(new_rows, 1.5))
+    assert not precision.json_within(spec(old_rows, 1.5), spec(new_rows, 1.4999))  # not chart data: the rule
+    moved = [dict(new_rows[0], ln_out_change=0.1671), new_rows[1]]  # 3 units of its last digit
+    assert not precision.json_within(spec(old_rows, 1.5), spec(moved, 1.5))
+    fine = [dict(new_rows[0], ln_out_change=0.1674, rho=0.512348), new_rows[1]]  # 3 steps of the rule
+    assert not precision.json_within(spec(old_rows, 1.5), spec(fine, 1.5))
+    count = [dict(new_rows[0], ln_out_change=0.1674, dim=1), dict(new_rows[1], dim=2)]  # integers stay exact
+    assert not precision.json_within(spec(old_rows, 1.5), spec(count, 1.5))

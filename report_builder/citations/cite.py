@@ -254,16 +254,18 @@ def _relation(paper: str, reproduces: str) -> str:
     return _bib_escape(f"reproduces {reproduces} of {name}")
 
 
-def report_bibtex(prov: dict[str, Any]) -> str:
-    """BibTeX for the report as a whole."""
+def report_bibtex(prov: dict[str, Any], url: str | None = None) -> str:
+    """BibTeX for the report as a whole; ``url``: the site's ``site_url`` (checked), its address when set."""
     date = str(prov.get("date") or "")
     year = date[:4] if date[:4].isdigit() else "n.d."
+    where = (f"  howpublished = {{\\url{{{url}}}}},\n  url          = {{{url}}},\n") if url else ""
     return (
         "@misc{report_builder,\n"
         "  title        = {{report\\_builder}: Exact Token-to-Token Decomposition of Transformer Layers, "
         "a Reproduction of Kobayashi et al. (EMNLP 2021, ICLR 2024)},\n"
         "  author       = {{report\\_builder contributors}},\n"
         f"  year         = {{{year}}},\n"
+        f"{where}"
         f"  note         = {{report\\_builder {prov.get('report_builder_version')}, commit "
         f"{str(prov.get('git_commit') or 'unknown')[:12]}, preset {prov.get('preset')}, built {date}}},\n"
         "}"

@@ -37,6 +37,7 @@ from typing import Any, Callable
 from report_builder import atomic
 from report_builder.citations import earlier_site, readback, recipe
 from report_builder.citations.cite import version_bibtex
+from report_builder.citations.version_page import EARLIER
 from report_builder.citations.version_files import FILES, OPTIONAL, PAGE, permalink
 from report_builder.citations.version_files import permalink_url  # noqa: F401 - the site stage's name for it
 
@@ -239,6 +240,13 @@ def _share(site: Path, fid: str, h: str, files: dict[str, str]) -> None:
             earlier_site.carry(site, permalink(fid, h) + name, site, f"figures/{fid}/{name}", digest)
 
 
-def _newer(versions: dict[str, dict[str, Any]], h: str, current: str | None) -> bool:
-    """Whether a version other than ``h`` is current (a newer version exists)."""
-    return current is not None and current != h and current in versions
+def _newer(versions: dict[str, dict[str, Any]], h: str, current: str | None) -> bool | str:
+    """Whether a version other than ``h`` is current: True (a newer version exists), `version_page.EARLIER`
+    when the current one was created before ``h`` (a rebuild went back to it: a model swapped back), False
+    when ``h`` is current or the figure is not in the report."""
+    if current is None or current == h or current not in versions:
+        return False
+    then, now = (versions.get(x, {}).get("created") for x in (h, current))
+    if isinstance(then, str) and isinstance(now, str) and now < then:
+        return EARLIER
+    return True

@@ -27,7 +27,7 @@ from typing import Any
 
 from report_builder import atomic
 from report_builder.errors import ReportBuilderError, UsageError
-from report_builder.citations.version_files import HASH, permalink, version_hashes
+from report_builder.citations.version_files import HASH, permalink, version_hash
 
 CAPS = {"index": 64 << 20, "recipe": 8 << 20, "text": 1 << 20, "file": 256 << 20}
 """The most bytes read of: an index (versions.json, history.json, manifest.json), a recipe
@@ -313,6 +313,13 @@ def content_hashes(folder: Path) -> set[str]:
     """The content hashes ``folder``'s own ``spec.json`` and ``data.csv`` give (with and without its
     ``chart.svg``, which a diagram's hash covers), read bounded; `BadRecord` when one cannot be read,
     FileNotFoundError when one is missing."""
+    plain, drawn = content_hash_pair(folder)
+    return {plain, *([drawn] if drawn is not None else [])}
+
+
+def content_hash_pair(folder: Path) -> tuple[str, str | None]:
+    """`content_hashes` apart: (the hash of ``spec.json`` and ``data.csv``, the hash with ``chart.svg`` or
+    None without one), so a message can say which is which."""
     try:
         spec = read_bytes(folder, "spec.json", CAPS["file"]).decode("utf-8")
         csv = read_bytes(folder, "data.csv", CAPS["file"]).decode("utf-8")
@@ -322,4 +329,4 @@ def content_hashes(folder: Path) -> set[str]:
             svg = None
     except UnicodeDecodeError:
         raise BadRecord(f"{folder}: spec.json, data.csv or chart.svg is not UTF-8 text") from None
-    return version_hashes(spec, csv, svg)
+    return version_hash(spec, csv), (version_hash(spec, csv, svg) if svg is not None else None)

@@ -71,8 +71,9 @@ def _compared(old_prov: Path, new_prov: Path, a: dict[str, Any], b: dict[str, An
     fa, fb = (a.get("figure") or {}).get("id"), (b.get("figure") or {}).get("id")
     old_df = readback.read_data(old_prov.parent)
     new_df = readback.read_data(new_prov.parent)
-    ha, hb = _actual(old_prov.parent), _actual(new_prov.parent)
-    checks = [line for side, rec, got in (("OLD", a, ha), ("NEW", b, hb)) for line in [_check(side, rec, got)] if line]
+    pa, pb = _actual(old_prov.parent), _actual(new_prov.parent)
+    checks = [line for side, rec, got in (("OLD", a, pa), ("NEW", b, pb)) for line in [_check(side, rec, got)] if line]
+    ha, hb = _hashes(pa), _hashes(pb)
     forged = any(got is not None and rec.get("content_hash") not in got for rec, got in ((a, ha), (b, hb)))
     verified = ha is not None and hb is not None  # the data themselves decide, not what the records claim
     same = verified and bool(ha & hb) and not forged
@@ -84,24 +85,31 @@ def _compared(old_prov: Path, new_prov: Path, a: dict[str, Any], b: dict[str, An
             {"comparable": False, "reason": "no readable data.csv beside a provenance.json"}}
 
 
-def _actual(folder: Path) -> set[str] | None:
-    """The content hashes a version folder's own ``spec.json`` and ``data.csv`` give (`readback.content_hashes`,
-    bounded); None when they are not there or cannot be read."""
+def _actual(folder: Path) -> tuple[str, str | None] | None:
+    """The content hashes a version folder's own ``spec.json`` and ``data.csv`` give, without and with its
+    ``chart.svg`` (`readback.content_hash_pair`, bounded); None when they are not there or cannot be read."""
     try:
-        return readback.content_hashes(folder)
+        return readback.content_hash_pair(folder)
     except (OSError, readback.BadRecord):
         return None
 
 
-def _check(side: str, rec: dict[str, Any], actual: set[str] | None) -> str | None:
+def _hashes(pair: tuple[str, str | None] | None) -> set[str] | None:
+    """The hashes a folder's files can stand for (`readback.content_hashes`), from `_actual`'s pair."""
+    return None if pair is None else {h for h in pair if h is not None}
+
+
+def _check(side: str, rec: dict[str, Any], actual: tuple[str, str | None] | None) -> str | None:
     """What a side's files say against its record's claim (None: they agree)."""
     claim = rec.get("content_hash")
     if actual is None:
         return (f"{side} has no readable spec.json and data.csv beside its provenance.json: its files cannot be "
                 f"compared, only what its record claims")
-    if claim not in actual:
+    if claim not in _hashes(actual):
+        plain, drawn = actual
         return (f"{side}'s files are not the version its record claims: its spec.json and data.csv give "
-                f"{min(actual)}, its provenance.json records {claim}")
+                f"{plain}" + (f" (with its chart.svg: {drawn})" if drawn else "")
+                + f", its provenance.json records {claim}")
     return None
 
 

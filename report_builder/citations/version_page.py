@@ -13,6 +13,9 @@ from typing import Any
 
 from report_builder.citations.cite import provenance_html
 
+EARLIER = "earlier"
+"""`page`'s ``newer`` when the current version was created before this one (a rebuild went back to it)."""
+
 ROOT = "../../../"
 """From ``figures/<id>/<hash>/`` to the site root."""
 
@@ -35,13 +38,20 @@ def page(fig_id: str, content_hash: str, rec: dict[str, Any], bib: str, current:
          report_page: str | None, newer: bool, url: str) -> str:
     """The version page. ``current``: this build's hash of the figure (None: not in the report);
     ``report_page``: the page file showing the figure (``k21.html``); ``newer``: another version is
-    current; ``url``: the version's permalink (published address or relative)."""
+    current (True: created after this one; `EARLIER`: created before it, as when a model swapped back
+    made an earlier version current again); ``url``: the version's permalink (published address or
+    relative)."""
     fig = rec.get("figure") or {}
     title = fig.get("title") or fig_id
     here = f"{ROOT}{report_page}#{fig_id}" if report_page else None
     if current == content_hash:
         status = (f'<p class="rb-status">This is the current version of <code>{_e(fig_id)}</code> in this report'
                   + (f' (<a href="{_e(here)}">see it in the report</a>)' if here else "") + ".</p>")
+    elif newer == EARLIER:
+        status = (f'<p class="rb-status rb-old"><strong>An earlier version is current</strong>: '
+                  f'<a href="../{_e(current)}/index.html"><code>{_e(current)}</code></a>, created before this one'
+                  + (f' (<a href="{_e(here)}">the current figure in the report</a>)' if here else "")
+                  + f'. This version stays here unchanged; <a href="{ROOT}changes.html">Changes</a> says what changed.</p>')
     elif newer:
         status = (f'<p class="rb-status rb-old"><strong>A newer version exists</strong>: '
                   f'<a href="../{_e(current)}/index.html"><code>{_e(current)}</code></a>'

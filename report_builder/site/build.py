@@ -214,7 +214,7 @@ def _render_once(tables: dict[str, pd.DataFrame], roles: Roles, provenance: dict
         write_pages(tmp_docs, specs, sections, tables, roles, provenance, manifest.compare(current, base),
                     inline_limit, history.history_html(entries, publish.present(versions, past, charts)),
                     {i: (permalinks.permalink(i, h), permalinks.permalink_url(site_url, i, h))
-                     for i, h in versions.current.items()})
+                     for i, h in versions.current.items()}, site_url)
         n_drawn = sum(1 for s in sections.values() if s.result is not None and not s.reused)
         n_built = sum(1 for s in sections.values() if s.built and s.not_configured is None)
         log(f"site: {n_built} figures rebuilt ({n_drawn} drawn, {n_built - n_drawn} drawings reused), "

@@ -28,7 +28,7 @@ def page_html(paper: str) -> str:
 
 def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.DataFrame], roles: Any,
                 prov: dict[str, Any], changes: manifest.Changes, inline_limit: int, history_html: str = "",
-                permalinks: dict[str, tuple[str, str]] | None = None) -> None:
+                permalinks: dict[str, tuple[str, str]] | None = None, site_url: str | None = None) -> None:
     """Render every generated page into ``docs``.
 
     Args:
@@ -36,6 +36,7 @@ def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.Da
             last build whose figures differed (the Home page's counts and the Changes page's table).
         history_html: the report history (`citations.history.history_html`), newest first.
         permalinks: figure id -> the current version's (site-relative permalink, published address).
+        site_url: the site's checked address (the report's own citation names it), or None.
     """
     env = pages.environment()
     env.globals["slug"] = pages._slug
@@ -89,7 +90,7 @@ def write_pages(docs: Path, specs: list, sections: dict, tables: dict[str, pd.Da
         changes=changes, rows=rows, history=Markup(history_html)))
     write("api.md", env.get_template("pages/api.md.j2").render(version=prov.get("report_builder_version") or ""))
     write("cite.md", env.get_template("pages/cite.md.j2").render(
-        report_bib=prov_mod.report_bibtex(prov), paper_bib=prov_mod.PAPER_BIBTEX,
+        report_bib=prov_mod.report_bibtex(prov, site_url), paper_bib=prov_mod.PAPER_BIBTEX,
         rows=[r for r in rows if r["hash"] != "–"]))
     for name in guide_pages():  # standalone hand-written pages (the Guide section of the nav)
         (docs / "guide").mkdir(exist_ok=True)

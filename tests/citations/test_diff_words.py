@@ -23,3 +23,26 @@ def test_a_changed_analysis_parameter_is_named_by_its_configuration_key_once():
                      "parameter: the figure's own k 5 -> 3"], lines
     html = history._inputs_list(rows)
     assert "k24.top_k (enc.v2 · wiki)" in html and "figure.inputs" not in html
+
+
+def test_a_folder_whose_files_are_not_its_record_names_the_hash_they_give(tmp_path):
+    """A version folder whose spec.json and data.csv give another hash than its provenance.json records (a
+    reproduced drawing beside the cited recipe, an edited folder): the check line gave ``min()`` of the two
+    hashes its files can stand for, often the one with its chart.svg, which names no version of a figure that
+    is not a diagram (the folder ``k24-ffamp-example-a625c548b7a9`` was said to give ``5e881f5eb57a``). It
+    now names the hash of its spec.json and data.csv, and the one with its chart.svg as such."""
+    from report_builder.citations import version_diff
+    from report_builder.citations.version_files import version_hash
+    from tests.citations import synthetic as syn
+
+    site = tmp_path / "site"
+    old, _ = syn.version(site, syn.FIG, 1, "2020-01-01T00:00:00+00:00")
+    new, _ = syn.version(site, syn.FIG, 2, "2020-02-01T00:00:00+00:00")
+    folder = site / "figures" / syn.FIG / new
+    csv = "layer,value (%)\n1,7.5\n"
+    (folder / "data.csv").write_text(csv)
+    spec = (folder / "spec.json").read_text()
+    out = version_diff.version_diff(site / "figures" / syn.FIG / old / "provenance.json", folder / "provenance.json")
+    line = next(c for c in out["checks"] if c.startswith("NEW"))
+    plain, drawn = version_hash(spec, csv), version_hash(spec, csv, syn.SVG)
+    assert f"give {plain} (with its chart.svg: {drawn})" in line, line

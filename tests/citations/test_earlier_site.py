@@ -332,3 +332,25 @@ def test_a_build_without_the_figures_that_published_some_versions_refuses_to_dro
     assert exit_code(info.value) == 3 and "figures/k21-dummy-tab/" in msg and "does not know" in msg, msg
     assert "figures/k21-dummy-fig/" not in msg, msg
     assert syn.snapshot(site) == before
+
+
+def test_a_version_page_says_newer_only_of_a_version_created_later(tmp_path):
+    """A rebuild that swaps a model back makes an earlier version current again: the page of the version
+    created after it said "A newer version exists" of the older one. It now says which is current and that
+    it was created before this one; a version older than the current one still reads "A newer version exists"."""
+    from report_builder.citations import version_page
+
+    info = syn.make_site(tmp_path)
+    new_site = tmp_path / "new"
+    new_site.mkdir()
+    v = permalinks.Versions(info["site"], None, lambda line: None, svgsafe.is_safe)
+    v.current = {syn.FIG: info["old"], syn.OTHER: info["other"]}  # back to the version of 2020-01-01
+    v.publish(new_site, lambda fid, hh, rec, bib, cur, newer: version_page.page(fid, hh, rec, bib, cur, None, newer, "u"))
+    later = (new_site / permalink(syn.FIG, info["new"]) / "index.html").read_text()
+    assert "A newer version exists" not in later and "not part of the current report" not in later, later
+    assert "An earlier version is current" in later and info["old"] in later
+    v.current = {syn.FIG: info["new"], syn.OTHER: info["other"]}
+    again = tmp_path / "again"
+    again.mkdir()
+    v.publish(again, lambda fid, hh, rec, bib, cur, newer: version_page.page(fid, hh, rec, bib, cur, None, newer, "u"))
+    assert "A newer version exists" in (again / permalink(syn.FIG, info["old"]) / "index.html").read_text()
