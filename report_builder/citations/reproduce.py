@@ -179,10 +179,16 @@ def _config(rec: dict[str, Any], cache_dir: Path, models: dict[str, str], data: 
 
 
 def _check_inputs(rec: dict[str, Any], cfg, out: Reproduction) -> bool:
-    """Models by fingerprint and datasets by hash; False (with ``out`` filled) when one is missing or differs."""
+    """Models by fingerprint and datasets by hash; False (with ``out`` filled) when one is missing or differs.
+    Every input is checked, so the line names each missing or different one at once; ``out.status`` is the
+    first problem's."""
     from report_builder.data import load_entry
     from report_builder.models import loading
     from report_builder.models.sources import ModelRefused
+
+    def problem(status: str, reason: str) -> None:
+        out.status = out.status if out.reasons else status
+        out.reasons.append(reason)
 
     for mc in cfg.models:
         want = (rec.get("models") or {}).get(mc.name, {}).get("fingerprint")
@@ -191,32 +197,26 @@ def _check_inputs(rec: dict[str, Any], cfg, out: Reproduction) -> bool:
         except ModelRefused:  # there, and refused (its own code, quantised weights): one line, exit 4
             raise
         except (ModelError, OSError) as e:
-            out.status = "model"
-            out.reasons.append(f"model {mc.name!r} is not available here: source {mc.source}, weights fingerprint "
-                               f"{want}; pass {option('models', f'{mc.name}=PATH')} to a copy with these weights"
-                               + ("" if isinstance(e, ModelError) else f" ({_first_line(e)})"))
-            return False
+            problem("model", f"model {mc.name!r} is not available here: source {mc.source}, weights fingerprint "
+                             f"{want}; pass {option('models', f'{mc.name}=PATH')} to a copy with these weights"
+                    + ("" if isinstance(e, ModelError) else f" ({_first_line(e)})"))
+            continue
         out.models[mc.name] = {"source": mc.source, "fingerprint": have, "recorded": want}
         if want and have != want:
-            out.status = "weights"
-            out.reasons.append(f"different weights at that source: model {mc.name!r} ({mc.source}) has weights "
+            problem("weights", f"different weights at that source: model {mc.name!r} ({mc.source}) has weights "
                                f"fingerprint {have} here, the recipe records {want}")
-            return False
     for dc in cfg.datasets:
         want = (rec.get("datasets") or {}).get(dc.id, {}).get("hash")
         try:
             have = load_entry(dc, cfg.data_dir).hash
         except (DataError, OSError) as e:
-            out.status = "data"
-            out.reasons.append(f"dataset {dc.id!r} is not available here (hash {want}): {_first_line(e)}; pass "
-                               f"{option('data', f'{dc.id}=PATH')} to a copy")
-            return False
+            problem("data", f"dataset {dc.id!r} is not available here (hash {want}): {_first_line(e)}; pass "
+                            f"{option('data', f'{dc.id}=PATH')} to a copy")
+            continue
         out.datasets[dc.id] = {"hash": have, "recorded": want}
         if want and have != want:
-            out.status = "data"
-            out.reasons.append(f"different data: dataset {dc.id!r} has hash {have} here, the recipe records {want}")
-            return False
-    return True
+            problem("data", f"different data: dataset {dc.id!r} has hash {have} here, the recipe records {want}")
+    return not out.reasons
 
 
 def _first_line(e: BaseException) -> str:

@@ -61,3 +61,23 @@ def test_a_verdict_from_results_reused_from_the_cache_says_so():
     fresh = Reproduction(figure="k21-fig3", recorded="76cdb687c471", status="identical", reused=0, computed=2,
                          cache="/c", folder_files=["data.csv", "spec.json"])
     assert fresh.line() == "reproduced k21-fig3 76cdb687c471: identical"
+
+
+def test_reproduce_names_every_missing_input_at_once(tmp_path):
+    """Before: `reproduce` stopped at the first model it could not load ("model 'enc' is not available here
+    ...; pass --model enc=PATH"), so a figure of two local models took two failed runs to learn both. Every
+    model and dataset is checked, and the one line names each missing one."""
+    from report_builder.citations.reproduce import _check_inputs
+    from report_builder.config import from_dict
+
+    cfg = from_dict({"preset": "custom", "cache_dir": str(tmp_path / "c"),
+                     "models": [{"name": "enc", "source": str(tmp_path / "gone-enc")},
+                                {"name": "lm", "source": str(tmp_path / "gone-lm")}],
+                     "datasets": [{"id": "wiki"}]})
+    rec = {"models": {"enc": {"fingerprint": "a" * 16}, "lm": {"fingerprint": "b" * 16}},
+           "datasets": {"wiki": {"hash": "c" * 16}}}
+    out = Reproduction(figure="k24-models", recorded="0123456789ab", status="")
+    assert _check_inputs(rec, cfg, out) is False
+    assert out.status == "model"
+    line = out.line()
+    assert "model 'enc' is not available here" in line and "model 'lm' is not available here" in line, line
