@@ -185,3 +185,18 @@ def check_figure_sections(site: Path, figures, not_configured: set, hashes: dict
         assert hashes[fig.id] in section
         prov = json.loads((d / "provenance.json").read_text())
         assert prov["content_hash"] == hashes[fig.id]
+
+
+PUBLISHED_TEXT = (".html", ".json", ".yaml", ".bib", ".md", ".txt", ".csv", ".js")
+"""The suffixes of a site's text files that `private_text` reads."""
+
+
+def private_text(site: Path, private: list[str]) -> list[tuple[str, str]]:
+    """(file, string) for each text file of ``site`` (`PUBLISHED_TEXT`) that holds one of the ``private``
+    strings (a local path: the build's folder, the home folder, this checkout)."""
+    found = []
+    for f in sorted(site.rglob("*")):
+        if f.is_file() and f.suffix in PUBLISHED_TEXT:
+            text = f.read_text(encoding="utf-8", errors="replace")
+            found += [(str(f.relative_to(site)), s) for s in private if s in text]
+    return found
