@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_here import cli_here
 from conftest import figure_hashes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,13 +91,14 @@ def test_load_results_from_another_directory(project):
     assert "'k21_tokens'" in r.stdout and "['notes']" in r.stdout
 
 
-def test_a_configuration_that_disagrees_with_the_build_is_refused(project):
+def test_a_configuration_that_disagrees_with_the_build_is_refused(project, capsys, monkeypatch):
     proj, elsewhere = project
     cases = [(["--preset", "smoke"], "on preset, models (2 entries, the build had 1)"),
              (["--set", "k24.top_k=5"], "on k24.top_k;"),
              (["--config", str(proj / "my.yaml"), "--set", "datasets.0.n=3"], "on datasets[0].n;")]
-    for extra, keys in cases:
-        r = _cli("render", "--cache", str(proj / "C"), "--out", "refused", *extra, cwd=elsewhere)
+    for extra, keys in cases:  # refused before any work: in this process (tests/cli_here.py)
+        r = cli_here(capsys, "render", "--cache", str(proj / "C"), "--out", "refused", *extra, monkeypatch=monkeypatch,
+                     cwd=elsewhere)
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 3 and len(lines) == 1 and keys in lines[0], r.stderr
         assert "render: the configuration differs from the build recorded in" in lines[0]
@@ -110,7 +112,7 @@ def test_a_configuration_that_disagrees_with_the_build_is_refused(project):
     assert got["k21-tab1"] == figure_hashes(proj / "S")["k21-tab1"] and got.get("k21-tab2") is None
 
 
-def test_missing_entries_are_named_and_the_kept_data_rebuilds_elsewhere(project, tmp_path):
+def test_missing_entries_are_named_and_the_kept_data_rebuilds_elsewhere(project, tmp_path, capsys, monkeypatch):
     proj, elsewhere = project
     from report_builder import last_build
 
@@ -125,7 +127,7 @@ def test_missing_entries_are_named_and_the_kept_data_rebuilds_elsewhere(project,
     assert Path(cfg.datasets[0].path).is_relative_to(moved / "inputs")
     entry = next(p for p in (moved / "results" / "k21_mixing").iterdir() if p.is_dir() and not p.name.startswith("."))
     shutil.rmtree(entry)
-    r = _cli("render", "--cache", str(moved), "--out", "partial", cwd=tmp_path)
+    r = cli_here(capsys, "render", "--cache", str(moved), "--out", "partial", monkeypatch=monkeypatch, cwd=tmp_path)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 3 and len(lines) == 1 and f"k21_mixing/{entry.name}" in lines[0], r.stderr
     assert "lacks 1 of the" in lines[0] and not (tmp_path / "partial").exists()

@@ -128,8 +128,11 @@ def test_quiet_render_check_and_reproduce_print_nothing_but_results(builds, tmp_
     assert code == 0 and err == "" and out.strip().endswith(": identical"), err[-2000:]
 
 
-def test_render_without_a_recorded_build_names_the_caches_it_knows(builds):
-    r = _cli("render", "--cache", "nothing-here", cwd=builds["b"], ucache=builds["ucache"])
+def test_render_without_a_recorded_build_names_the_caches_it_knows(builds, capsys, monkeypatch):
+    from cli_here import cli_here
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(builds["ucache"]))  # refused before any work: in this process
+    r = cli_here(capsys, "render", "--cache", "nothing-here", monkeypatch=monkeypatch, cwd=builds["b"])
     (line,) = r.stderr.splitlines()
     assert r.returncode == 3 and line.startswith("error: no previous build recorded in nothing-here")
     assert str(builds["ucache"] / "results") in line and "--cache DIR" in line

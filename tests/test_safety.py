@@ -95,14 +95,14 @@ def test_site_with_marker_or_empty_dir_is_replaced_foreign_one_refused(tmp_path)
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
 
-def test_cache_directory_must_be_ours(tmp_path):
+def test_cache_directory_must_be_ours(tmp_path, capsys, monkeypatch):
     foreign = tmp_path / "thesis"
     (foreign / "results").mkdir(parents=True)
     (foreign / "results" / "table1.csv").write_text("a,b\n")
     (foreign / "chapter1.tex").write_text("x")
     with pytest.raises(guard.UnsafeOutput, match="refusing to use .* as the cache"):
         Cache(foreign)
-    r = _cli("clean", "--cache", str(foreign), "--out", str(tmp_path / "site"), cwd=tmp_path)
+    r = _here(capsys, monkeypatch, "clean", "--cache", str(foreign), "--out", str(tmp_path / "site"), cwd=tmp_path)
     assert r.returncode != 0 and "refusing to use" in r.stderr
     assert (foreign / "results" / "table1.csv").exists()
     # nothing is adopted: a folder holding only names the tool writes is refused too (docs/guide/safety.md)
