@@ -147,11 +147,37 @@ _FULL: dict[str, tuple] = {}
 
 
 def full_fixture_site(tmp_path_factory):
-    """The fixture site, rendered once per test session and shared by test_site and test_browser."""
-    if "site" not in _FULL:
+    """The fixture site (`render_fixture_site`, 15-20 s of CPU), rendered once per test run and only read by
+    tests/site/test_build.py and tests/site/test_browser.py: (root, its `RenderReport`, the figures). Under
+    pytest-xdist the two modules may run on different workers: the first to need it renders it in the run's
+    shared temporary folder while the other waits on a file lock, then both read it, as the smoke build
+    (tests/conftest.py)."""
+    if "site" in _FULL:
+        return _FULL["site"]
+    import os
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         root = tmp_path_factory.mktemp("fixture-site")
         report, figures = render_fixture_site(root)
         _FULL["site"] = (root, report, figures)
+        return _FULL["site"]
+    import dataclasses
+    import json
+
+    from filelock import FileLock
+
+    from report_builder.site.build import RenderReport
+
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this run
+    root, record = shared / "fixture-site", shared / "fixture-site.json"
+    with FileLock(str(shared / "fixture-site.lock")):
+        if not record.is_file():
+            root.mkdir(exist_ok=True)
+            report, _ = render_fixture_site(root)
+            record.write_text(json.dumps({**dataclasses.asdict(report), "site_dir": str(report.site_dir)}))
+    fields = json.loads(record.read_text())
+    report = RenderReport(**{**fields, "site_dir": Path(fields["site_dir"])})
+    _FULL["site"] = (root, report, fixture_site_inputs()[2])
     return _FULL["site"]
 
 
@@ -185,3 +211,18 @@ def check_figure_sections(site: Path, figures, not_configured: set, hashes: dict
         assert hashes[fig.id] in section
         prov = json.loads((d / "provenance.json").read_text())
         assert prov["content_hash"] == hashes[fig.id]
+
+
+PUBLISHED_TEXT = (".html", ".json", ".yaml", ".bib", ".md", ".txt", ".csv", ".js")
+"""The suffixes of a site's text files that `private_text` reads."""
+
+
+def private_text(site: Path, private: list[str]) -> list[tuple[str, str]]:
+    """(file, string) for each text file of ``site`` (`PUBLISHED_TEXT`) that holds one of the ``private``
+    strings (a local path: the build's folder, the home folder, this checkout)."""
+    found = []
+    for f in sorted(site.rglob("*")):
+        if f.is_file() and f.suffix in PUBLISHED_TEXT:
+            text = f.read_text(encoding="utf-8", errors="replace")
+            found += [(str(f.relative_to(site)), s) for s in private if s in text]
+    return found

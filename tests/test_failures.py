@@ -32,7 +32,9 @@ def _cli(*args, cwd=None, timeout=600):
 
 
 def _here(capsys, *args) -> SimpleNamespace:
-    """`_cli` in this process (`cli_here`), for `check` on a broken model folder (3 s of CPU each as a process)."""
+    """`_cli` in this process (`cli_here`), for commands refused before any work (`check` on a broken model folder:
+    3 s of CPU each as a process; a config or path refused: 1-2 s). A YAML bomb, a huge file, an offline hub
+    probe stay subprocesses (a timeout, the hub's settings read at import)."""
     return cli_here(capsys, *args)
 
 
@@ -93,16 +95,16 @@ def test_unknown_ids_fail_in_the_front_before_any_work(override, message, tmp_pa
     assert check_ids(cfg) is cfg
 
 
-def test_cli_options_are_validated_like_yaml_keys(tmp_path):
+def test_cli_options_are_validated_like_yaml_keys(tmp_path, capsys, monkeypatch):
     cfg = from_dict(SMOKE)
     with pytest.raises(ConfigError, match="device: 'cdua' is not one of"):
         replace(cfg, device="cdua")
-    r = _cli("analyze", "--preset", "smoke", "--device", "cdua", "--cache", str(tmp_path / "c"))
+    r = _here(capsys, "analyze", "--preset", "smoke", "--device", "cdua", "--cache", str(tmp_path / "c"))
     assert r.returncode == EXIT_CODES["config"] == 3
     assert "device: 'cdua'" in _one_error_line(r.stderr)
     for flag, key in (("--out", "out_dir"), ("--cache", "cache_dir")):  # `--out ""` quietly built ./site
-        r = _cli("build", "--preset", "smoke", flag, "", "--cache" if flag == "--out" else "--out",
-                 str(tmp_path / ("c" if flag == "--out" else "s")), cwd=tmp_path)
+        r = cli_here(capsys, "build", "--preset", "smoke", flag, "", "--cache" if flag == "--out" else "--out",
+                     str(tmp_path / ("c" if flag == "--out" else "s")), monkeypatch=monkeypatch, cwd=tmp_path)
         assert r.returncode == EXIT_CODES["config"] and _one_error_line(r.stderr) == f"error: {key}: expected a path, got ''"
     assert not (tmp_path / "site").exists()
 
@@ -189,19 +191,19 @@ def test_a_check_text_longer_than_the_positions_is_a_usage_line(tiny_dir, capsys
     assert line == f"error: --text: text 1 has 202 tokens, more than {tiny_dir}'s 128 positions; give a shorter text", line
 
 
-def test_non_utf8_config_is_a_config_error(tmp_path):
+def test_non_utf8_config_is_a_config_error(tmp_path, capsys):
     p = tmp_path / "latin1.yaml"
     p.write_bytes("preset: smoke\n# réglages\n".encode("latin-1"))
-    r = _cli("analyze", "--config", str(p))
+    r = _here(capsys, "analyze", "--config", str(p))
     assert r.returncode == 3 and "not UTF-8" in _one_error_line(r.stderr)
 
 
-def test_unwritable_output_or_cache_is_reported_before_any_work(tmp_path):
+def test_unwritable_output_or_cache_is_reported_before_any_work(tmp_path, capsys):
     # /proc refuses new entries even for root (a chmod would not stop root)
-    r = _cli("build", "--preset", "smoke", "--out", "/proc/rb-no/site", "--cache", str(tmp_path / "c"))
+    r = _here(capsys, "build", "--preset", "smoke", "--out", "/proc/rb-no/site", "--cache", str(tmp_path / "c"))
     assert r.returncode == 3 and "not writable" in _one_error_line(r.stderr), r.stderr
     assert "--out" in r.stderr and "computed" not in r.stdout + r.stderr
-    r = _cli("build", "--preset", "smoke", "--cache", "/proc/rb-no/cache", "--out", str(tmp_path / "site"))
+    r = _here(capsys, "build", "--preset", "smoke", "--cache", "/proc/rb-no/cache", "--out", str(tmp_path / "site"))
     assert r.returncode == 3 and "--cache" in _one_error_line(r.stderr), r.stderr
 
 
@@ -292,25 +294,25 @@ def test_names_that_are_no_typo_get_no_suggestion(tmp_path):
                                               "but found another document"),
     ("preset: smoke\nsite_url: \"https://x/\x1b[31m\"\n", ":2:22: not valid YAML: character #x001b is not allowed"),
 ])
-def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where, tmp_path):
+def test_a_yaml_syntax_error_names_file_line_and_column_in_one_line(text, where, tmp_path, capsys):
     p = tmp_path / "my config.yaml"
     p.write_text(text)
-    r = _cli("list", "models", "--config", str(p))
+    r = _here(capsys, "list", "models", "--config", str(p))
     line = _one_error_line(r.stderr)
     assert r.returncode == 3 and line.startswith(f"error: {p}{where}"), line
     assert "<unicode string>" not in r.stderr and len(r.stderr.splitlines()) == 1
 
 
-def test_a_yaml_key_given_twice_is_refused(tmp_path):
+def test_a_yaml_key_given_twice_is_refused(tmp_path, capsys):
     """YAML has no duplicate keys; PyYAML kept the last silently, so a second `k24:` added at the end of a
     long file dropped the first one's settings without a word. Now one line naming both places, exit 3."""
     p = tmp_path / "twice.yaml"
     p.write_text("preset: smoke\nk24: {top_k: 5}\ndatasets:\n  - {id: wiki, n: 3}\nk24: {top_k: 7}\n")
-    r = _cli("list", "models", "--config", str(p))
+    r = _here(capsys, "list", "models", "--config", str(p))
     line = _one_error_line(r.stderr)
     assert r.returncode == 3 and line == f"error: {p}:5:1: key 'k24' is given twice (first on line 2); keep one", line
     p.write_text("preset: smoke\ndatasets:\n  - {id: wiki, n: 3, n: 4}\n")
-    line = _one_error_line(_cli("list", "models", "--config", str(p)).stderr)
+    line = _one_error_line(_here(capsys, "list", "models", "--config", str(p)).stderr)
     assert line == f"error: {p}:3:22: key 'n' is given twice (first on line 3); keep one", line
     ok = tmp_path / "merge.yaml"  # a merge key (<<) and the same key in two mappings stay fine
     ok.write_text("preset: smoke\nbase: &b {n: 2, max_length: 40}\n"

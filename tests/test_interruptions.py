@@ -33,21 +33,36 @@ def _debris(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
 
 
-def _killed_mid_swap(tmp_path: Path) -> tuple[Path, dict[str, list[str]]]:
+@pytest.fixture(scope="module")
+def dummy_site(tmp_path_factory) -> Path:
+    """`h.render_dummy_site` rendered once for the module (its ``site`` and ``docs/generated``): the tests
+    below start from a copy of it (`_copy_dummy_site`), which is what a render leaves (3-4 s of CPU each)."""
+    root = tmp_path_factory.mktemp("dummy-site")
+    h.render_dummy_site(root)
+    return root
+
+
+def _copy_dummy_site(dummy_site: Path, tmp_path: Path) -> None:
+    """``tmp_path/site`` and ``tmp_path/docs/generated`` as `h.render_dummy_site(tmp_path)` leaves them."""
+    for rel in ("site", "docs/generated"):
+        shutil.copytree(dummy_site / rel, tmp_path / rel, symlinks=True)
+
+
+def _killed_mid_swap(dummy_site: Path, tmp_path: Path) -> tuple[Path, dict[str, list[str]]]:
     """A site whose build was killed (SIGKILL, power loss) between the two renames of the swap: the old site
     renamed aside as a dead process's ``.site.old-…``, the new one not yet in its place."""
-    h.render_dummy_site(tmp_path)
+    _copy_dummy_site(dummy_site, tmp_path)
     site = tmp_path / "site"
     before = _versions(site)
     site.rename(tmp_path / f".site.old-{_dead_pid()}@{guard.host_tag()}-0a1b2c3d")
     return site, before
 
 
-def test_a_build_killed_between_the_swap_renames_loses_no_published_version(tmp_path):
+def test_a_build_killed_between_the_swap_renames_loses_no_published_version(dummy_site, tmp_path):
     """Before: the next build's sweep removed the dead process's ``.site.old-…`` -- the only copy of every
     published version -- and built a site without them (their permalinks gone). Now the old site is put back
     first, and the next build carries its versions."""
-    site, before = _killed_mid_swap(tmp_path)
+    site, before = _killed_mid_swap(dummy_site, tmp_path)
     tables = h._dummy_tables()
     tables["k21_tokens"] = tables["k21_tokens"].assign(**{"ATTNRESLN-N": tables["k21_tokens"]["ATTNRESLN-N"] * 0.5})
     logs: list[str] = []
@@ -60,13 +75,13 @@ def test_a_build_killed_between_the_swap_renames_loses_no_published_version(tmp_
     assert _debris(tmp_path) == []
 
 
-def test_clean_after_a_build_killed_mid_swap_keeps_the_published_versions(tmp_path):
+def test_clean_after_a_build_killed_mid_swap_keeps_the_published_versions(dummy_site, tmp_path):
     """``clean`` keeps a site's published versions; before, after a build killed between the swap's renames,
     it swept the ``.site.old-…`` holding them (and said it removed "1 stale temporary folder")."""
     from report_builder import housekeeping
     from report_builder.config import from_dict
 
-    site, before = _killed_mid_swap(tmp_path)
+    site, before = _killed_mid_swap(dummy_site, tmp_path)
     msg = housekeeping.clean(from_dict({"preset": "smoke", "cache_dir": str(tmp_path / "cache"),
                                         "out_dir": str(site)}), log=lambda *_: None)
     assert "kept its 3 published figure versions" in msg, msg
@@ -372,12 +387,12 @@ def test_two_reproductions_at_once_where_folders_cannot_be_locked_keep_the_first
     assert _debris(target.parent) == []
 
 
-def test_generated_pages_of_a_render_killed_mid_swap_are_put_back_not_left(tmp_path):
+def test_generated_pages_of_a_render_killed_mid_swap_are_put_back_not_left(dummy_site, tmp_path):
     """``render_site(..., docs_dir=...)`` swaps the generated pages with the same two renames as the site.
     Before: a process killed between them left ``.generated.old-<pid>@<host>-…`` (and one killed while it
     deleted the old pages ``.generated.tmp-…``) beside the pages for ever: neither put back nor swept. Now
     the next render puts the pages back under the lock, as the site's, and sweeps the dead process's rest."""
-    h.render_dummy_site(tmp_path)
+    _copy_dummy_site(dummy_site, tmp_path)
     docs, dead = tmp_path / "docs" / "generated", f"{_dead_pid()}@{guard.host_tag()}"
     docs.rename(docs.parent / f".generated.old-{dead}-0a1b2c3d")
     (docs.parent / f".generated.tmp-{dead}-4e5f6a7b").mkdir()  # an old copy whose deletion was cut short

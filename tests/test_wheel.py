@@ -4,9 +4,9 @@
   templates/, mkdocs.yml and docs/ ship inside the package: ``report_builder/_site/``, pyproject.toml's
   force-include);
 - with only what ``pip install '<wheel>[render]'`` installs (the base dependencies and [render], resolved
-  from pyproject.toml's requirements; no torch), it shows ``--help`` and renders that build's cache from
-  another directory into the same site (same figure hashes), and ``build``/``check`` name the [compute]
-  extra they need.
+  from pyproject.toml's requirements; no torch), it shows ``--help`` and renders the session's smoke build
+  (tests/conftest.py: both embedded models, every figure they produce) from another directory into the same
+  site (same figure hashes), and ``build``/``check`` name the [compute] extra they need.
 
 The dependencies are linked from this environment's site-packages (no network): the render-only set is
 a folder of links to exactly the distributions of the [render] closure; the [compute] ones are added
@@ -138,9 +138,11 @@ def _hashes(site: Path) -> dict:
     return {k: v.get("hash") for k, v in json.loads((site / "figures" / "manifest.json").read_text())["figures"].items()}
 
 
-def test_render_extra_alone_renders_the_cache_and_needs_no_torch(venv, built):
-    """`pip install '<wheel>[render]'`: no torch, no gensim, no scipy; --help, and `render --cache` from another
-    directory gives the build's site (same figure hashes); a compute command names the extra it needs."""
+def test_render_extra_alone_renders_the_cache_and_needs_no_torch(venv, smoke):
+    """`pip install '<wheel>[render]'`: no torch, no gensim, no scipy; --help, and `render --cache` of the smoke
+    build from another directory gives the smoke site (same figure hashes: the rendering of a cache without
+    torch, once also tests/test_smoke_build.py's, with torch blocked); a compute command names the extra it
+    needs."""
     rb, env = str(venv["venv"] / "bin" / "report-builder"), venv["env"]
     assert not {"torch", "transformers", "gensim", "scipy", "datasets", "ray"} & set(venv["names"]), venv["names"]
     assert {"altair", "mkdocs", "pandas", "pyarrow"} <= set(venv["names"])
@@ -150,9 +152,12 @@ def test_render_extra_alone_renders_the_cache_and_needs_no_torch(venv, built):
     assert "--cache DIR" in _run([rb, "render", "--help"], env=env).stdout
     other = venv["tmp"] / "other"
     other.mkdir()
-    r = _run([rb, "-q", "render", "--cache", str(built / "cache"), "--out", "site"], env=env, cwd=other, timeout=600)
+    r = _run([rb, "-q", "render", "--cache", str(smoke[0] / "cache"), "--out", "site"], env=env, cwd=other,
+             timeout=600)
     assert r.stderr == "", r.stderr
-    assert _hashes(other / "site") == _hashes(built / "out") and len(_hashes(other / "site")) > 30
+    assert _hashes(other / "site") == _hashes(smoke[0] / "site") and len(_hashes(other / "site")) > 30
+    drawn = [k for k, h in _hashes(other / "site").items() if h]
+    assert any(k.startswith("k24-") for k in drawn) and len(drawn) > 20, drawn  # the causal model's figures too
     for cmd in (["build", "--preset", "smoke", "--cache", "c", "--out", "s"], ["check", "--model", "minilm"]):
         r = subprocess.run([rb, *cmd], capture_output=True, text=True, env=env, cwd=other, timeout=300)
         assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr

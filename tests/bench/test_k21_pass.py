@@ -2,21 +2,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from report_builder.bench import format_k21_pass
 
-ROOT = Path(__file__).resolve().parents[2]
 
+def test_cli_bench_k21_pass_runs_the_analyses_and_times_the_host_statistics(capsys):
+    from tests.cli_here import cli_here
 
-def test_cli_bench_k21_pass_runs_the_analyses_and_times_the_host_statistics():
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    p = subprocess.run([sys.executable, "-m", "report_builder", "bench", "--k21-pass", "3", "--shape", "tiny",
-                        "--seq-len", "10", "--threads", "1", "--json"], capture_output=True, text=True, cwd=ROOT,
-                       env=env, timeout=300)
+    # in this process (tests/cli_here.py): the output is the point, not a fresh process's start
+    p = cli_here(capsys, "bench", "--k21-pass", "3", "--shape", "tiny", "--seq-len", "10", "--threads", "1", "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(p.stdout)
     assert r["n_seqs"] == 3 and r["seq_len"] == 10 and r["workers"] == 1 and r["max_rel_error"] < 1e-4

@@ -20,20 +20,16 @@ def test_k24_pass_runs_the_full_analysis_on_any_device():
     assert "host statistics (random maps, 3 sequences" in text and "previous implementation" not in text
 
 
-def test_cli_bench_k24_pass_prints_the_pass_and_its_json():
-    """`report-builder bench --k24-pass N` through the command line: the pass's text, then its JSON."""
+def test_cli_bench_k24_pass_prints_the_pass_and_its_json(capsys):
+    """`report-builder bench --k24-pass N` through the command line: the pass's text, then its JSON (in this
+    process, `tests/cli_here.py`: the output is the point, not a fresh process's start, 4-5 s of CPU each)."""
     import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "report_builder", "bench", "--k24-pass", "2", "--shape", "tiny", "--seq-len", "10",
-           "--threads", "1"]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, timeout=300)
+    from tests.cli_here import cli_here
+
+    cmd = ["bench", "--k24-pass", "2", "--shape", "tiny", "--seq-len", "10", "--threads", "1"]
+    p = cli_here(capsys, *cmd)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.startswith("K24 pass: 2 sequences x 10 tokens, tiny BERT (random weights)")
-    p = subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=root, env=env, timeout=300)
+    p = cli_here(capsys, *cmd, "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["n_seqs"] == 2, p.stderr[-2000:]

@@ -76,36 +76,73 @@ def _first_chart_shot(page, path: Path) -> None:
     page.screenshot(path=str(path))
 
 
-def test_every_page_renders_offline(browser, served):
-    base, site, report, figures = served
-    pages = sorted(p.name for p in site.glob("*.html"))
-    assert {"index.html", "k21.html", "k24.html", "methods.html", "models.html", "changes.html", "cite.html"} <= set(pages)
-    failures = []
-    n_charts = 0
-    for name in pages:
+OVERLAPS = """() => [...document.querySelectorAll('.rb-chart')].flatMap(el => {
+    const s = el.querySelector('details > summary'), svg = el.querySelector('svg.marks');
+    if (!s || !svg) return [];
+    const a = s.getBoundingClientRect(), b = svg.getBoundingClientRect();
+    const hit = a.left < b.right - 1 && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    return hit || a.width > 40 ? [el.id + ': button ' + Math.round(a.left) + '-' + Math.round(a.right)
+                                  + ', chart ' + Math.round(b.left) + '-' + Math.round(b.right)] : [];
+})"""
+"""Each chart whose actions button overlaps its drawing or is wider than a button (`test_chart_actions_sit_beside_the_chart`)."""
+
+EMPTY_HEADS = """() => [...document.querySelectorAll('article table > thead')]
+    .filter(t => [...t.querySelectorAll('th')].every(th => !th.textContent.trim()))
+    .map(t => t.getBoundingClientRect().height)"""
+"""The drawn height of each table header whose cells are all empty (`test_key_value_tables_show_no_empty_header`)."""
+
+
+@pytest.fixture(scope="module")
+def laptop_pages(browser, served) -> dict:
+    """Every page of the fixture site opened once at laptop width (light), for the tests that read a page there:
+    {"pages", "failures", "charts" (drawn), "overlaps" (`OVERLAPS` on k21/k24), "heads" (`EMPTY_HEADS` on
+    index/methods)}. (The chart pages were opened three times at this width before, 2-3 s each.)"""
+    base, site, _, _ = served
+    out = {"pages": sorted(p.name for p in site.glob("*.html")), "failures": [], "charts": 0, "overlaps": [],
+           "heads": {}}
+    for name in out["pages"]:
         page, ctx, problems = _open(browser, f"{base}/{name}", base)
-        n_charts += page.eval_on_selector_all(".rb-chart svg.marks", "els => els.length")
-        failures += [f"{name}: {p}" for p in problems]
+        out["charts"] += page.eval_on_selector_all(".rb-chart svg.marks", "els => els.length")
+        out["failures"] += [f"{name}: {p}" for p in problems]
+        if name in ("k21.html", "k24.html"):
+            out["overlaps"] += page.evaluate(OVERLAPS)
+        if name in ("index.html", "methods.html"):
+            out["heads"][name] = page.evaluate(EMPTY_HEADS)
         ctx.close()
-    assert not failures, "\n".join(failures)
-    assert n_charts >= 1
+    return out
 
 
-def test_screenshots_laptop_and_phone(browser, served):
+def test_every_page_renders_offline(laptop_pages):
+    pages = laptop_pages["pages"]
+    assert {"index.html", "k21.html", "k24.html", "methods.html", "models.html", "changes.html", "cite.html"} <= set(pages)
+    assert not laptop_pages["failures"], "\n".join(laptop_pages["failures"])
+    assert laptop_pages["charts"] >= 1
+
+
+@pytest.fixture(scope="module")
+def screenshots(browser, served) -> dict:
+    """k21 and k24 at laptop, phone and laptop-dark, each opened once: the screenshots, and {"failures",
+    "phone_overlaps" (`OVERLAPS` at phone width, read before any scrolling)}."""
     base, _, _, _ = served
     SCREENSHOTS.mkdir(exist_ok=True)
-    failures = []
+    failures, phone_overlaps = [], []
     for paper in ("k21", "k24"):
         for label, vp, scheme in (("laptop", LAPTOP, "light"), ("phone", PHONE, "light"), ("laptop-dark", LAPTOP, "dark")):
             page, ctx, problems = _open(browser, f"{base}/{paper}.html", base, viewport=vp, scheme=scheme)
             failures += problems
+            if label == "phone":
+                phone_overlaps += page.evaluate(OVERLAPS)
             page.screenshot(path=str(SCREENSHOTS / f"{paper}-{label}-top.png"))
             _first_chart_shot(page, SCREENSHOTS / f"{paper}-{label}-chart.png")
             width = page.evaluate("document.documentElement.scrollWidth")
             if width > vp["width"] + 1:
                 failures.append(f"{paper} {label}: page wider than the window ({width}px)")
             ctx.close()
-    assert not failures, "\n".join(failures)
+    return {"failures": failures, "phone_overlaps": phone_overlaps}
+
+
+def test_screenshots_laptop_and_phone(screenshots):
+    assert not screenshots["failures"], "\n".join(screenshots["failures"])
     assert (SCREENSHOTS / "k21-laptop-top.png").is_file() and (SCREENSHOTS / "k24-phone-chart.png").is_file()
 
 
@@ -149,25 +186,16 @@ def test_large_data_charts_work_from_disk(browser, tmp_path):
     assert checked >= 1
 
 
-@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
-def test_chart_actions_sit_beside_the_chart(browser, served, viewport):
+@pytest.mark.parametrize("width", ["laptop", "phone"])
+def test_chart_actions_sit_beside_the_chart(request, width):
     """vega-embed's actions button stays in the space beside the chart (material's <details> styling
     once widened it over the last panel); on a phone, where a wide chart scrolls sideways in its box, it
-    sat over the chart's right edge (the box's corner, the chart running on under it)."""
-    base, _, _, _ = served
-    overlaps = []
-    for name in ("k21.html", "k24.html"):
-        page, ctx, problems = _open(browser, f"{base}/{name}", base, viewport=viewport)
-        overlaps += page.evaluate("""() => [...document.querySelectorAll('.rb-chart')].flatMap(el => {
-            const s = el.querySelector('details > summary'), svg = el.querySelector('svg.marks');
-            if (!s || !svg) return [];
-            const a = s.getBoundingClientRect(), b = svg.getBoundingClientRect();
-            const hit = a.left < b.right - 1 && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
-            return hit || a.width > 40 ? [el.id + ': button ' + Math.round(a.left) + '-' + Math.round(a.right)
-                                          + ', chart ' + Math.round(b.left) + '-' + Math.round(b.right)] : [];
-        })""")
-        ctx.close()
-        assert not problems, problems
+    sat over the chart's right edge (the box's corner, the chart running on under it). Read on k21.html and
+    k24.html during the visits of `laptop_pages` and `screenshots` (whose problems those tests assert)."""
+    if width == "laptop":
+        overlaps = request.getfixturevalue("laptop_pages")["overlaps"]
+    else:
+        overlaps = request.getfixturevalue("screenshots")["phone_overlaps"]
     assert not overlaps, overlaps
 
 
@@ -189,17 +217,12 @@ def test_static_drawings_keep_their_text_inside(browser, served):
     assert not outside, outside
 
 
-def test_key_value_tables_show_no_empty_header(browser, served):
+def test_key_value_tables_show_no_empty_header(laptop_pages):
     """Home's "This build" and Methods' software tables are Markdown tables with an empty header row
-    (``| | |``); it is not drawn (it was a blank shaded band above the first row)."""
-    base, _, _, _ = served
+    (``| | |``); it is not drawn (it was a blank shaded band above the first row). Read during the visit of
+    `laptop_pages` (whose problems `test_every_page_renders_offline` asserts)."""
     for name in ("index.html", "methods.html"):
-        page, ctx, problems = _open(browser, f"{base}/{name}", base)
-        heads = page.evaluate("""() => [...document.querySelectorAll('article table > thead')]
-            .filter(t => [...t.querySelectorAll('th')].every(th => !th.textContent.trim()))
-            .map(t => t.getBoundingClientRect().height)""")
-        ctx.close()
-        assert not problems, problems
+        heads = laptop_pages["heads"][name]
         assert heads, f"{name}: no key-value table found (the check would pass vacuously)"
         assert all(hgt == 0 for hgt in heads), f"{name}: an empty table header is drawn ({heads} px)"
 

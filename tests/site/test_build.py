@@ -20,6 +20,15 @@ def rendered(tmp_path_factory):
     return h.full_fixture_site(tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def dummy(tmp_path_factory) -> Path:
+    """`h.render_dummy_site` once for the tests that only read it (its ``site`` and ``docs/generated``; 3-4 s
+    of CPU a render): the folder it rendered into."""
+    root = tmp_path_factory.mktemp("dummy")
+    h.render_dummy_site(root)
+    return root
+
+
 def test_every_figure_has_anchor_files_provenance_and_citation(rendered):
     root, report, figures = rendered
     site = root / "site"
@@ -158,25 +167,23 @@ def test_site_package_never_imports_torch():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_root_mkdocs_yml_builds_strict_after_render(tmp_path):
+def test_root_mkdocs_yml_builds_strict_after_render(dummy, tmp_path):
     """The repository's mkdocs.yml is valid (docs_dir redirected to a rendered docs folder)."""
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
-    h.render_dummy_site(tmp_path)
-    cfg = load_config(config_file=str(Path(build_mod.MKDOCS_YML)), docs_dir=str(tmp_path / "docs" / "generated"),
+    cfg = load_config(config_file=str(Path(build_mod.MKDOCS_YML)), docs_dir=str(dummy / "docs" / "generated"),
                       site_dir=str(tmp_path / "again"), strict=True)
     cfg.plugins.on_startup(command="build", dirty=False)
     build(cfg)
     assert (tmp_path / "again" / "index.html").is_file()
 
 
-def test_home_figure_index_is_one_paragraph_per_paper(tmp_path):
+def test_home_figure_index_is_one_paragraph_per_paper(dummy):
     """Home's figure index: each paper's ids in a paragraph of their own and the "n/c" legend in another
     (the ids of K21, of K24 and the legend once ran into one paragraph, so the legend's "n/c: not
     configured" followed the last K24 id as if that figure were not configured)."""
-    h.render_dummy_site(tmp_path)
-    html = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    html = (dummy / "site" / "index.html").read_text(encoding="utf-8")
     section = html.split('id="figures"', 1)[1]
     paras = re.findall(r"<p>(.*?)</p>", section, re.S)
     by_paper = {p: [x for x in paras if f"<strong>{p}</strong>" in x] for p in ("K21", "K24")}
@@ -189,14 +196,13 @@ def test_home_figure_index_is_one_paragraph_per_paper(tmp_path):
     assert len(legend) == 1 and legend[0].startswith("<sup>n/c</sup>"), legend
 
 
-def test_paper_pages_open_with_this_builds_setting_beside_the_papers(tmp_path):
+def test_paper_pages_open_with_this_builds_setting_beside_the_papers(dummy):
     """A reader with the paper open was not told, before the numbers, that this build's primary encoder
     (the default MiniLM-L6) stands in for the paper's bert-base-uncased, nor that it read 256 Wikipedia pairs
     against the paper's 992 (K24: 24 and 16 sequences per dataset): only each figure's folded provenance
     said so. Each paper page now opens with a table of the paper's setting beside this build's."""
-    h.render_dummy_site(tmp_path)
-    k21 = (tmp_path / "site" / "k21.html").read_text(encoding="utf-8")
-    k24 = (tmp_path / "site" / "k24.html").read_text(encoding="utf-8")
+    k21 = (dummy / "site" / "k21.html").read_text(encoding="utf-8")
+    k24 = (dummy / "site" / "k24.html").read_text(encoding="utf-8")
     import html as html_mod
 
     head21 = html_mod.unescape(k21.split('id="k21-dummy-fig"', 1)[0])

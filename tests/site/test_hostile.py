@@ -251,3 +251,14 @@ def test_hostile_text_is_inert_on_version_pages_and_the_history(hostile_rebuilt,
             depth += (c == "{") - (c == "}")
             assert depth >= 0, bib
         assert depth == 0, bib
+
+
+def test_published_site_and_versions_have_no_local_paths(hostile_rebuilt):
+    """No local path (the build's folder, the home folder, this checkout) in any text file of a site built
+    from a local model folder and data file: every figure's files, the version pages, the history. (The
+    same check on tests/test_safety.py's three-figure site, beside its other points on local sources.)"""
+    from tests import site_helpers as h
+
+    site = hostile_rebuilt
+    assert len(list(site.glob("figures/*/provenance.json"))) > 20 and (site / "history.json").is_file()
+    assert h.private_text(site, [str(site.parent), str(Path.home()), str(ROOT)]) == []
