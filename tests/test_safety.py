@@ -419,7 +419,8 @@ def test_stale_temp_dirs_of_dead_processes_are_swept_at_start(tmp_path):
     render_site(h._dummy_tables(), h.DUMMY_ROLES, h.provenance("smoke"), out_dir=out, log=lambda *_: None,
                 figures=h.DUMMY_FIGURES)
     assert not stale_site.exists() and live_site.exists() and foreign.exists()
-    cfg = from_dict({"preset": "smoke", "cache_dir": str(tmp_path / "cache"), "out_dir": str(out)})
+    # another output: this one holds the dummy figures' versions, which a smoke build refuses to drop
+    cfg = from_dict({"preset": "smoke", "cache_dir": str(tmp_path / "cache"), "out_dir": str(tmp_path / "smoke")})
     api.preflight(cfg)
     assert not stale_entry.exists()
 

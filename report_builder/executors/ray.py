@@ -74,8 +74,10 @@ def require_ray():
     try:
         import ray
     except ImportError:
+        from report_builder.executors import DEFAULT
+
         raise MissingDependency(f"{option('executor', 'ray')} needs Ray, which is not installed: {INSTALL} "
-                                f"(or build with the default {option('executor', 'local')})") from None
+                                f"(or build with the default {option('executor', DEFAULT)})") from None
     return ray
 
 
