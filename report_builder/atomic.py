@@ -82,10 +82,16 @@ def replace_dir(new: Path, target: Path) -> None:
         _trash(target, old)
 
 
+def _trash_name(name: str) -> str:
+    """``.<name>.tmp-<pid>@<host>-<random>``: the temporary name a removal renames to first (a sweep removes
+    it once its process is dead: `guard.stale_temp_dirs`)."""
+    return f".{name}.tmp-{tmp_tag()}"
+
+
 def _trash(target: Path, old: Path) -> None:
     """Delete ``old`` (the folder, file or link that was ``target``) under the target's own temporary name
     (swept with the output's: `guard.site_temp_prefixes`), never following a link."""
-    trash = target.parent / f".{target.name}.tmp-{tmp_tag()}"
+    trash = target.parent / _trash_name(target.name)
     os.rename(old, trash)
     if trash.is_dir() and not trash.is_symlink():
         shutil.rmtree(trash, ignore_errors=True)
@@ -98,7 +104,7 @@ def remove_dir(path: Path) -> None:
     so a removal cut short (SIGKILL, a second Ctrl-C) leaves a name the next start's sweep proves dead and
     removes, never a half-removed folder under its own name (which `clean` could no longer prove the tool's)."""
     path = Path(path)
-    trash = path.with_name(f".{path.name}.tmp-{tmp_tag()}")
+    trash = path.with_name(_trash_name(path.name))
     os.rename(path, trash)
     shutil.rmtree(trash, ignore_errors=True)
 
@@ -244,6 +250,39 @@ def remove_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def remove_aside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """`remove_inside` rename-first: ``path`` (inside ``root``, no link on the way; a link is removed itself) is
+    renamed out of ``root`` to ``.<root name>.tmp-<pid>@<host>-…`` beside it -- a name of the root's own
+    temporary folders, which the sweep of a build or ``clean`` of that output removes (`guard.site_temp_prefixes`,
+    `guard.sweep`) -- then deleted. A removal cut short (SIGKILL, power loss) leaves no half folder under its own
+    name in ``root`` (nor an entry the site marker does not list), only a dead process's temporary folder. Where
+    it cannot be renamed there (``root`` a mount point, its parent not writable) it is removed in place
+    (`remove_inside`). False when it was missing."""
+    parts = inside(root, path)
+    parent = os.path.dirname(os.path.abspath(root))
+    trash = _trash_name(os.path.basename(os.path.abspath(root)))
+    with opened_dir(root, parts[:-1]) as fd:
+        pfd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            try:
+                os.rename(parts[-1], trash, src_dir_fd=fd, dst_dir_fd=pfd)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                if e.errno not in (errno.EXDEV, errno.EACCES, errno.EPERM, errno.EBUSY):
+                    raise
+                trash = None
+            if trash is not None:
+                if stat.S_ISDIR(os.stat(trash, dir_fd=pfd, follow_symlinks=False).st_mode):
+                    shutil.rmtree(trash, dir_fd=pfd, ignore_errors=True)  # descriptor-based: no link followed
+                else:
+                    os.unlink(trash, dir_fd=pfd)
+                return True
+        finally:
+            os.close(pfd)
+    return remove_inside(root, path)
 
 
 def entries(root: str | os.PathLike, path: str | os.PathLike | None = None) -> list[tuple[str, bool]]:

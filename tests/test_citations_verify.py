@@ -171,6 +171,36 @@ def test_reproduce_below_the_precision_is_equal_within_tolerance_and_says_what_m
     line = res.line()
     assert "equal within tolerance" in line and "largest change" in line and res.reproduced != res.recorded
     assert res.data["values_changed"] >= 1 and res.data["largest_abs"]["where"]["model"] == "tiny"
+    d = _drawn_folder_verifies(built, res, built.tmp / "c3")
+    assert d["inputs"] == [], d["inputs"]  # the same device and code: only the numbers moved, within the precision
+
+
+def _drawn_folder_verifies(built, res, cache: Path, **kw) -> dict:
+    """The folder ``reproduce`` drew (``res.files``) is a version of its own: its provenance.json records its
+    content hash, its files' SHA-256 and the version it reproduces (not that version's permalink), it verifies,
+    a diff against the cited folder names no check, only data within the precision, and reproducing it again
+    (with the same run's conditions) says identical. Before, it held the cited recipe: "altered" (exit 7), and
+    ``diff`` said "NEW's files are not the version its record claims". Returns the diff."""
+    from report_builder import precision
+    from report_builder.citations import readback, verify
+
+    cited, drawn = _folder(built), Path(res.files)
+    rec, _ = readback.read_recipe(drawn)
+    assert rec.content_hash == res.reproduced and "permalink" not in rec.data
+    assert rec.data["reproduces"] == {"figure": FIG, "content_hash": res.recorded,
+                                      "permalink": f"figures/{FIG}/{res.recorded}/"}
+    assert set(rec.data["files"]) >= {"spec.json", "data.csv", "chart.svg", "chart.png"}
+    assert verify.check_folder(drawn, rec.data).mismatches == []
+    d = api.diff(cited, drawn)
+    assert d["checks"] == [] and "check:" not in api.format_diff(d), api.format_diff(d)
+    assert d["old"] == res.recorded and d["new"] == res.reproduced
+    if res.status == "within":
+        assert d["data"]["values_changed"] >= 1
+        assert precision.frames_within(pd.read_csv(cited / "data.csv"), pd.read_csv(drawn / "data.csv"))
+    again = api.reproduce(drawn, cache_dir=cache, models=[f"tiny={built.model}"], log=lambda *_: None,
+                          progress=False, **kw)
+    assert (again.status, again.exit_code) == ("identical", 0), again.line()
+    return d
 
 
 @pytest.mark.skipif(not CHUNK_RULE, reason="the configuration has no chunk_rule yet")
@@ -178,6 +208,10 @@ def test_reproduce_with_the_other_chunk_rule_exits_0(built):
     res = api.reproduce(_folder(built), cache_dir=built.tmp / "c4", models=[f"tiny={built.model}"], chunk_rule="gpu",
                         log=lambda *_: None, progress=False)
     assert res.exit_code == 0 and res.status in ("identical", "within"), res.line()
+    rec = json.loads((Path(res.files) / "provenance.json").read_text())
+    assert rec["chunk_rule"] == "gpu" and rec["config"]["chunk_rule"] == "gpu"  # this run's, not the recipe's
+    d = _drawn_folder_verifies(built, res, built.tmp / "c4")  # no --chunk-rule: its recipe records gpu
+    assert {r["what"] for r in d["inputs"]} >= {"chunk_rule"}, d["inputs"]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

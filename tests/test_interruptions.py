@@ -508,3 +508,67 @@ def test_a_link_planted_at_a_reproduced_drawing_is_replaced_itself_never_followe
     assert not target.is_symlink() and (target / "data.csv").read_text() == "new\n"
     assert (elsewhere / "data.csv").read_text() == "not the tool's\n"
     assert _debris(target.parent) == []
+
+
+_CLEAN_VERSIONS_KILLED = r"""
+import os, shutil, sys
+from pathlib import Path
+from report_builder.citations.site_clean import clean_site, parse_age
+def killed(path, *a, dir_fd=None, **k):  # one file of the version deleted, then the process dies (SIGKILL)
+    folder = Path(f"/proc/self/fd/{dir_fd}") / path if dir_fd is not None else Path(path)
+    sorted(folder.iterdir())[0].unlink()
+    os._exit(9)
+shutil.rmtree = killed
+clean_site(Path(sys.argv[1]), parse_age("2020-01-15"), log=lambda *_: None)
+"""
+
+
+def test_a_clean_of_old_versions_killed_midway_leaves_no_half_version(tmp_path, capsys, monkeypatch):
+    """Before: ``clean --versions-older-than`` deleted a version folder in place, so a clean killed midway left
+    ``figures/<id>/<hash>/`` without some of its files: half a figure at its permalink, still in the index, kept
+    by the next clean. Now it is renamed out of the site first (`atomic.remove_aside`) to the output's own
+    temporary name beside it: after a kill there no half version is left, the site holds nothing its marker
+    does not list (a build or clean would refuse it), and the next clean sweeps the temporary folder."""
+    from report_builder import cli, site_marker
+    from report_builder.citations.version_files import permalink
+    from tests.citations import synthetic as syn
+
+    monkeypatch.setenv("REPORT_BUILDER_CACHE", str(tmp_path / "user-cache"))
+    info = syn.make_site(tmp_path)
+    site = info["site"]
+    site_marker.write(site)  # the marker with its list of entries, as a build writes it
+    old = site / permalink(syn.FIG, info["old"])
+    r = subprocess.run([sys.executable, "-c", _CLEAN_VERSIONS_KILLED, str(site)], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 9, r.stderr[-2000:]
+    assert not os.path.lexists(old), sorted(os.listdir(old))  # gone whole, not half a version
+    assert site_marker.foreign(site, "clean") is None
+    assert [n.split("-")[0] for n in _debris(tmp_path)] == [".site.tmp"]  # the dead process's, beside the site
+    code = cli.main(["clean", "--out", str(site), "--cache", str(tmp_path / "no-cache")])
+    out, err = capsys.readouterr()
+    assert code == 0 and "kept its 2 published figure versions" in out, out + err
+    assert _debris(tmp_path) == []
+    assert (site / permalink(syn.FIG, info["new"]) / "spec.json").is_file()
+    assert (site / permalink(syn.OTHER, info["other"]) / "spec.json").is_file()
+
+
+def test_remove_aside_falls_back_in_place_and_removes_a_link_itself(tmp_path, monkeypatch):
+    """`atomic.remove_aside` where the rename out of the root fails (the root a mount point: EXDEV) removes in
+    place as before; a link is removed itself, never what it leads to; a missing path is False."""
+    site, outside = tmp_path / "site", tmp_path / "outside"
+    (site / "figures" / "a").mkdir(parents=True)
+    (site / "figures" / "a" / "f").write_text("x")
+    outside.mkdir()
+    (outside / "keep").write_text("kept")
+    (site / "figures" / "link").symlink_to(outside)
+    assert atomic.remove_aside(site, site / "figures" / "link") and (outside / "keep").read_text() == "kept"
+    assert not atomic.remove_aside(site, site / "figures" / "missing")
+    rename = os.rename
+
+    def cross_device(src, dst, *a, **k):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(atomic.os, "rename", cross_device)
+    assert atomic.remove_aside(site, site / "figures" / "a") and not (site / "figures" / "a").exists()
+    monkeypatch.setattr(atomic.os, "rename", rename)
+    assert _debris(tmp_path) == [] and sorted(os.listdir(site / "figures")) == []

@@ -51,9 +51,10 @@ MAX_CHART_ROWS = 5000
 """A difference chart is drawn for at most this many matched rows."""
 
 _IGNORED = {"date", "content_hash", "recipe_sha256", "max_reconstruction_error", "examples", "recipe", "preset",
-            "permalink", "files"}
+            "permalink", "files", "reproduces"}
 """Record fields that are no input: the version's own identity and outputs (``files``: its published
-files' sha256, which change with every changed figure)."""
+files' sha256, which change with every changed figure; ``reproduces``: the version a figure drawn by
+`reproduce` was rebuilt from)."""
 _DEVICE = {"device", "dtype", "tf32", "device_map", "chunk_rule"}
 _CODE = {"report_builder_version", "git_commit"}
 _LIBRARY = {"torch_version", "transformers_version", "python_version", "libraries", "analysis_libraries"}

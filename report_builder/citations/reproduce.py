@@ -356,7 +356,8 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
     out.analyses = [r.task.label for r in results]
     out.computed = sum(1 for r in results if not r.reused)
     out.reused = len(results) - out.computed
-    tables = _tables(rec, cfg, plan, planning.final_results(results))
+    final = planning.final_results(results)
+    tables = _tables(rec, cfg, plan, final)
     display = rec.get("display") or {}
     judged = ({m: d.get("style") for m, d in display.items()}, {m: bool(d.get("causal")) for m, d in display.items()})
     roles = Roles(**{k: tuple(v) if isinstance(v, list) else v for k, v in (rec.get("roles") or {}).items()})
@@ -372,12 +373,42 @@ def _rebuild(rec: dict[str, Any], spec: Any, cfg, out: Reproduction, log: Callab
         ff = figure_files(spec, result, ctx.tables, tmp, int(rec.get("inline_limit") or 200_000))
         names = ("spec.json", "data.csv") + (("chart.svg",) if result.svg is not None else ())  # a diagram's drawing
         texts = {n: readback.read_text(tmp / spec.id, n, readback.CAPS["file"]) for n in names}  # is in its hash
-        atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(rec))
+        drawn = _drawn_record(rec, spec, result, ctx, cfg, plan, final, ff.content_hash, tmp / spec.id)
+        atomic.replace_inside(cache.base, tmp / spec.id / "provenance.json", recipe.dumps(drawn))
         # a name made here: the registry's id and the hash just computed (nothing read from the recipe)
         target = cache.reproduced / f"{spec.id}-{ff.content_hash}"
         _publish(cache, tmp / spec.id, target)
     out.files = str(target)
     return ff.content_hash, texts
+
+
+def _drawn_record(rec: dict[str, Any], spec: Any, result: Any, ctx: Any, cfg, plan, final, content_hash: str,
+                  folder: Path) -> dict[str, Any]:
+    """The provenance.json of the figure drawn in ``folder``: the recipe of THAT drawing, made as a build makes
+    a new version's (`site.publish.figure_record`, from this run's `provenance.build_provenance`): its content
+    hash, the SHA-256 of the files drawn (``files``), this run's device, chunk rule, library versions, date and
+    reconstruction error, and its configuration (so `reproduce` of the folder rebuilds it: identical); plus
+    ``reproduces``, the version it reproduces (figure id, content hash, permalink), and no ``permalink`` (it
+    was published nowhere). The models and datasets keep the sources and paths the recipe names (the tables
+    show them; their fingerprints and hashes were checked equal), not a ``--model``/``--data`` copy's. Sealed."""
+    from report_builder.analyses import assemble
+    from report_builder.provenance import build_provenance
+    from report_builder.site import publish
+
+    prov = build_provenance(cfg, *assemble.provenance(plan, final))
+    named = {m.get("name"): m.get("source") for m in rec["config"]["models"]}
+    paths = {d.get("id"): d.get("path") for d in rec["config"].get("datasets") or []}
+    for name, m in prov["models"].items():
+        m["source"] = ((rec.get("models") or {}).get(name) or {}).get("source") or named.get(name, m["source"])
+    prov["config"]["models"] = [{**m, "source": named.get(m["name"], m["source"])} for m in prov["config"]["models"]]
+    prov["config"]["datasets"] = [{**d, "path": paths.get(d["id"], d.get("path"))}
+                                  for d in prov["config"].get("datasets") or []]
+    made, _, _, _ = publish.figure_record(spec, result, content_hash, ctx.tables, ctx.roles, prov,
+                                          int(rec.get("inline_limit") or 200_000), None, None, folder)
+    made.pop("permalink", None)
+    made["reproduces"] = {"figure": rec["figure"]["id"], "content_hash": rec.get("content_hash"),
+                          "permalink": rec.get("permalink")}
+    return recipe.seal(made)
 
 
 def _publish(cache, folder: Path, target: Path) -> None:

@@ -6,7 +6,10 @@ The versions are the earlier site's as `earlier_site.load_versions` reads them: 
 every version folder on disk the index does not list (a damaged, emptied or missing ``versions.json``
 loses no version: one warning line says so and the index is rebuilt from the folders that verify).
 Every removal and the index's rewrite stay inside ``--out`` with no link followed (`atomic.remove_inside`,
-`atomic.replace_inside`): a link in the site is removed as a link, never followed.
+`atomic.replace_inside`): a link in the site is removed as a link, never followed. A version folder (and the
+whole site) is removed rename-first (`atomic.remove_aside`, `atomic.remove_dir`): renamed to the output's own
+temporary name beside it (``.<out>.tmp-<pid>@<host>-…``), then deleted, so a ``clean`` killed midway leaves no
+half version (its permalink would serve half a figure), only a folder the next build or ``clean`` sweeps.
 
 Pitfall: a version whose creation date cannot be read is kept by ``--versions-older-than DATE`` (only
 ``all`` removes it): a date that cannot be proved old never drops a citation.
@@ -94,12 +97,12 @@ def clean_site(out: Path, older_than: _dt.datetime | None = None, current_too: b
             v = keep.get((f, h))
             created = _created(v.created) if v is not None else None
             if current_too or (created is not None and created < older_than):
-                atomic.remove_inside(out, out / permalink(f, h))
+                atomic.remove_aside(out, out / permalink(f, h))  # renamed out first: never half a version
                 keep.pop((f, h), None)
                 unverified.discard((f, h))
                 removed.append(permalink(f, h))
     if not keep and not unverified:
-        atomic.remove_inside(out.parent, out)  # the whole site: a real folder (checked), nothing followed
+        atomic.remove_dir(out)  # the whole site (a real folder, checked): renamed to .<out>.tmp-… first, swept
         return 0, removed
     folders = {(f, h) for f, h in keep} | unverified
     for name, _ in atomic.entries(out):
