@@ -35,3 +35,16 @@ def test_k24_counts_per_model_when_they_differ():
 def test_map_figures_record_examples_not_datasets():
     rec = figure_provenance(PROV, _tables(), ("enc",), (), {}, "h", ("k24_maps", "models"))
     assert rec["datasets"] == {} and rec["examples"] == 2
+
+
+def test_the_parameters_row_leaves_out_empty_values():
+    """Every K21 table's version page read "Parameters ... max_memory = 1GiB; missing = []": ``missing`` (the
+    configured encoders without rows) is a figure's own parameter, shown raw even when nothing is missing. An
+    empty value is left out of the row; a value that says something stays (the record keeps both)."""
+    rec = figure_provenance(PROV, _tables(), ("enc",), ("wiki",), {"missing": [], "seed": 0}, "h",
+                            ("k21_tokens", "models"))
+    page = provenance_html(rec)
+    assert "missing" not in page and "seed = <code>0</code>" in page
+    assert rec["params"]["missing"] == []  # the record is unchanged: only the page leaves it out
+    named = figure_provenance(PROV, _tables(), ("enc",), ("wiki",), {"missing": ["dec"]}, "h", ("k21_tokens", "models"))
+    assert "missing = <code>[&#x27;dec&#x27;]</code>" in provenance_html(named)

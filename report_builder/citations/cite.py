@@ -158,8 +158,9 @@ def provenance_html(rec: dict[str, Any]) -> str:
         rows.append(("Dataset", ", ".join(bits)))
     if rec.get("examples") is not None:
         rows.append(("Examples", f"{rec['examples']} example sequence(s) shown"))
-    if rec["params"]:
-        rows.append(("Parameters", "; ".join(f"{html.escape(str(k))} = {_code(v)}" for k, v in rec["params"].items())))
+    shown = {k: v for k, v in rec["params"].items() if v not in ([], {}, "", None)}  # an empty value says nothing
+    if shown:
+        rows.append(("Parameters", "; ".join(f"{html.escape(str(k))} = {_code(v)}" for k, v in shown.items())))
     err = rec["max_reconstruction_error"]
     bound = rec.get("error_bound", 1e-4)  # a record from before the precision modes: float32's
     rows.append(("Max reconstruction error", "not recorded" if err is None else
