@@ -68,10 +68,8 @@ class DeviceCheck:
 
     def read(self, results: list[LayerResult]) -> None:
         """One host read: each result's ``errors`` (check point -> error), or the ValueError of a non-causal
-        ``alpha`` given as causal."""
-        rows = self.rows()
-        if rows is not None:
-            self.fill(results, rows.tolist(), self.flag is not None)  # the one host read
+        ``alpha`` given as causal (`read_checks` of this one step)."""
+        read_checks([(results, self)])
 
     def fill(self, results: list[LayerResult], vals: list[list[float]], flagged: bool) -> None:
         """Each result's errors from the host copy ``vals`` of `rows` (``flagged``: its last row is the flag)."""
@@ -93,7 +91,7 @@ def read_checks(steps: list[tuple[list[LayerResult], DeviceCheck]]) -> None:
     for (results, c), r in zip(steps, rows):
         if r is None:
             continue
-        DeviceCheck(c.keys, None, None).fill(results, vals[at:at + r.shape[0]], c.flag is not None)
+        c.fill(results, vals[at:at + r.shape[0]], c.flag is not None)
         at += r.shape[0]
 
 
