@@ -103,10 +103,7 @@ def remove_dir(path: Path) -> None:
     """Remove the folder ``path``: renamed first to ``.<name>.tmp-<pid>@<host>-…`` beside it, then deleted,
     so a removal cut short (SIGKILL, a second Ctrl-C) leaves a name the next start's sweep proves dead and
     removes, never a half-removed folder under its own name (which `clean` could no longer prove the tool's)."""
-    path = Path(path)
-    trash = path.with_name(_trash_name(path.name))
-    os.rename(path, trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    _trash(Path(path), Path(path))
 
 
 def restore_swapped(target: Path, lock_file: Path | None = None, *, lock_of: Path | None = None,
