@@ -154,8 +154,7 @@ def check_known_versions(site: Path) -> None:
     (neither registered nor declared by the running build: published by a newer report_builder, or by a build
     with its own declarations): a build could not verify nor carry them, and its swap would delete their
     permalinks (`clean` keeps them as they are)."""
-    known = set(version_folders(site))
-    alien = [permalink(f, h) for f, h in version_folders(site, any_id=True) if (f, h) not in known]
+    alien = [permalink(f, h) for f, h in version_folders(site, any_id=True) if not figure_id(f)]
     if alien:
         names = ", ".join(alien[:3]) + (f" and {len(alien) - 3} more" if len(alien) > 3 else "")
         raise UnsafeOutput(f"refusing to replace the output directory {site}: it holds {len(alien)} published "
