@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from report_builder import guard
+from report_builder.filehash import sha256_of_file
 from report_builder.site import manifest
 from report_builder.site.site_state import IN_OUT
 
@@ -59,11 +60,7 @@ def stream_digest(p: Path) -> bytes:
     """SHA-256 of a link's target text (never followed) or of a regular file read in chunks."""
     if p.is_symlink():
         return hashlib.sha256(b"link\0" + os.fsencode(os.readlink(p))).digest()
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.digest()
+    return bytes.fromhex(sha256_of_file(p))
 
 
 def inputs_digest(docs: Path, date: str | tuple[str, ...], extra_files: dict[str, str], site_url: str | None,
