@@ -95,11 +95,6 @@ def report_theme() -> alt.theme.ThemeConfig:
     }
 
 
-def enable() -> None:
-    """Make sure the report theme is active (idempotent)."""
-    alt.theme.enable(THEME_NAME)
-
-
 @contextmanager
 def active() -> Iterator[None]:
     """The report's theme for the block (a chart is made into a spec in it: `site.figure_files.chart_to_spec`),

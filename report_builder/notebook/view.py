@@ -24,7 +24,6 @@ import hashlib
 import html
 import itertools
 import json
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,8 +82,7 @@ def _maps(res: "Decomposition", names: list[str], seqs: list[int], layers: list[
 def plot_map(res: "Decomposition", layer: int, name: str, seq: int, unit: str, size: int) -> "alt.Chart":
     """`Decomposition.plot`: one map as a heatmap titled ``"<model>, <name> (<unit label>), layer <layer>"``; a
     map over `VIEW_CELLS` cells keeps its first tokens (the title says how many of how many)."""
-    with _report_theme():  # importing the figures stage enables the report's theme (`figures.charts.data`)
-        from report_builder.figures.charts.token_maps import token_map_heatmap  # render side, imported lazily
+    from report_builder.figures.charts.token_maps import token_map_heatmap  # render side, imported lazily
 
     n = len(res[seq])
     max_tokens = int(VIEW_CELLS ** 0.5) if n * n > VIEW_CELLS else None  # the view's rule: one chart stays drawable
@@ -95,22 +93,11 @@ def plot_map(res: "Decomposition", layer: int, name: str, seq: int, unit: str, s
                                      label=f"{res.model}, "))
 
 
-@contextmanager
-def _report_theme():
-    """The report's Altair theme for the block (`figures.theme.active`), the user's own active theme again
-    afterwards."""
-    from report_builder.figures import theme
-
-    with theme.active():
-        yield
-
-
 def _spec(chart) -> dict:
     """A chart's Vega-Lite dict in the report's theme, without its schema URL (the page needs none)."""
     from report_builder.site.figure_files import chart_to_spec
 
-    with _report_theme():
-        spec = chart_to_spec(chart)
+    spec = chart_to_spec(chart)  # in the report's theme (`figures.theme.active`), the user's own kept
     spec.pop("$schema", None)
     return spec
 
@@ -125,8 +112,10 @@ class _Offline:
         return {"text/html": MapView(spec, text)._repr_html_(), "text/plain": f"<chart: {text}>"}
 
     def save(self, fp, format=None, **kw):
+        from report_builder.figures import theme
+
         kw.setdefault("inline", True)
-        with _report_theme():
+        with theme.active():  # the report's theme for this file, the user's own kept
             return super().save(fp, format, **kw)
 
 
@@ -157,8 +146,7 @@ def offline(chart):
 
 def map_view(res: "Decomposition", layer: int, name: str, seq: int, unit: str) -> "MapView":
     """`Decomposition.show`: every decomposed map of every sequence, starting at (layer, name, seq)."""
-    with _report_theme():
-        from report_builder.figures.charts.token_maps import map_explorer
+    from report_builder.figures.charts.token_maps import map_explorer
 
     names, seqs, layers = list(res.scopes + res.methods), list(range(len(res))), list(res.layers)
 
